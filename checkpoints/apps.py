@@ -1,0 +1,21 @@
+"""App config: refuse to boot on a wrong CHECKPOINTS configuration."""
+
+from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
+
+
+class CheckpointsConfig(AppConfig):
+    name = "checkpoints"
+    verbose_name = "Checkpoints"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from checkpoints import checks, signals  # noqa: F401  (registers checks and signals)
+
+        errors = checks.configuration_errors()
+        if errors:
+            # A WSGI/ASGI boot never runs `manage.py check`, so refuse here too.
+            raise ImproperlyConfigured(
+                "Checkpoint store settings are wrong:\n"
+                + "\n".join(f"- {e.msg} {e.hint or ''}".rstrip() for e in errors)
+            )

@@ -1,0 +1,119 @@
+"""System checks that refuse a wrong CHECKPOINTS configuration, naming the variable."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.checks import Error, Tags, Warning, register
+
+from checkpoints.conf import store_settings
+
+PROVIDERS = ("postgres", "sqlite", "redis", "memory")
+REMOVED_VARIABLES = {
+    "LLM_PROVIDER_CHECKPOINT_TTL_MINUTES": (
+        "replaced by LLM_PROVIDER_CHECKPOINT_RETENTION_WAITING_MINUTES and "
+        "LLM_PROVIDER_CHECKPOINT_RETENTION_FINISHED_MINUTES"
+    ),
+    "FLOW_CHECKPOINT_RETENTION_DAYS": (
+        "replaced by the two retention variables and the sweep_checkpoints operation"
+    ),
+}
+# The environment variable behind each setting, so a refusal names what the operator set.
+ENV_NAMES = {
+    "PROVIDER": "LLM_PROVIDER_CHECKPOINT",
+    "RETENTION_WAITING_MINUTES": "LLM_PROVIDER_CHECKPOINT_RETENTION_WAITING_MINUTES",
+    "RETENTION_FINISHED_MINUTES": "LLM_PROVIDER_CHECKPOINT_RETENTION_FINISHED_MINUTES",
+    "INLINE_COMPRESS_BYTES": "LLM_PROVIDER_CHECKPOINT_INLINE_COMPRESS_BYTES",
+    "MAX_CHECKPOINTS": "CHECKPOINTS_MAX_CHECKPOINTS",
+}
+
+
+def _name(key: str) -> str:
+    return (
+        f"{ENV_NAMES[key]} (CHECKPOINTS['{key}'])" if key in ENV_NAMES else f"CHECKPOINTS['{key}']"
+    )
+
+
+def configuration_errors() -> list[Error]:
+    """Every refusal for the current settings and environment; empty when all is well."""
+    conf = store_settings()
+    errors: list[Error] = []
+    for variable, replacement in REMOVED_VARIABLES.items():
+        if variable in os.environ:
+            errors.append(
+                Error(
+                    f"{variable} is set to {os.environ[variable]!r} but was removed.",
+                    hint=f"Unset it; it is {replacement}.",
+                    id="checkpoints.E001",
+                )
+            )
+    provider = conf["PROVIDER"]
+    if provider not in PROVIDERS:
+        errors.append(
+            Error(
+                f"{_name('PROVIDER')} is {provider!r}, not a known provider.",
+                hint="Use one of: " + ", ".join(PROVIDERS) + ".",
+                id="checkpoints.E002",
+            )
+        )
+    numbers_ok = True
+    for key, nullable in (
+        ("RETENTION_WAITING_MINUTES", False),
+        ("RETENTION_FINISHED_MINUTES", False),
+        ("INLINE_COMPRESS_BYTES", True),
+        ("MAX_CHECKPOINTS", False),
+    ):
+        value = conf[key]
+        if value is None and nullable:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            numbers_ok = False
+            errors.append(
+                Error(
+                    f"{_name(key)} is {value!r}, not a whole number.",
+                    hint="Set a whole number of "
+                    + ("bytes, or null to turn compression off." if nullable else "minutes/items."),
+                    id="checkpoints.E003",
+                )
+            )
+        elif value < 0:
+            numbers_ok = False
+            errors.append(
+                Error(
+                    f"{_name(key)} is {value}, which is negative.",
+                    hint="Set zero or a positive number.",
+                    id="checkpoints.E004",
+                )
+            )
+    if numbers_ok:
+        waiting = conf["RETENTION_WAITING_MINUTES"]
+        finished = conf["RETENTION_FINISHED_MINUTES"]
+        if finished > waiting:
+            errors.append(
+                Error(
+                    f"{_name('RETENTION_FINISHED_MINUTES')} is {finished}, greater than "
+                    f"{_name('RETENTION_WAITING_MINUTES')} {waiting}.",
+                    hint="The finished retention must not exceed the waiting retention.",
+                    id="checkpoints.E005",
+                )
+            )
+    return errors
+
+
+@register(Tags.compatibility)
+def check_checkpoint_settings(app_configs=None, **kwargs):
+    return configuration_errors()
+
+
+@register(Tags.compatibility, deploy=True)
+def check_memory_in_production(app_configs=None, **kwargs):
+    if store_settings()["PROVIDER"] == "memory":
+        return [
+            Warning(
+                "LLM_PROVIDER_CHECKPOINT is 'memory': every checkpoint is lost when the process "
+                "ends and other processes cannot see it.",
+                hint="Use postgres or redis in production.",
+                id="checkpoints.W001",
+            )
+        ]
+    return []

@@ -1,0 +1,59 @@
+"""Read the CHECKPOINTS settings dict, with defaults, reloaded when settings change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    "PROVIDER": "sqlite",
+    "CONN_STRING": None,
+    "RETENTION_WAITING_MINUTES": 10080,
+    "RETENTION_FINISHED_MINUTES": 1440,
+    "INLINE_COMPRESS_BYTES": 65536,
+    "MAX_CHECKPOINTS": 0,
+    "CODEC_ALLOWED_MODULES": [
+        "langchain",
+        "langchain_core",
+        "langgraph",
+        "checkpoints",
+        "retention",
+    ],
+    "CODEC_MAX_DEPTH": 200,
+    "CODEC_MAX_BYTES": 64 * 1024 * 1024,
+    "LIVE_THREAD_FILTERS": {
+        "interrupts": "retention.filters.interrupts",
+        "parks": "retention.filters.parks",
+    },
+    "SWEEP_BATCH_SIZE": 1000,
+    "SWEEP_SCHEDULE": None,
+    "ENCRYPTION_KEYS": [],
+    "REMOVED_VARIABLES_SET": [],
+}
+
+_cache: dict[str, Any] | None = None
+
+
+def store_settings() -> dict[str, Any]:
+    """The effective CHECKPOINTS dict: the project's values over DEFAULTS."""
+    global _cache
+    if _cache is None:
+        merged = dict(DEFAULTS)
+        merged.update(getattr(settings, "CHECKPOINTS", {}) or {})
+        _cache = merged
+    return _cache
+
+
+def setting(key: str) -> Any:
+    return store_settings()[key]
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    global _cache
+    if setting == "CHECKPOINTS":
+        _cache = None
+
+
+setting_changed.connect(_reload)

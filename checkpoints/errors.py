@@ -1,0 +1,96 @@
+"""Every error the checkpoint store raises, under one root class.
+
+Each class carries a stable ``code`` and the HTTP ``status`` the API answers with, so
+the admin, the API, the commands and the tasks all report one failure the same way.
+"""
+
+from __future__ import annotations
+
+
+class CheckpointStoreError(Exception):
+    """Root of every error the store raises."""
+
+    code = "checkpoint_store_error"
+    status = 500
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class CheckpointConfigError(CheckpointStoreError):
+    """The CHECKPOINTS settings or a saver option are wrong."""
+
+    code = "invalid_configuration"
+    status = 500
+
+
+class InvalidCheckpointInput(CheckpointStoreError, ValueError):
+    """A caller passed something the store cannot act on (missing thread_id, bad key...)."""
+
+    code = "invalid_input"
+    status = 400
+
+
+class ThreadNotFound(CheckpointStoreError, LookupError):
+    """No checkpoint exists for the named thread."""
+
+    code = "thread_not_found"
+    status = 404
+
+
+class CheckpointNotFound(CheckpointStoreError, LookupError):
+    """The named checkpoint does not exist (or belongs to another thread)."""
+
+    code = "checkpoint_not_found"
+    status = 404
+
+
+class ThreadExists(CheckpointStoreError):
+    """A thread id that must be new already holds checkpoints."""
+
+    code = "thread_exists"
+    status = 409
+
+
+class ThreadVersionConflict(CheckpointStoreError):
+    """The thread changed since the caller read it (If-Match on Thread.version)."""
+
+    code = "version_conflict"
+    status = 409
+
+
+class CheckpointStoreFormatError(CheckpointStoreError):
+    """The store holds checkpoints in another format generation, or none recorded."""
+
+    code = "store_format"
+    status = 503
+
+
+class CheckpointDeleteError(CheckpointStoreError):
+    """A thread could not be emptied: writers kept re-adding rows."""
+
+    code = "delete_failed"
+    status = 500
+
+
+class CheckpointCodecError(CheckpointStoreError, ValueError):
+    """A value cannot be encoded, or stored bytes cannot be decoded."""
+
+    code = "codec_error"
+    status = 400
+
+
+class CheckpointEncryptionError(CheckpointStoreError):
+    """A stored row is plaintext, tampered with, or under an unknown key."""
+
+    code = "encryption_error"
+    status = 500
+
+
+class StoreUnavailable(CheckpointStoreError, ConnectionError):
+    """The store's server could not be reached."""
+
+    code = "store_unavailable"
+    status = 503

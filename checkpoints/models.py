@@ -1,0 +1,129 @@
+"""Tables of the ORM checkpoint store."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Thread(models.Model):
+    """One LangGraph thread: its owner, last write and declared retention."""
+
+    thread_id = models.TextField(unique=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="checkpoint_threads",
+    )
+    created_at = models.DateTimeField()
+    last_write_at = models.DateTimeField(db_index=True)
+    # Bumped by rollback; API callers send it back in If-Match.
+    version = models.PositiveIntegerField(default=1)
+    waiting_minutes = models.PositiveIntegerField(null=True, blank=True)
+    finished_minutes = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_write_at"]
+
+    def __str__(self) -> str:
+        return self.thread_id
+
+
+class Checkpoint(models.Model):
+    """One checkpoint; its channel values live in ChannelBlob rows."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
+    checkpoint_ns = models.TextField(default="", blank=True)
+    checkpoint_id = models.TextField()
+    parent_checkpoint_id = models.TextField(null=True, blank=True)
+    type = models.TextField()
+    checkpoint = models.BinaryField()
+    metadata = models.JSONField(default=dict)
+    source = models.CharField(max_length=64, blank=True, default="")
+    step = models.IntegerField(null=True)
+    run_id = models.TextField(null=True, blank=True)
+    durability = models.CharField(max_length=16)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id"], name="checkpoint_key"
+            )
+        ]
+        # PostgreSQL also gets a GIN index on metadata (migration 0002), so list(filter=...)
+        # is answered by `metadata @> %s` without scanning the table.
+        indexes = [
+            models.Index(fields=["thread", "source", "step"], name="checkpoint_source_step"),
+            models.Index(fields=["run_id"], name="checkpoint_run"),
+        ]
+
+    def __str__(self) -> str:
+        return self.checkpoint_id
+
+
+class ChannelBlob(models.Model):
+    """One channel's value at one version; an unchanged channel is never written twice."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="blobs")
+    checkpoint_ns = models.TextField(default="", blank=True)
+    channel = models.TextField()
+    version = models.TextField()
+    type = models.TextField()
+    blob = models.BinaryField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "channel", "version"], name="blob_key"
+            )
+        ]
+
+
+class PendingWrite(models.Model):
+    """A task's write recorded against a checkpoint, not yet applied."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="writes")
+    checkpoint_ns = models.TextField(default="", blank=True)
+    checkpoint_id = models.TextField()
+    task_id = models.TextField()
+    task_path = models.TextField(default="", blank=True)
+    idx = models.IntegerField()
+    channel = models.TextField()
+    type = models.TextField()
+    blob = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="write_key",
+            )
+        ]
+
+
+class FinishedMark(models.Model):
+    """A thread its owner marked finished; it is due for the sweep at due_at."""
+
+    thread_id = models.TextField(unique=True)
+    marked_at = models.DateTimeField()
+    due_at = models.DateTimeField(db_index=True)
+    owner = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["due_at"]
+
+    def __str__(self) -> str:
+        return self.thread_id
+
+
+class StoreFormat(models.Model):
+    """The format generation this store's checkpoints are written in."""
+
+    generation = models.PositiveIntegerField()
+    recorded_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"generation {self.generation}"

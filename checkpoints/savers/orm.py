@@ -1,0 +1,889 @@
+"""The ORM saver: checkpoints in Django's database (PostgreSQL or SQLite)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, connections, transaction
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    writes_sort_key,
+)
+
+from checkpoints.compression import compress_typed, decompress_typed
+from checkpoints.conf import setting
+from checkpoints.errors import (
+    CheckpointConfigError,
+    CheckpointStoreFormatError,
+    InvalidCheckpointInput,
+    ThreadExists,
+)
+from checkpoints.models import (
+    ChannelBlob,
+    FinishedMark,
+    PendingWrite,
+    StoreFormat,
+    Thread,
+)
+from checkpoints.models import (
+    Checkpoint as CheckpointRow,
+)
+from checkpoints.savers.base import (
+    _MISSING,
+    FORMAT_ERROR_HINT,
+    FORMAT_GENERATION,
+    FinishedEntry,
+    StoreSaver,
+    ThreadHoldings,
+    ThreadRetention,
+    config_keys,
+    json_metadata,
+    metadata_matches,
+    utcnow,
+    validate_filter,
+)
+
+PAGE = 100
+EMPTY = "empty"
+_format_checked: set[str] = set()
+_format_lock = threading.Lock()
+_alias_lock = threading.Lock()
+
+
+def forget_format_checks() -> None:
+    """Make the next saver built on each database check the format generation again."""
+    _format_checked.clear()
+
+
+def alias_for_conn_string(conn_string: str) -> str:
+    """A Django database alias for a connection string, registered on first use."""
+    from project.dburl import parse_database_url
+
+    alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
+    with _alias_lock:
+        if alias not in connections.settings:
+            try:
+                entry = parse_database_url(conn_string)
+            except ValueError as exc:
+                raise CheckpointConfigError(
+                    f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
+                ) from exc
+            merged = connections.configure_settings(
+                {"default": dict(connections.settings["default"]), alias: entry}
+            )
+            connections.settings[alias] = merged[alias]
+    return alias
+
+
+class OrmSaver(StoreSaver):
+    """Checkpoints, blobs and writes as Django models; one transaction per write."""
+
+    supports_idle_sweep = True
+
+    def __init__(self, *, using: str = "default", serde=None, max_checkpoints=None) -> None:
+        super().__init__(serde=serde, max_checkpoints=max_checkpoints)
+        if using not in connections.settings:
+            raise CheckpointConfigError(f"database alias {using!r} is not configured")
+        self.using = using
+        vendor = connections[using].vendor
+        if vendor == "postgresql":
+            self.provider = "postgres"
+        elif vendor == "sqlite":
+            self.provider = "sqlite"
+        else:
+            raise CheckpointConfigError(
+                f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
+            )
+        self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
+        self._durability: str | None = None
+        self._owner_cache: dict[str, int | None] = {}
+        self.ensure_format()
+
+    # -- format generation ----------------------------------------------------------------
+    def ensure_format(self) -> None:
+        """Record the generation on a new store; refuse a store in another one."""
+        key = self.using
+        if key in _format_checked:
+            return
+        with _format_lock:
+            if key in _format_checked:
+                return
+            try:
+                with transaction.atomic(using=self.using):
+                    recorded = list(
+                        StoreFormat.objects.using(self.using).values_list("generation", flat=True)
+                    )
+                    if not recorded:
+                        if CheckpointRow.objects.using(self.using).exists():
+                            raise CheckpointStoreFormatError(
+                                f"the {self.provider} checkpoint store ({self.using}) holds "
+                                "checkpoints but records no format generation: "
+                                f"{FORMAT_ERROR_HINT}"
+                            )
+                        StoreFormat.objects.using(self.using).create(
+                            generation=FORMAT_GENERATION, recorded_at=utcnow()
+                        )
+                    elif set(recorded) != {FORMAT_GENERATION}:
+                        raise CheckpointStoreFormatError(
+                            f"the {self.provider} checkpoint store ({self.using}) is in format "
+                            f"generation {max(recorded)}, this version writes "
+                            f"{FORMAT_GENERATION}: {FORMAT_ERROR_HINT}"
+                        )
+            except DatabaseError as exc:
+                raise CheckpointConfigError(
+                    f"the checkpoint tables are missing or unreadable on database "
+                    f"{self.using!r} ({exc}); run `manage.py migrate`"
+                ) from exc
+            _format_checked.add(key)
+
+    # -- durability -----------------------------------------------------------------------
+    @property
+    def durability(self) -> str:
+        if self._durability is None:
+            self._durability = self._read_durability()
+        return self._durability
+
+    def _read_durability(self) -> str:
+        conn = connections[self.using]
+        if self.provider == "sqlite":
+            name = str(conn.settings_dict.get("NAME") or "")
+            in_memory = name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db()
+            return "memory" if in_memory else "disk"
+        with conn.cursor() as cur:
+            cur.execute("SHOW fsync")
+            fsync = cur.fetchone()[0]
+            cur.execute("SHOW synchronous_standby_names")
+            standbys = cur.fetchone()[0]
+            cur.execute("SHOW synchronous_commit")
+            commit = cur.fetchone()[0]
+        if fsync != "on" or commit == "off":
+            return "memory"
+        if standbys and commit in ("on", "remote_write", "remote_apply"):
+            return "replicated"
+        return "disk"
+
+    # -- serialization --------------------------------------------------------------------
+    def _dump(self, value: Any) -> tuple[str, bytes]:
+        return compress_typed(self.serde.dumps_typed(value), self.compress_bytes)
+
+    def _load(self, type_: str, data: Any) -> Any:
+        return self.serde.loads_typed(decompress_typed((type_, bytes(data))))
+
+    # -- writes ---------------------------------------------------------------------------
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread_id, ns, parent_id = config_keys(config)
+        if not checkpoint.get("id"):
+            raise InvalidCheckpointInput("checkpoint['id'] is required", field="checkpoint.id")
+        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        body_type, body_bytes = self.serde.dumps_typed(body)
+        blobs = []
+        for channel, version, value in self._blob_versions(checkpoint, new_versions):
+            if value is _MISSING:
+                blobs.append((channel, version, EMPTY, None))
+            else:
+                blobs.append((channel, version, *self._dump(value)))
+        md = self._stamp(json_metadata(config, metadata))
+        owner_pk = self._owner_pk(config)
+        now = utcnow()
+        db = self.using
+        with transaction.atomic(using=db):
+            thread = Thread(
+                thread_id=thread_id, created_at=now, last_write_at=now, owner_id=owner_pk
+            )
+            Thread.objects.using(db).bulk_create(
+                [thread],
+                update_conflicts=True,
+                unique_fields=["thread_id"],
+                update_fields=["last_write_at"],
+            )
+            if blobs:
+                ChannelBlob.objects.using(db).bulk_create(
+                    [
+                        ChannelBlob(
+                            thread_id=thread.pk,
+                            checkpoint_ns=ns,
+                            channel=c,
+                            version=v,
+                            type=t,
+                            blob=b,
+                        )
+                        for c, v, t, b in blobs
+                    ],
+                    ignore_conflicts=True,
+                )
+            step = md.get("step")
+            CheckpointRow.objects.using(db).bulk_create(
+                [
+                    CheckpointRow(
+                        thread_id=thread.pk,
+                        checkpoint_ns=ns,
+                        checkpoint_id=checkpoint["id"],
+                        parent_checkpoint_id=parent_id,
+                        type=body_type,
+                        checkpoint=body_bytes,
+                        metadata=md,
+                        source=str(md.get("source") or "")[:64],
+                        step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+                        run_id=str(md["run_id"]) if md.get("run_id") is not None else None,
+                        durability=md["_durability"]["level"],
+                        created_at=now,
+                    )
+                ],
+                update_conflicts=True,
+                unique_fields=["thread", "checkpoint_ns", "checkpoint_id"],
+                update_fields=[
+                    "parent_checkpoint_id",
+                    "type",
+                    "checkpoint",
+                    "metadata",
+                    "source",
+                    "step",
+                    "run_id",
+                    "durability",
+                    "created_at",
+                ],
+            )
+            if self.max_checkpoints:
+                self._prune_pk(thread.pk, self.max_checkpoints, only_ns=ns)
+        stored = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+        self._checkpoint_created(stored, checkpoint, md)
+        return stored
+
+    def _owner_pk(self, config: RunnableConfig) -> int | None:
+        user_id = (config.get("configurable") or {}).get("user_id")
+        if user_id is None or user_id == "":
+            return None
+        key = str(user_id)
+        if key not in self._owner_cache:
+            from django.contrib.auth import get_user_model
+
+            users = get_user_model().objects.using(self.using)
+            found = None
+            if key.isdigit():
+                found = users.filter(pk=int(key)).values_list("pk", flat=True).first()
+            if found is None:
+                found = (
+                    users.filter(**{get_user_model().USERNAME_FIELD: key})
+                    .values_list("pk", flat=True)
+                    .first()
+                )
+            self._owner_cache[key] = found
+        return self._owner_cache[key]
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        thread_id, ns, checkpoint_id = config_keys(config, need_checkpoint=True)
+        if not writes:
+            return
+        rows = []
+        for idx, (channel, value) in enumerate(writes):
+            type_, data = self._dump(value)
+            rows.append((WRITES_IDX_MAP.get(channel, idx), channel, type_, data))
+        special = all(i < 0 for i, *_ in rows)
+        db = self.using
+        with transaction.atomic(using=db):
+            pk = self._thread_pk(thread_id, create=True)
+            objs = [
+                PendingWrite(
+                    thread_id=pk,
+                    checkpoint_ns=ns,
+                    checkpoint_id=checkpoint_id,
+                    task_id=str(task_id),
+                    task_path=task_path or "",
+                    idx=i,
+                    channel=c,
+                    type=t,
+                    blob=b,
+                )
+                for i, c, t, b in rows
+            ]
+            if special:
+                PendingWrite.objects.using(db).bulk_create(
+                    objs,
+                    update_conflicts=True,
+                    unique_fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                    update_fields=["channel", "type", "blob", "task_path"],
+                )
+            else:
+                PendingWrite.objects.using(db).bulk_create(objs, ignore_conflicts=True)
+
+    def _thread_pk(self, thread_id: str, *, create: bool = False) -> int | None:
+        pk = (
+            Thread.objects.using(self.using)
+            .filter(thread_id=thread_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if pk is None and create:
+            now = utcnow()
+            thread = Thread(thread_id=thread_id, created_at=now, last_write_at=now)
+            Thread.objects.using(self.using).bulk_create(
+                [thread],
+                update_conflicts=True,
+                unique_fields=["thread_id"],
+                update_fields=["thread_id"],
+            )
+            pk = thread.pk
+        return pk
+
+    # -- reads ----------------------------------------------------------------------------
+    _ROW_FIELDS = (
+        "pk",
+        "thread_id",
+        "thread__thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+    )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread_id, ns, checkpoint_id = config_keys(config)
+        rows = CheckpointRow.objects.using(self.using).filter(
+            thread__thread_id=thread_id, checkpoint_ns=ns
+        )
+        if checkpoint_id:
+            rows = rows.filter(checkpoint_id=checkpoint_id)
+        else:
+            rows = rows.order_by("-checkpoint_id")
+        found = list(rows.values_list(*self._ROW_FIELDS)[:1])
+        if not found:
+            return None
+        return self._tuples(found)[0]
+
+    def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
+        """Build tuples for rows of one or more threads: one query for blobs, one for writes."""
+        bodies = []
+        wanted: dict[tuple[int, str], set[tuple[str, str]]] = defaultdict(set)
+        for row in rows:
+            _, tpk, _, ns, _, _, type_, body, _ = row
+            checkpoint = self.serde.loads_typed((type_, bytes(body)))
+            bodies.append(checkpoint)
+            for channel, version in checkpoint.get("channel_versions", {}).items():
+                wanted[(tpk, ns)].add((channel, str(version)))
+        blobs: dict[tuple[int, str, str, str], Any] = {}
+        for (tpk, ns), pairs in wanted.items():
+            if not pairs:
+                continue
+            found = (
+                ChannelBlob.objects.using(self.using)
+                .filter(
+                    thread_id=tpk,
+                    checkpoint_ns=ns,
+                    channel__in={c for c, _ in pairs},
+                    version__in={v for _, v in pairs},
+                )
+                .values_list("channel", "version", "type", "blob")
+            )
+            for channel, version, type_, data in found:
+                if (channel, version) in pairs and type_ != EMPTY:
+                    blobs[(tpk, ns, channel, version)] = (type_, data)
+        writes: dict[tuple[int, str, str], list] = defaultdict(list)
+        by_thread: dict[int, set[str]] = defaultdict(set)
+        for row in rows:
+            by_thread[row[1]].add(row[4])
+        for tpk, ids in by_thread.items():
+            found = (
+                PendingWrite.objects.using(self.using)
+                .filter(thread_id=tpk, checkpoint_id__in=ids)
+                .values_list(
+                    "checkpoint_ns",
+                    "checkpoint_id",
+                    "task_id",
+                    "task_path",
+                    "idx",
+                    "channel",
+                    "type",
+                    "blob",
+                )
+            )
+            for ns, cid, task_id, task_path, idx, channel, type_, data in found:
+                writes[(tpk, ns, cid)].append((task_path, task_id, idx, channel, type_, data))
+        out = []
+        for row, checkpoint in zip(rows, bodies, strict=True):
+            _, tpk, thread_id, ns, cid, parent, _, _, metadata = row
+            values = {}
+            for channel, version in checkpoint.get("channel_versions", {}).items():
+                typed = blobs.get((tpk, ns, channel, str(version)))
+                if typed is not None:
+                    values[channel] = self._load(*typed)
+            checkpoint["channel_values"] = values
+            pending = sorted(
+                writes.get((tpk, ns, cid), ()), key=lambda w: writes_sort_key(w[0], w[1], w[2])
+            )
+            out.append(
+                CheckpointTuple(
+                    config={
+                        "configurable": {
+                            "thread_id": thread_id,
+                            "checkpoint_ns": ns,
+                            "checkpoint_id": cid,
+                        }
+                    },
+                    checkpoint=checkpoint,
+                    metadata=metadata,
+                    parent_config=(
+                        {
+                            "configurable": {
+                                "thread_id": thread_id,
+                                "checkpoint_ns": ns,
+                                "checkpoint_id": parent,
+                            }
+                        }
+                        if parent
+                        else None
+                    ),
+                    pending_writes=[(w[1], w[3], self._load(w[4], w[5])) for w in pending],
+                )
+            )
+        return out
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for page in self._list_pages(config, filter=filter, before=before, limit=limit):
+            yield from page
+
+    def _list_pages(self, config, *, filter=None, before=None, limit=None) -> Iterator[list]:
+        """Pages of tuples, each fetched by its own keyset query (no cursor held open)."""
+        wanted = validate_filter(filter)
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise InvalidCheckpointInput(f"limit must be a whole number >= 0, got {limit!r}")
+        rows = CheckpointRow.objects.using(self.using)
+        if config is not None:
+            thread_id, _, checkpoint_id = config_keys(config)
+            rows = rows.filter(thread__thread_id=thread_id)
+            conf_ns = config["configurable"].get("checkpoint_ns")
+            if conf_ns is not None:
+                rows = rows.filter(checkpoint_ns=conf_ns)
+            if checkpoint_id:
+                rows = rows.filter(checkpoint_id=checkpoint_id)
+        if before is not None:
+            before_id = (before.get("configurable") or {}).get("checkpoint_id")
+            if before_id:
+                rows = rows.filter(checkpoint_id__lt=str(before_id))
+        if wanted:
+            if self.provider == "postgres":
+                # Containment narrows by the GIN index; equality is confirmed below.
+                rows = rows.filter(metadata__contains=wanted)
+            else:
+                if "source" in wanted and isinstance(wanted["source"], str):
+                    rows = rows.filter(source=wanted["source"])
+                step = wanted.get("step")
+                if isinstance(step, int) and not isinstance(step, bool):
+                    rows = rows.filter(step=step)
+        rows = rows.order_by("-checkpoint_id", "-pk")
+        remaining = limit
+        cursor: tuple[str, int] | None = None
+        while remaining is None or remaining > 0:
+            page_rows = rows
+            if cursor is not None:
+                from django.db.models import Q
+
+                page_rows = page_rows.filter(
+                    Q(checkpoint_id__lt=cursor[0]) | Q(checkpoint_id=cursor[0], pk__lt=cursor[1])
+                )
+            size = PAGE if remaining is None or wanted else min(PAGE, remaining)
+            fetched = list(page_rows.values_list(*self._ROW_FIELDS)[:size])
+            if not fetched:
+                return
+            cursor = (fetched[-1][4], fetched[-1][0])
+            if wanted:
+                fetched = [r for r in fetched if metadata_matches(r[8], wanted)]
+            if remaining is not None:
+                fetched = fetched[:remaining]
+                remaining -= len(fetched)
+            if fetched:
+                yield self._tuples(fetched)
+            if len(fetched) < size and not wanted:
+                return
+
+    # -- deletes and copies ---------------------------------------------------------------
+    def _count(self, thread_id: str) -> ThreadHoldings:
+        pk = self._thread_pk(thread_id)
+        if pk is None:
+            return ThreadHoldings(0, 0)
+        return ThreadHoldings(
+            CheckpointRow.objects.using(self.using).filter(thread_id=pk).count(),
+            PendingWrite.objects.using(self.using).filter(thread_id=pk).count(),
+        )
+
+    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
+        db = self.using
+        with transaction.atomic(using=db):
+            pks = list(
+                Thread.objects.using(db).filter(thread_id=thread_id).values_list("pk", flat=True)
+            )
+            if pks:
+                for model in (PendingWrite, CheckpointRow, ChannelBlob):
+                    model.objects.using(db).filter(thread_id__in=pks)._raw_delete(db)
+                Thread.objects.using(db).filter(pk__in=pks)._raw_delete(db)
+        return self._count(thread_id)
+
+    def _forget_thread(self, thread_id: str) -> None:
+        FinishedMark.objects.using(self.using).filter(thread_id=thread_id)._raw_delete(self.using)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        run_ids = [str(r) for r in run_ids]
+        if not run_ids:
+            return
+        db = self.using
+        with transaction.atomic(using=db):
+            doomed = list(
+                CheckpointRow.objects.using(db)
+                .filter(run_id__in=run_ids)
+                .values_list("thread_id", "checkpoint_ns", "checkpoint_id")
+            )
+            by_key: dict[tuple[int, str], list[str]] = defaultdict(list)
+            for tpk, ns, cid in doomed:
+                by_key[(tpk, ns)].append(cid)
+            for (tpk, ns), ids in by_key.items():
+                PendingWrite.objects.using(db).filter(
+                    thread_id=tpk, checkpoint_ns=ns, checkpoint_id__in=ids
+                )._raw_delete(db)
+            CheckpointRow.objects.using(db).filter(run_id__in=run_ids)._raw_delete(db)
+            for tpk in {k[0] for k in by_key}:
+                self._drop_unreferenced_blobs(tpk)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source_thread_id, target_thread_id = str(source_thread_id), str(target_thread_id)
+        db = self.using
+        with transaction.atomic(using=db):
+            src = Thread.objects.using(db).filter(thread_id=source_thread_id).first()
+            if src is None:
+                return
+            if CheckpointRow.objects.using(db).filter(thread__thread_id=target_thread_id).exists():
+                raise ThreadExists(
+                    f"cannot copy thread {source_thread_id!r} onto {target_thread_id!r}: "
+                    "the target already holds checkpoints"
+                )
+            now = utcnow()
+            target = Thread(
+                thread_id=target_thread_id,
+                created_at=now,
+                last_write_at=now,
+                owner_id=src.owner_id,
+                waiting_minutes=src.waiting_minutes,
+                finished_minutes=src.finished_minutes,
+            )
+            Thread.objects.using(db).bulk_create(
+                [target],
+                update_conflicts=True,
+                unique_fields=["thread_id"],
+                update_fields=["last_write_at"],
+            )
+            for model, fields in (
+                (ChannelBlob, ("checkpoint_ns", "channel", "version", "type", "blob")),
+                (
+                    CheckpointRow,
+                    (
+                        "checkpoint_ns",
+                        "checkpoint_id",
+                        "parent_checkpoint_id",
+                        "type",
+                        "checkpoint",
+                        "metadata",
+                        "source",
+                        "step",
+                        "run_id",
+                        "durability",
+                        "created_at",
+                    ),
+                ),
+                (
+                    PendingWrite,
+                    (
+                        "checkpoint_ns",
+                        "checkpoint_id",
+                        "task_id",
+                        "task_path",
+                        "idx",
+                        "channel",
+                        "type",
+                        "blob",
+                    ),
+                ),
+            ):
+                qs = model.objects.using(db).filter(thread_id=src.pk).order_by("pk")
+                last = 0
+                while True:
+                    batch = list(qs.filter(pk__gt=last).values("pk", *fields)[:500])
+                    if not batch:
+                        break
+                    last = batch[-1].pop("pk")
+                    for item in batch:
+                        item.pop("pk", None)
+                    model.objects.using(db).bulk_create(
+                        [model(thread_id=target.pk, **item) for item in batch],
+                        ignore_conflicts=True,
+                    )
+
+    # -- prune ----------------------------------------------------------------------------
+    def _prune_thread(self, thread_id: str, keep_last: int) -> int:
+        with transaction.atomic(using=self.using):
+            pk = self._thread_pk(thread_id)
+            if pk is None:
+                return 0
+            return self._prune_pk(pk, keep_last)
+
+    def _prune_pk(self, pk: int, keep_last: int, only_ns: str | None = None) -> int:
+        """Keep the newest ``keep_last`` per namespace plus the ancestors their delta
+        channels replay from; delete the rest with their writes and unused blobs."""
+        db = self.using
+        rows = CheckpointRow.objects.using(db).filter(thread_id=pk)
+        if only_ns is not None:
+            rows = rows.filter(checkpoint_ns=only_ns)
+            # Cheap exit on the put path: nothing to do while under the cap.
+            if rows.count() <= keep_last:
+                return 0
+        listing = list(
+            rows.order_by("checkpoint_ns", "-checkpoint_id").values_list(
+                "checkpoint_ns",
+                "checkpoint_id",
+                "parent_checkpoint_id",
+                "metadata",
+                "type",
+                "checkpoint",
+            )
+        )
+        by_ns: dict[str, list[tuple]] = defaultdict(list)
+        for row in listing:
+            by_ns[row[0]].append(row)
+        doomed: list[tuple[str, str]] = []
+        for ns, ns_rows in by_ns.items():
+            keep = {r[1] for r in ns_rows[:keep_last]}
+            keep |= self._delta_ancestors(pk, ns, ns_rows, keep)
+            doomed.extend((ns, r[1]) for r in ns_rows if r[1] not in keep)
+        if not doomed:
+            return 0
+        by_ns_ids: dict[str, list[str]] = defaultdict(list)
+        for ns, cid in doomed:
+            by_ns_ids[ns].append(cid)
+        for ns, ids in by_ns_ids.items():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                PendingWrite.objects.using(db).filter(
+                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
+                )._raw_delete(db)
+                CheckpointRow.objects.using(db).filter(
+                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
+                )._raw_delete(db)
+        self._drop_unreferenced_blobs(pk)
+        return len(doomed)
+
+    def _delta_ancestors(self, pk: int, ns: str, ns_rows: list[tuple], keep: set[str]) -> set[str]:
+        """Ancestors of kept checkpoints that DeltaChannel values are rebuilt from."""
+        by_id = {r[1]: r for r in ns_rows}
+        extra: set[str] = set()
+        for cid in list(keep):
+            metadata = by_id[cid][3] or {}
+            channels = set((metadata.get("counters_since_delta_snapshot") or {}).keys())
+            current = by_id[cid]
+            while channels and current is not None:
+                body = self.serde.loads_typed((current[4], bytes(current[5])))
+                versions = body.get("channel_versions", {})
+                seeded = {
+                    ch
+                    for ch in channels
+                    if ch in versions
+                    and ChannelBlob.objects.using(self.using)
+                    .filter(thread_id=pk, checkpoint_ns=ns, channel=ch, version=str(versions[ch]))
+                    .exclude(type=EMPTY)
+                    .exists()
+                }
+                channels -= seeded
+                extra.add(current[1])
+                parent = current[2]
+                current = by_id.get(parent) if parent and channels else None
+        return extra
+
+    def _drop_unreferenced_blobs(self, pk: int) -> None:
+        db = self.using
+        referenced: set[tuple[str, str, str]] = set()
+        for ns, type_, body in (
+            CheckpointRow.objects.using(db)
+            .filter(thread_id=pk)
+            .values_list("checkpoint_ns", "type", "checkpoint")
+            .iterator(chunk_size=500)
+        ):
+            checkpoint = self.serde.loads_typed((type_, bytes(body)))
+            for channel, version in checkpoint.get("channel_versions", {}).items():
+                referenced.add((ns, channel, str(version)))
+        stale = [
+            blob_pk
+            for blob_pk, ns, channel, version in ChannelBlob.objects.using(db)
+            .filter(thread_id=pk)
+            .values_list("pk", "checkpoint_ns", "channel", "version")
+            if (ns, channel, version) not in referenced
+        ]
+        for start in range(0, len(stale), 500):
+            ChannelBlob.objects.using(db).filter(pk__in=stale[start : start + 500])._raw_delete(db)
+
+    # -- store-wide views -----------------------------------------------------------------
+    def threads(self, *, limit: int | None = None) -> list[str]:
+        qs = (
+            Thread.objects.using(self.using)
+            .order_by("-last_write_at")
+            .values_list("thread_id", flat=True)
+        )
+        return list(qs[:limit] if limit else qs)
+
+    def mark_finished(self, thread_id: str, due_at: datetime, owner: str = "") -> FinishedEntry:
+        now = utcnow()
+        FinishedMark.objects.using(self.using).update_or_create(
+            thread_id=str(thread_id),
+            defaults={"marked_at": now, "due_at": due_at, "owner": owner or ""},
+        )
+        return FinishedEntry(str(thread_id), now, due_at, owner or "")
+
+    def unmark_finished(self, thread_id: str) -> bool:
+        deleted, _ = (
+            FinishedMark.objects.using(self.using).filter(thread_id=str(thread_id)).delete()
+        )
+        return bool(deleted)
+
+    def finished_mark(self, thread_id: str) -> FinishedEntry | None:
+        mark = FinishedMark.objects.using(self.using).filter(thread_id=str(thread_id)).first()
+        if mark is None:
+            return None
+        return FinishedEntry(mark.thread_id, mark.marked_at, mark.due_at, mark.owner)
+
+    def finished_due(self, now: datetime, *, limit: int | None = None) -> list[FinishedEntry]:
+        qs = FinishedMark.objects.using(self.using).filter(due_at__lte=now).order_by("due_at")
+        if limit:
+            qs = qs[:limit]
+        return [FinishedEntry(m.thread_id, m.marked_at, m.due_at, m.owner) for m in qs]
+
+    def set_thread_retention(self, thread_id: str, retention: ThreadRetention) -> None:
+        now = utcnow()
+        thread = Thread(
+            thread_id=str(thread_id),
+            created_at=now,
+            last_write_at=now,
+            waiting_minutes=retention.waiting_minutes,
+            finished_minutes=retention.finished_minutes,
+        )
+        Thread.objects.using(self.using).bulk_create(
+            [thread],
+            update_conflicts=True,
+            unique_fields=["thread_id"],
+            update_fields=["waiting_minutes", "finished_minutes"],
+        )
+
+    def thread_retention(self, thread_id: str) -> ThreadRetention:
+        found = (
+            Thread.objects.using(self.using)
+            .filter(thread_id=str(thread_id))
+            .values_list("waiting_minutes", "finished_minutes")
+            .first()
+        )
+        return ThreadRetention(*found) if found else ThreadRetention()
+
+    def idle_threads(
+        self, now: datetime, waiting_minutes: int, *, limit: int | None = None
+    ) -> list[str]:
+        threads = Thread.objects.using(self.using)
+        found = list(
+            threads.filter(
+                waiting_minutes__isnull=True,
+                last_write_at__lt=now - timedelta(minutes=waiting_minutes),
+            )
+            .order_by("last_write_at")
+            .values_list("thread_id", flat=True)[: limit or None]
+        )
+        # Declared horizons are few distinct values; one indexed query each.
+        declared = (
+            threads.filter(waiting_minutes__isnull=False)
+            .values_list("waiting_minutes", flat=True)
+            .distinct()
+        )
+        for minutes in declared:
+            if limit and len(found) >= limit:
+                break
+            found += list(
+                threads.filter(
+                    waiting_minutes=minutes, last_write_at__lt=now - timedelta(minutes=minutes)
+                )
+                .order_by("last_write_at")
+                .values_list("thread_id", flat=True)[: (limit - len(found)) if limit else None]
+            )
+        return found
+
+    # -- async twins: the ORM is synchronous, so each call runs in Django's sync thread ---
+    async def aget_tuple(self, config):
+        return await sync_to_async(self.get_tuple, thread_sensitive=True)(config)
+
+    async def aput(self, config, checkpoint, metadata, new_versions):
+        return await sync_to_async(self.put, thread_sensitive=True)(
+            config, checkpoint, metadata, new_versions
+        )
+
+    async def aput_writes(self, config, writes, task_id, task_path=""):
+        return await sync_to_async(self.put_writes, thread_sensitive=True)(
+            config, writes, task_id, task_path
+        )
+
+    async def adelete_thread(self, thread_id):
+        return await sync_to_async(self.delete_thread, thread_sensitive=True)(thread_id)
+
+    async def adelete_for_runs(self, run_ids):
+        return await sync_to_async(self.delete_for_runs, thread_sensitive=True)(run_ids)
+
+    async def acopy_thread(self, source_thread_id, target_thread_id):
+        return await sync_to_async(self.copy_thread, thread_sensitive=True)(
+            source_thread_id, target_thread_id
+        )
+
+    async def aprune(self, thread_ids, *, strategy="keep_latest", keep_last=None):
+        return await sync_to_async(self.prune, thread_sensitive=True)(
+            thread_ids, strategy=strategy, keep_last=keep_last
+        )
+
+    async def aget_delta_channel_history(self, *, config, channels):
+        return await sync_to_async(self.get_delta_channel_history, thread_sensitive=True)(
+            config=config, channels=channels
+        )
+
+    async def alist(
+        self, config, *, filter=None, before=None, limit=None
+    ) -> AsyncIterator[CheckpointTuple]:
+        pages = self._list_pages(config, filter=filter, before=before, limit=limit)
+        step = sync_to_async(lambda: next(pages, None), thread_sensitive=True)
+        while (page := await step()) is not None:
+            for item in page:
+                yield item

@@ -1,0 +1,9 @@
+"""URL routes: admin, API, schema and metrics."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", include("django_prometheus.urls")),
+]

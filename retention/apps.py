@@ -1,0 +1,9 @@
+"""App config for the retention policy and the sweep."""
+
+from django.apps import AppConfig
+
+
+class RetentionConfig(AppConfig):
+    name = "retention"
+    verbose_name = "Retention"
+    default_auto_field = "django.db.models.BigAutoField"

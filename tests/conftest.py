@@ -1,0 +1,116 @@
+"""Shared fixtures: the `store` fixture runs a test on every provider."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+
+REQUIRE_SERVICES = os.environ.get("CHECKPOINTS_REQUIRE_SERVICES") == "1"
+PROVIDERS = ["memory", "sqlite", "postgres", "redis"]
+
+
+def need_service(reason: str | None) -> None:
+    """Skip with the reason when a server is missing; fail instead under CI's flag."""
+    if reason is None:
+        return
+    if REQUIRE_SERVICES:
+        pytest.fail(f"CHECKPOINTS_REQUIRE_SERVICES=1 but {reason}")
+    pytest.skip(reason)
+
+
+def redis_unavailable() -> str | None:
+    try:
+        import redis
+
+        redis.Redis.from_url(settings.REDIS_TEST_URL, socket_connect_timeout=2).ping()
+        return None
+    except Exception as exc:  # noqa: BLE001
+        return f"Redis at {settings.REDIS_TEST_URL} is not reachable: {exc}"
+
+
+@pytest.fixture
+def redis_url():
+    need_service(redis_unavailable())
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_TEST_URL)
+    client.flushdb()
+    yield settings.REDIS_TEST_URL
+    client.flushdb()
+
+
+def make_saver(request, provider: str, **options):
+    """A fresh, empty saver for ``provider`` (databases flushed by the transactional fixture)."""
+    if provider == "memory":
+        from checkpoints.savers.memory import STORE, MemorySaver
+
+        STORE.clear()
+        request.addfinalizer(STORE.clear)
+        return MemorySaver(**options)
+    if provider == "sqlite":
+        request.getfixturevalue("transactional_db")
+        from checkpoints.savers import get_saver
+
+        return get_saver("sqlite", using="default", **options)
+    if provider == "postgres":
+        need_service(settings.POSTGRES_UNAVAILABLE)
+        request.getfixturevalue("transactional_db")
+        from checkpoints.savers import get_saver
+
+        return get_saver("postgres", using="pg", **options)
+    if provider == "redis":
+        url = request.getfixturevalue("redis_url")
+        from checkpoints.savers import get_saver
+
+        return get_saver("redis", conn_string=url, **options)
+    raise ValueError(provider)
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request):
+    return request.param
+
+
+@pytest.fixture
+def store(request, provider):
+    """A saver on each provider in turn, on an empty store."""
+    return make_saver(request, provider)
+
+
+@pytest.fixture
+def saver_factory(request, provider):
+    """Build more savers (with options) on the same provider as `store`."""
+
+    def build(**options):
+        return make_saver(request, provider, **options)
+
+    return build
+
+
+def pytest_collection_modifyitems(config, items):
+    # Store tests flush every database between tests, so ORM savers in other threads
+    # (async twins, concurrent writers) see committed rows.
+    for item in items:
+        if "store" in getattr(item, "fixturenames", ()) or "saver_factory" in getattr(
+            item, "fixturenames", ()
+        ):
+            item.add_marker(pytest.mark.django_db(transaction=True, databases="__all__"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_stray_postgres_sessions(request, django_db_blocker):
+    """Close connections left by worker threads so the test database can be dropped."""
+    if settings.POSTGRES_UNAVAILABLE is not None:
+        yield
+        return
+    request.getfixturevalue("django_db_setup")
+    yield
+    from django.db import connections
+
+    with django_db_blocker.unblock(), connections["pg"].cursor() as cur:
+        cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
