@@ -320,6 +320,15 @@ class StoreSaver(BaseCheckpointSaver[str]):
         """Marks whose due time is at or before ``now``, earliest first."""
         raise NotImplementedError
 
+    # -- thread version (rollback bumps it; API callers send it back in If-Match) ---------
+    def thread_version(self, thread_id: str) -> int:
+        """The thread's version, 0 when the store has no record of it."""
+        raise NotImplementedError
+
+    def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
+        """Add one to the version; raise ThreadVersionConflict when it is not ``expected``."""
+        raise NotImplementedError
+
     # -- declared retention ---------------------------------------------------------------
     def set_thread_retention(self, thread_id: str, retention: ThreadRetention) -> None:
         raise NotImplementedError

@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from checkpoints.errors import InvalidCheckpointInput, ThreadExists
+from checkpoints.errors import InvalidCheckpointInput, ThreadExists, ThreadVersionConflict
 from checkpoints.savers.base import (
     _MISSING,
     FinishedEntry,
@@ -404,6 +404,18 @@ class MemorySaver(StoreSaver):
     def thread_version(self, thread_id: str) -> int:
         record = self.store.threads.get(str(thread_id))
         return record.version if record else 0
+
+    def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
+        with self.store.lock:
+            record = self.store.threads.get(str(thread_id))
+            current = record.version if record else 0
+            if record is None or (expected is not None and current != expected):
+                raise ThreadVersionConflict(
+                    f"thread {thread_id!r} is at version {current}, not {expected}: "
+                    "it changed since it was read"
+                )
+            record.version += 1
+            return record.version
 
     # -- async twins: nothing here blocks, so they call the sync methods directly ---------
     async def aget_tuple(self, config):

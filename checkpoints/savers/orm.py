@@ -11,6 +11,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, transaction
+from django.db.models import F
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -28,6 +29,7 @@ from checkpoints.errors import (
     CheckpointStoreFormatError,
     InvalidCheckpointInput,
     ThreadExists,
+    ThreadVersionConflict,
 )
 from checkpoints.models import (
     ChannelBlob,
@@ -813,6 +815,24 @@ class OrmSaver(StoreSaver):
             .first()
         )
         return ThreadRetention(*found) if found else ThreadRetention()
+
+    def thread_version(self, thread_id: str) -> int:
+        found = Thread.objects.using(self.using).filter(thread_id=str(thread_id)).values_list(
+            "version", flat=True
+        ).first()
+        return found or 0
+
+    def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
+        rows = Thread.objects.using(self.using).filter(thread_id=str(thread_id))
+        if expected is not None:
+            rows = rows.filter(version=expected)
+        if not rows.update(version=F("version") + 1):
+            current = self.thread_version(thread_id)
+            raise ThreadVersionConflict(
+                f"thread {thread_id!r} is at version {current}, not {expected}: "
+                "it changed since it was read"
+            )
+        return self.thread_version(thread_id)
 
     def idle_threads(
         self, now: datetime, waiting_minutes: int, *, limit: int | None = None
