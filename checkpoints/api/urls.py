@@ -1,0 +1,3 @@
+"""API routes for threads, history, state and time travel (filled in by the API work)."""
+
+urlpatterns: list = []
