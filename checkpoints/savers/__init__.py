@@ -15,7 +15,8 @@ def get_saver(provider: str | None = None, **options: Any) -> StoreSaver:
     """The deployment's saver, or one for ``provider``.
 
     Options: ``conn_string`` (another database or Redis), ``max_checkpoints``, ``serde``,
-    and ``using`` (a Django database alias) for the ORM providers.
+    ``using`` (a Django database alias) for the ORM providers, and ``check_format=False``
+    (only for resetting a store the format check refuses).
     """
     provider = (provider or setting("PROVIDER") or "").strip().lower()
     if provider not in PROVIDERS:
@@ -29,6 +30,7 @@ def get_saver(provider: str | None = None, **options: Any) -> StoreSaver:
     if provider == "memory":
         from checkpoints.savers.memory import MemorySaver
 
+        options.pop("check_format", None)
         return MemorySaver(**options)
     if provider == "redis":
         from checkpoints.savers.redis import RedisSaver

@@ -298,6 +298,11 @@ class StoreSaver(BaseCheckpointSaver[str]):
     def _count(self, thread_id: str) -> ThreadHoldings:
         raise NotImplementedError
 
+    # -- reset ----------------------------------------------------------------------------
+    def reset_store(self) -> int:
+        """Delete everything this store holds and record the current format generation."""
+        raise NotImplementedError
+
     # -- store-wide views -----------------------------------------------------------------
     def threads(self, *, limit: int | None = None) -> list[str]:
         """Thread ids the store holds checkpoints for, newest write first."""

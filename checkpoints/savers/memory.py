@@ -357,6 +357,12 @@ class MemorySaver(StoreSaver):
             current = by_id[current].parent_id
         return chain
 
+    def reset_store(self) -> int:
+        with self.store.lock:
+            count = len(self.store.checkpoints)
+            self.store.clear()
+        return count
+
     # -- store-wide views and ledgers -----------------------------------------------------
     def threads(self, *, limit: int | None = None) -> list[str]:
         with self.store.lock:

@@ -93,7 +93,9 @@ class OrmSaver(StoreSaver):
 
     supports_idle_sweep = True
 
-    def __init__(self, *, using: str = "default", serde=None, max_checkpoints=None) -> None:
+    def __init__(
+        self, *, using: str = "default", serde=None, max_checkpoints=None, check_format=True
+    ) -> None:
         super().__init__(serde=serde, max_checkpoints=max_checkpoints)
         if using not in connections.settings:
             raise CheckpointConfigError(f"database alias {using!r} is not configured")
@@ -110,7 +112,8 @@ class OrmSaver(StoreSaver):
         self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
         self._durability: str | None = None
         self._owner_cache: dict[str, int | None] = {}
-        self.ensure_format()
+        if check_format:
+            self.ensure_format()
 
     # -- format generation ----------------------------------------------------------------
     def ensure_format(self) -> None:
@@ -148,6 +151,23 @@ class OrmSaver(StoreSaver):
                     f"{self.using!r} ({exc}); run `manage.py migrate`"
                 ) from exc
             _format_checked.add(key)
+
+    def reset_store(self) -> int:
+        db = self.using
+        with transaction.atomic(using=db):
+            threads = Thread.objects.using(db).count()
+            for model in (
+                PendingWrite,
+                CheckpointRow,
+                ChannelBlob,
+                Thread,
+                FinishedMark,
+                StoreFormat,
+            ):
+                model.objects.using(db).all()._raw_delete(db)
+            StoreFormat.objects.using(db).create(generation=FORMAT_GENERATION, recorded_at=utcnow())
+        _format_checked.add(self.using)
+        return threads
 
     # -- durability -----------------------------------------------------------------------
     @property
@@ -817,9 +837,12 @@ class OrmSaver(StoreSaver):
         return ThreadRetention(*found) if found else ThreadRetention()
 
     def thread_version(self, thread_id: str) -> int:
-        found = Thread.objects.using(self.using).filter(thread_id=str(thread_id)).values_list(
-            "version", flat=True
-        ).first()
+        found = (
+            Thread.objects.using(self.using)
+            .filter(thread_id=str(thread_id))
+            .values_list("version", flat=True)
+            .first()
+        )
         return found or 0
 
     def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
