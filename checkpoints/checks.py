@@ -85,6 +85,7 @@ def configuration_errors() -> list[Error]:
                     id="checkpoints.E004",
                 )
             )
+    errors.extend(_encryption_errors(conf.get("ENCRYPTION_KEYS") or []))
     if numbers_ok:
         waiting = conf["RETENTION_WAITING_MINUTES"]
         finished = conf["RETENTION_FINISHED_MINUTES"]
@@ -98,6 +99,21 @@ def configuration_errors() -> list[Error]:
                 )
             )
     return errors
+
+
+def _encryption_errors(keys) -> list[Error]:
+    from checkpoints.encryption import parse_key
+    from checkpoints.errors import CheckpointConfigError
+
+    if isinstance(keys, str):
+        keys = [k for k in keys.split(",") if k.strip()]
+    found = []
+    for position, key in enumerate(keys, start=1):
+        try:
+            parse_key(key, position)
+        except CheckpointConfigError as exc:
+            found.append(Error(exc.message, id="checkpoints.E006"))
+    return found
 
 
 @register(Tags.compatibility)

@@ -11,7 +11,10 @@ from project.settings import CHECKPOINTS, DATABASES  # noqa: E402
 POSTGRES_URL = os.environ.get(
     "CHECKPOINTS_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/checkpoint_store"
 )
-REDIS_TEST_URL = os.environ.get("CHECKPOINTS_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# Per-run names, so two test runs on one machine (CI and a developer) never share state.
+REDIS_TEST_URL = os.environ.get(
+    "CHECKPOINTS_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{2 + os.getpid() % 12}"
+)
 
 
 def _postgres_answers() -> str | None:
@@ -39,7 +42,7 @@ if POSTGRES_UNAVAILABLE is None:
     from project.dburl import parse_database_url
 
     DATABASES["pg"] = parse_database_url(POSTGRES_URL)
-    DATABASES["pg"]["TEST"] = {"NAME": "test_checkpoint_store"}
+    DATABASES["pg"]["TEST"] = {"NAME": f"test_checkpoint_store_{os.getpid()}"}
 
 DATABASES["default"]["TEST"] = {
     "NAME": os.path.join(os.environ["CHECKPOINTS_DATA_DIR"], "test.sqlite3")

@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 
 from checkpoints.compression import compress_typed, decompress_typed
 from checkpoints.conf import setting
+from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import (
     CheckpointConfigError,
     CheckpointStoreFormatError,
@@ -197,10 +198,10 @@ class OrmSaver(StoreSaver):
 
     # -- serialization --------------------------------------------------------------------
     def _dump(self, value: Any) -> tuple[str, bytes]:
-        return compress_typed(self.serde.dumps_typed(value), self.compress_bytes)
+        return seal_typed(compress_typed(self.serde.dumps_typed(value), self.compress_bytes))
 
     def _load(self, type_: str, data: Any) -> Any:
-        return self.serde.loads_typed(decompress_typed((type_, bytes(data))))
+        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)))))
 
     # -- writes ---------------------------------------------------------------------------
     def put(
