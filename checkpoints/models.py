@@ -39,7 +39,10 @@ class Checkpoint(models.Model):
     checkpoint_id = models.TextField()
     parent_checkpoint_id = models.TextField(null=True, blank=True)
     type = models.TextField()
+    # The checkpoint without its channel values and versions (msgpack).
     checkpoint = models.BinaryField()
+    # Channel -> version: a column of its own so one SQL statement can join the blobs.
+    channel_versions = models.JSONField(default=dict)
     metadata = models.JSONField(default=dict)
     source = models.CharField(max_length=64, blank=True, default="")
     step = models.IntegerField(null=True)

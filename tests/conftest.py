@@ -92,11 +92,16 @@ def saver_factory(request, provider):
 def pytest_collection_modifyitems(config, items):
     # Store tests flush every database between tests, so ORM savers in other threads
     # (async twins, concurrent writers) see committed rows.
+    # Only a postgres case pays for flushing the PostgreSQL database.
     for item in items:
-        if "store" in getattr(item, "fixturenames", ()) or "saver_factory" in getattr(
-            item, "fixturenames", ()
-        ):
-            item.add_marker(pytest.mark.django_db(transaction=True, databases="__all__"))
+        names = getattr(item, "fixturenames", ())
+        if "store" in names or "saver_factory" in names:
+            callspec = getattr(item, "callspec", None)
+            provider = callspec.params.get("provider") if callspec else None
+            databases = ["default", "pg"] if provider in (None, "postgres") else ["default"]
+            if "pg" not in settings.DATABASES:
+                databases = ["default"]
+            item.add_marker(pytest.mark.django_db(transaction=True, databases=databases))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -11,7 +12,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -42,6 +43,7 @@ from checkpoints.models import (
 from checkpoints.models import (
     Checkpoint as CheckpointRow,
 )
+from checkpoints.savers import pg_sql
 from checkpoints.savers.base import (
     _MISSING,
     FORMAT_ERROR_HINT,
@@ -214,77 +216,49 @@ class OrmSaver(StoreSaver):
         thread_id, ns, parent_id = config_keys(config)
         if not checkpoint.get("id"):
             raise InvalidCheckpointInput("checkpoint['id'] is required", field="checkpoint.id")
-        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        body = {
+            k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
+        }
         body_type, body_bytes = self.serde.dumps_typed(body)
+        versions = dict(checkpoint.get("channel_versions") or {})
         blobs = []
         for channel, version, value in self._blob_versions(checkpoint, new_versions):
             if value is _MISSING:
                 blobs.append((channel, version, EMPTY, None))
             else:
                 blobs.append((channel, version, *self._dump(value)))
-        md = self._stamp(json_metadata(config, metadata))
-        owner_pk = self._owner_pk(config)
-        now = utcnow()
-        db = self.using
-        with transaction.atomic(using=db):
-            thread = Thread(
-                thread_id=thread_id, created_at=now, last_write_at=now, owner_id=owner_pk
-            )
-            Thread.objects.using(db).bulk_create(
-                [thread],
-                update_conflicts=True,
-                unique_fields=["thread_id"],
-                update_fields=["last_write_at"],
-            )
-            if blobs:
-                ChannelBlob.objects.using(db).bulk_create(
-                    [
-                        ChannelBlob(
-                            thread_id=thread.pk,
-                            checkpoint_ns=ns,
-                            channel=c,
-                            version=v,
-                            type=t,
-                            blob=b,
-                        )
-                        for c, v, t, b in blobs
-                    ],
-                    ignore_conflicts=True,
-                )
-            step = md.get("step")
-            CheckpointRow.objects.using(db).bulk_create(
-                [
-                    CheckpointRow(
-                        thread_id=thread.pk,
-                        checkpoint_ns=ns,
-                        checkpoint_id=checkpoint["id"],
-                        parent_checkpoint_id=parent_id,
-                        type=body_type,
-                        checkpoint=body_bytes,
-                        metadata=md,
-                        source=str(md.get("source") or "")[:64],
-                        step=step if isinstance(step, int) and not isinstance(step, bool) else None,
-                        run_id=str(md["run_id"]) if md.get("run_id") is not None else None,
-                        durability=md["_durability"]["level"],
-                        created_at=now,
-                    )
-                ],
-                update_conflicts=True,
-                unique_fields=["thread", "checkpoint_ns", "checkpoint_id"],
-                update_fields=[
-                    "parent_checkpoint_id",
-                    "type",
-                    "checkpoint",
-                    "metadata",
-                    "source",
-                    "step",
-                    "run_id",
-                    "durability",
-                    "created_at",
-                ],
-            )
-            if self.max_checkpoints:
-                self._prune_pk(thread.pk, self.max_checkpoints, only_ns=ns)
+        md = json_metadata(config, metadata)
+        step = md.get("step")
+        row = {
+            "thread_id": thread_id,
+            "owner_id": self._owner_pk(config),
+            "ns": ns,
+            "checkpoint_id": str(checkpoint["id"]),
+            "parent_id": parent_id,
+            "type": body_type,
+            "body": body_bytes,
+            "channel_versions": versions,
+            "source": str(md.get("source") or "")[:64],
+            "step": step if isinstance(step, int) and not isinstance(step, bool) else None,
+            "run_id": str(md["run_id"]) if md.get("run_id") is not None else None,
+            "durability": self.durability,
+        }
+        if self.provider == "postgres" and not self.max_checkpoints:
+            # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round trips.
+            row["now"] = utcnow()
+            row["metadata"] = self._stamp(md)
+            self._put_pg(row, blobs)
+        else:
+            with transaction.atomic(using=self.using):
+                # Stamped inside the transaction: no reader sees it before the commit.
+                row["now"] = utcnow()
+                row["metadata"] = self._stamp(md)
+                if self.provider == "postgres":
+                    thread_pk = self._put_pg(row, blobs)
+                else:
+                    thread_pk = self._put_orm(row, blobs)
+                if self.max_checkpoints:
+                    self._prune_pk(thread_pk, self.max_checkpoints, only_ns=ns)
         stored = {
             "configurable": {
                 "thread_id": thread_id,
@@ -294,6 +268,94 @@ class OrmSaver(StoreSaver):
         }
         self._checkpoint_created(stored, checkpoint, md)
         return stored
+
+    def _raw_cursor(self):
+        """A server-binding psycopg cursor on Django's connection (same transaction)."""
+        import psycopg
+
+        conn = connections[self.using]
+        conn.ensure_connection()
+        return psycopg.Cursor(conn.connection)
+
+    def _put_pg(self, row: dict, blobs: list[tuple]) -> int:
+        from psycopg.types.json import Jsonb
+
+        params = dict(
+            row,
+            channel_versions=Jsonb(row["channel_versions"]),
+            metadata=Jsonb(row["metadata"]),
+            channels=[b[0] for b in blobs],
+            versions=[b[1] for b in blobs],
+            types=[b[2] for b in blobs],
+            blobs=[b[3] for b in blobs],
+        )
+        with self._raw_cursor() as cur:
+            cur.execute(pg_sql.PUT, params)
+            return cur.fetchone()[0]
+
+    def _put_orm(self, row: dict, blobs: list[tuple]) -> int:
+        db = self.using
+        thread = Thread(
+            thread_id=row["thread_id"],
+            created_at=row["now"],
+            last_write_at=row["now"],
+            owner_id=row["owner_id"],
+        )
+        Thread.objects.using(db).bulk_create(
+            [thread],
+            update_conflicts=True,
+            unique_fields=["thread_id"],
+            update_fields=["last_write_at"],
+        )
+        if blobs:
+            ChannelBlob.objects.using(db).bulk_create(
+                [
+                    ChannelBlob(
+                        thread_id=thread.pk,
+                        checkpoint_ns=row["ns"],
+                        channel=c,
+                        version=v,
+                        type=t,
+                        blob=b,
+                    )
+                    for c, v, t, b in blobs
+                ],
+                ignore_conflicts=True,
+            )
+        CheckpointRow.objects.using(db).bulk_create(
+            [
+                CheckpointRow(
+                    thread_id=thread.pk,
+                    checkpoint_ns=row["ns"],
+                    checkpoint_id=row["checkpoint_id"],
+                    parent_checkpoint_id=row["parent_id"],
+                    type=row["type"],
+                    checkpoint=row["body"],
+                    channel_versions=row["channel_versions"],
+                    metadata=row["metadata"],
+                    source=row["source"],
+                    step=row["step"],
+                    run_id=row["run_id"],
+                    durability=row["durability"],
+                    created_at=row["now"],
+                )
+            ],
+            update_conflicts=True,
+            unique_fields=["thread", "checkpoint_ns", "checkpoint_id"],
+            update_fields=[
+                "parent_checkpoint_id",
+                "type",
+                "checkpoint",
+                "channel_versions",
+                "metadata",
+                "source",
+                "step",
+                "run_id",
+                "durability",
+                "created_at",
+            ],
+        )
+        return thread.pk
 
     def _owner_pk(self, config: RunnableConfig) -> int | None:
         user_id = (config.get("configurable") or {}).get("user_id")
@@ -378,6 +440,8 @@ class OrmSaver(StoreSaver):
         return pk
 
     # -- reads ----------------------------------------------------------------------------
+    # Row shape shared by both read paths: pk, thread pk, thread id, ns, checkpoint id,
+    # parent id, body type, body, metadata, channel versions, blobs, writes.
     _ROW_FIELDS = (
         "pk",
         "thread_id",
@@ -388,36 +452,39 @@ class OrmSaver(StoreSaver):
         "type",
         "checkpoint",
         "metadata",
+        "channel_versions",
     )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, ns, checkpoint_id = config_keys(config)
-        rows = CheckpointRow.objects.using(self.using).filter(
-            thread__thread_id=thread_id, checkpoint_ns=ns
-        )
-        if checkpoint_id:
-            rows = rows.filter(checkpoint_id=checkpoint_id)
+        if self.provider == "postgres":
+            params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+            with self._raw_cursor() as cur:
+                cur.execute(
+                    pg_sql.GET_BY_ID if checkpoint_id else pg_sql.GET_LATEST, params, binary=True
+                )
+                found = cur.fetchall()
         else:
-            rows = rows.order_by("-checkpoint_id")
-        found = list(rows.values_list(*self._ROW_FIELDS)[:1])
-        if not found:
-            return None
-        return self._tuples(found)[0]
+            rows = CheckpointRow.objects.using(self.using).filter(
+                thread__thread_id=thread_id, checkpoint_ns=ns
+            )
+            if checkpoint_id:
+                rows = rows.filter(checkpoint_id=checkpoint_id)
+            else:
+                rows = rows.order_by("-checkpoint_id")
+            found = self._with_blobs_and_writes(list(rows.values_list(*self._ROW_FIELDS)[:1]))
+        return self._tuples(found)[0] if found else None
 
-    def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
-        """Build tuples for rows of one or more threads: one query for blobs, one for writes."""
-        bodies = []
+    def _with_blobs_and_writes(self, rows: list[tuple]) -> list[tuple]:
+        """Add each row's blobs and writes, in the shape the PostgreSQL query returns them."""
+        if not rows:
+            return rows
         wanted: dict[tuple[int, str], set[tuple[str, str]]] = defaultdict(set)
         for row in rows:
-            _, tpk, _, ns, _, _, type_, body, _ = row
-            checkpoint = self.serde.loads_typed((type_, bytes(body)))
-            bodies.append(checkpoint)
-            for channel, version in checkpoint.get("channel_versions", {}).items():
-                wanted[(tpk, ns)].add((channel, str(version)))
-        blobs: dict[tuple[int, str, str, str], Any] = {}
+            for channel, version in (row[9] or {}).items():
+                wanted[(row[1], row[3])].add((channel, str(version)))
+        blobs: dict[tuple[int, str, str, str], tuple] = {}
         for (tpk, ns), pairs in wanted.items():
-            if not pairs:
-                continue
             found = (
                 ChannelBlob.objects.using(self.using)
                 .filter(
@@ -426,11 +493,12 @@ class OrmSaver(StoreSaver):
                     channel__in={c for c, _ in pairs},
                     version__in={v for _, v in pairs},
                 )
+                .exclude(type=EMPTY)
                 .values_list("channel", "version", "type", "blob")
             )
             for channel, version, type_, data in found:
-                if (channel, version) in pairs and type_ != EMPTY:
-                    blobs[(tpk, ns, channel, version)] = (type_, data)
+                if (channel, version) in pairs:
+                    blobs[(tpk, ns, channel, version)] = (channel, type_, data)
         writes: dict[tuple[int, str, str], list] = defaultdict(list)
         by_thread: dict[int, set[str]] = defaultdict(set)
         for row in rows:
@@ -451,42 +519,56 @@ class OrmSaver(StoreSaver):
                 )
             )
             for ns, cid, task_id, task_path, idx, channel, type_, data in found:
-                writes[(tpk, ns, cid)].append((task_path, task_id, idx, channel, type_, data))
+                writes[(tpk, ns, cid)].append((task_id, task_path, idx, channel, type_, data))
         out = []
-        for row, checkpoint in zip(rows, bodies, strict=True):
-            _, tpk, thread_id, ns, cid, parent, _, _, metadata = row
-            values = {}
-            for channel, version in checkpoint.get("channel_versions", {}).items():
-                typed = blobs.get((tpk, ns, channel, str(version)))
-                if typed is not None:
-                    values[channel] = self._load(*typed)
-            checkpoint["channel_values"] = values
+        for row in rows:
+            tpk, ns = row[1], row[3]
+            row_blobs = [
+                blobs[key]
+                for key in ((tpk, ns, c, str(v)) for c, v in (row[9] or {}).items())
+                if key in blobs
+            ]
+            out.append((*row, row_blobs, writes.get((tpk, ns, row[4]), [])))
+        return out
+
+    def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
+        out = []
+        for row in rows:
+            _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
+            checkpoint = self.serde.loads_typed((type_, bytes(body)))
+            if isinstance(metadata, str):
+                metadata = json.loads(metadata)
+            if isinstance(versions, str):
+                versions = json.loads(versions)
+            checkpoint["channel_versions"] = versions or {}
+            checkpoint["channel_values"] = {
+                _text(channel): self._load(_text(blob_type), data)
+                for channel, blob_type, data in (blobs or ())
+            }
             pending = sorted(
-                writes.get((tpk, ns, cid), ()), key=lambda w: writes_sort_key(w[0], w[1], w[2])
+                (
+                    (
+                        _text(task_id),
+                        _text(task_path),
+                        int(_text(idx)),
+                        _text(channel),
+                        _text(w_type),
+                        data,
+                    )
+                    for task_id, task_path, idx, channel, w_type, data in (writes or ())
+                ),
+                key=lambda w: writes_sort_key(w[1], w[0], w[2]),
             )
+            conf = {"thread_id": thread_id, "checkpoint_ns": ns}
             out.append(
                 CheckpointTuple(
-                    config={
-                        "configurable": {
-                            "thread_id": thread_id,
-                            "checkpoint_ns": ns,
-                            "checkpoint_id": cid,
-                        }
-                    },
+                    config={"configurable": {**conf, "checkpoint_id": cid}},
                     checkpoint=checkpoint,
                     metadata=metadata,
                     parent_config=(
-                        {
-                            "configurable": {
-                                "thread_id": thread_id,
-                                "checkpoint_ns": ns,
-                                "checkpoint_id": parent,
-                            }
-                        }
-                        if parent
-                        else None
+                        {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
                     ),
-                    pending_writes=[(w[1], w[3], self._load(w[4], w[5])) for w in pending],
+                    pending_writes=[(w[0], w[3], self._load(w[4], w[5])) for w in pending],
                 )
             )
         return out
@@ -507,54 +589,74 @@ class OrmSaver(StoreSaver):
         wanted = validate_filter(filter)
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise InvalidCheckpointInput(f"limit must be a whole number >= 0, got {limit!r}")
-        rows = CheckpointRow.objects.using(self.using)
+        params: dict[str, Any] = {}
         if config is not None:
-            thread_id, _, checkpoint_id = config_keys(config)
-            rows = rows.filter(thread__thread_id=thread_id)
-            conf_ns = config["configurable"].get("checkpoint_ns")
-            if conf_ns is not None:
-                rows = rows.filter(checkpoint_ns=conf_ns)
-            if checkpoint_id:
-                rows = rows.filter(checkpoint_id=checkpoint_id)
+            params["thread_id"], _, params["checkpoint_id"] = config_keys(config)
+            params["ns"] = config["configurable"].get("checkpoint_ns")
         if before is not None:
-            before_id = (before.get("configurable") or {}).get("checkpoint_id")
-            if before_id:
-                rows = rows.filter(checkpoint_id__lt=str(before_id))
-        if wanted:
-            if self.provider == "postgres":
-                # Containment narrows by the GIN index; equality is confirmed below.
-                rows = rows.filter(metadata__contains=wanted)
-            else:
-                if "source" in wanted and isinstance(wanted["source"], str):
-                    rows = rows.filter(source=wanted["source"])
-                step = wanted.get("step")
-                if isinstance(step, int) and not isinstance(step, bool):
-                    rows = rows.filter(step=step)
-        rows = rows.order_by("-checkpoint_id", "-pk")
+            params["before"] = (before.get("configurable") or {}).get("checkpoint_id")
+        params = {k: (str(v) if v is not None else None) for k, v in params.items()}
         remaining = limit
         cursor: tuple[str, int] | None = None
         while remaining is None or remaining > 0:
-            page_rows = rows
-            if cursor is not None:
-                from django.db.models import Q
-
-                page_rows = page_rows.filter(
-                    Q(checkpoint_id__lt=cursor[0]) | Q(checkpoint_id=cursor[0], pk__lt=cursor[1])
-                )
             size = PAGE if remaining is None or wanted else min(PAGE, remaining)
-            fetched = list(page_rows.values_list(*self._ROW_FIELDS)[:size])
+            fetched = self._fetch_page(params, wanted, cursor, size)
             if not fetched:
                 return
             cursor = (fetched[-1][4], fetched[-1][0])
+            full_page = len(fetched) == size
             if wanted:
-                fetched = [r for r in fetched if metadata_matches(r[8], wanted)]
+                fetched = [
+                    r
+                    for r in fetched
+                    if metadata_matches(json.loads(r[8]) if isinstance(r[8], str) else r[8], wanted)
+                ]
             if remaining is not None:
                 fetched = fetched[:remaining]
                 remaining -= len(fetched)
             if fetched:
                 yield self._tuples(fetched)
-            if len(fetched) < size and not wanted:
+            if not full_page:
                 return
+
+    def _fetch_page(self, params, wanted, cursor, size) -> list[tuple]:
+        if self.provider == "postgres":
+            from psycopg.types.json import Jsonb
+
+            sql = pg_sql.list_page(
+                thread=params.get("thread_id") is not None,
+                ns=params.get("ns") is not None,
+                checkpoint_id=params.get("checkpoint_id") is not None,
+                before=params.get("before") is not None,
+                metadata=bool(wanted),
+                cursor=cursor is not None,
+            )
+            values = dict(params, limit=size, metadata=Jsonb(wanted) if wanted else None)
+            if cursor is not None:
+                values["cursor_id"], values["cursor_pk"] = cursor
+            with self._raw_cursor() as cur:
+                cur.execute(sql, values, binary=True)
+                return cur.fetchall()
+        rows = CheckpointRow.objects.using(self.using)
+        if params.get("thread_id") is not None:
+            rows = rows.filter(thread__thread_id=params["thread_id"])
+        if params.get("ns") is not None:
+            rows = rows.filter(checkpoint_ns=params["ns"])
+        if params.get("checkpoint_id") is not None:
+            rows = rows.filter(checkpoint_id=params["checkpoint_id"])
+        if params.get("before") is not None:
+            rows = rows.filter(checkpoint_id__lt=params["before"])
+        if "source" in wanted and isinstance(wanted["source"], str):
+            rows = rows.filter(source=wanted["source"])
+        step = wanted.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            rows = rows.filter(step=step)
+        if cursor is not None:
+            rows = rows.filter(
+                Q(checkpoint_id__lt=cursor[0]) | Q(checkpoint_id=cursor[0], pk__lt=cursor[1])
+            )
+        rows = rows.order_by("-checkpoint_id", "-pk").values_list(*self._ROW_FIELDS)[:size]
+        return self._with_blobs_and_writes(list(rows))
 
     # -- deletes and copies ---------------------------------------------------------------
     def _count(self, thread_id: str) -> ThreadHoldings:
@@ -638,6 +740,7 @@ class OrmSaver(StoreSaver):
                         "checkpoint_ns",
                         "checkpoint_id",
                         "parent_checkpoint_id",
+                        "channel_versions",
                         "type",
                         "checkpoint",
                         "metadata",
@@ -700,8 +803,7 @@ class OrmSaver(StoreSaver):
                 "checkpoint_id",
                 "parent_checkpoint_id",
                 "metadata",
-                "type",
-                "checkpoint",
+                "channel_versions",
             )
         )
         by_ns: dict[str, list[tuple]] = defaultdict(list)
@@ -738,8 +840,7 @@ class OrmSaver(StoreSaver):
             channels = set((metadata.get("counters_since_delta_snapshot") or {}).keys())
             current = by_id[cid]
             while channels and current is not None:
-                body = self.serde.loads_typed((current[4], bytes(current[5])))
-                versions = body.get("channel_versions", {})
+                versions = current[4] or {}
                 seeded = {
                     ch
                     for ch in channels
@@ -758,14 +859,13 @@ class OrmSaver(StoreSaver):
     def _drop_unreferenced_blobs(self, pk: int) -> None:
         db = self.using
         referenced: set[tuple[str, str, str]] = set()
-        for ns, type_, body in (
+        for ns, versions in (
             CheckpointRow.objects.using(db)
             .filter(thread_id=pk)
-            .values_list("checkpoint_ns", "type", "checkpoint")
+            .values_list("checkpoint_ns", "channel_versions")
             .iterator(chunk_size=500)
         ):
-            checkpoint = self.serde.loads_typed((type_, bytes(body)))
-            for channel, version in checkpoint.get("channel_versions", {}).items():
+            for channel, version in (versions or {}).items():
                 referenced.add((ns, channel, str(version)))
         stale = [
             blob_pk
@@ -931,3 +1031,10 @@ class OrmSaver(StoreSaver):
         while (page := await step()) is not None:
             for item in page:
                 yield item
+
+
+def _text(value: Any) -> str:
+    """Names come back as bytea from the PostgreSQL arrays and as str from the ORM."""
+    if isinstance(value, memoryview):
+        value = bytes(value)
+    return value.decode() if isinstance(value, bytes) else value
