@@ -114,6 +114,8 @@ def _drop_stray_postgres_sessions(request, django_db_blocker):
     yield
     from django.db import connections
 
+    if connections["pg"].settings_dict["NAME"] != settings.DATABASES["pg"]["TEST"]["NAME"]:
+        return  # no test used "pg", so its test database was never created
     with django_db_blocker.unblock(), connections["pg"].cursor() as cur:
         cur.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

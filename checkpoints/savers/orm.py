@@ -115,6 +115,7 @@ class OrmSaver(StoreSaver):
         self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
         self._durability: str | None = None
         self._owner_cache: dict[str, int | None] = {}
+        self._owned: set[int] = set()
         if check_format:
             self.ensure_format()
 
@@ -307,6 +308,13 @@ class OrmSaver(StoreSaver):
             unique_fields=["thread_id"],
             update_fields=["last_write_at"],
         )
+        if row["owner_id"] is not None and thread.pk not in self._owned:
+            # A thread first created without an owner (by put_writes, or a declared
+            # retention) takes the first owner a write names.
+            Thread.objects.using(db).filter(pk=thread.pk, owner__isnull=True).update(
+                owner_id=row["owner_id"]
+            )
+            self._owned.add(thread.pk)
         if blobs:
             ChannelBlob.objects.using(db).bulk_create(
                 [

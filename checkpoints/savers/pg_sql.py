@@ -11,7 +11,8 @@ PUT = """
 WITH t AS (
     INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
     VALUES (%(thread_id)s, %(owner_id)s, %(now)s, %(now)s, 1)
-    ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at
+    ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at,
+        owner_id = COALESCE(checkpoints_thread.owner_id, EXCLUDED.owner_id)
     RETURNING id
 ), b AS (
     INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)

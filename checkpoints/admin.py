@@ -1,0 +1,461 @@
+"""Admin console for the checkpoint store: threads, checkpoints, changes, rollback and fork.
+
+Lists come from the ORM tables (fast, indexed); decoded values come from the deployment's
+saver (`get_saver().get_tuple`), so the admin shows exactly what a graph would load. Every
+page here is read-only; rollback and fork go through a confirmation page and a POST.
+Retention (marks, parks, the sweep) is added by `retention/admin.py`, which imports this
+module, never the reverse.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from checkpoints import admin_views
+from checkpoints.admin_display import collapsible, collapsible_map, json_block
+from checkpoints.errors import CheckpointStoreError
+from checkpoints.models import Checkpoint, FinishedMark, Thread
+from checkpoints.savers import get_saver
+from checkpoints.timetravel import TimeTravel
+
+HEAD_ROWS = 10
+
+
+def store_alias() -> str:
+    """The database alias the deployment's ORM saver uses ("default" for other providers)."""
+    return getattr(get_saver(), "using", "default")
+
+
+def thread_change_url(thread_pk: int) -> str:
+    return reverse("admin:checkpoints_thread_change", args=[thread_pk])
+
+
+def checkpoint_change_url(checkpoint_pk: int) -> str:
+    return reverse("admin:checkpoints_checkpoint_change", args=[checkpoint_pk])
+
+
+def history_url(thread_pk: int) -> str:
+    return reverse("admin:checkpoints_checkpoint_changelist") + f"?thread__id__exact={thread_pk}"
+
+
+class FinishedFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("finished", "Finished (marked)"), ("waiting", "Waiting (not marked)")]
+
+    def queryset(self, request, queryset):
+        marked = Exists(FinishedMark.objects.filter(thread_id=OuterRef("thread_id")))
+        if self.value() == "finished":
+            return queryset.filter(marked)
+        if self.value() == "waiting":
+            return queryset.filter(~marked)
+        return queryset
+
+
+class ReadOnlyMixin:
+    """Pages to read, not forms to edit: the store's own operations are the only writers."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting is the sweep's job: it asks the live-thread filters first.
+        return False
+
+
+@admin.register(Thread)
+class ThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = (
+        "thread_id",
+        "owner",
+        "last_write_at",
+        "checkpoint_count",
+        "finished_state",
+        "due_at",
+        "declared_retention",
+    )
+    list_filter = [("owner", admin.RelatedFieldListFilter), FinishedFilter]
+    search_fields = ("thread_id",)
+    search_help_text = "Thread id, exactly or its beginning."
+    list_select_related = ("owner",)
+    list_per_page = 50
+    ordering = ("-last_write_at",)
+    # A COUNT(*) over a million-row table on every page load is the slow part; skip it.
+    show_full_result_count = False
+    change_form_template = "admin/checkpoints/thread/change_form.html"
+    fields = (
+        "thread_id",
+        "owner",
+        "created_at",
+        "last_write_at",
+        "version",
+        "declared_retention",
+        "finished_state",
+        "due_at",
+        "lineage",
+        "recent_checkpoints",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        count = (
+            Checkpoint.objects.filter(thread=OuterRef("pk"))
+            .order_by()
+            .values("thread")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        mark = FinishedMark.objects.filter(thread_id=OuterRef("thread_id"))
+        return (
+            super()
+            .get_queryset(request)
+            .using(store_alias())
+            .annotate(
+                # Correlated per page row: answered from the (thread, ns, checkpoint_id)
+                # index, so the cost follows the page size, not the table size.
+                checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0),
+                mark_due=Subquery(mark.values("due_at")[:1]),
+                mark_owner=Subquery(mark.values("owner")[:1]),
+            )
+        )
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        # Exact and prefix matches keep to the unique index; a substring scan would not.
+        return queryset.filter(thread_id__startswith=term), False
+
+    @admin.display(description="checkpoints")
+    def checkpoint_count(self, obj):
+        return format_html('<a href="{}">{}</a>', history_url(obj.pk), obj.checkpoint_count)
+
+    @admin.display(description="finished", boolean=True)
+    def finished_state(self, obj):
+        return obj.mark_due is not None
+
+    @admin.display(description="due at")
+    def due_at(self, obj):
+        if obj.mark_due is None:
+            return "—"
+        owner = f" (marked by {obj.mark_owner})" if obj.mark_owner else ""
+        return f"{obj.mark_due:%Y-%m-%d %H:%M:%S %Z}{owner}"
+
+    @admin.display(description="declared retention")
+    def declared_retention(self, obj):
+        if obj.waiting_minutes is None and obj.finished_minutes is None:
+            return "platform default"
+        waiting = obj.waiting_minutes if obj.waiting_minutes is not None else "default"
+        finished = obj.finished_minutes if obj.finished_minutes is not None else "default"
+        return f"waiting {waiting} min, finished {finished} min"
+
+    @admin.display(description="lineage (forked from)")
+    def lineage(self, obj):
+        try:
+            steps = TimeTravel(get_saver()).lineage(obj.thread_id)
+        except CheckpointStoreError as exc:
+            return f"unavailable: {exc}"
+        if len(steps) < 2:
+            return "an original thread (not a fork)"
+        return format_html_join(
+            " ← ",
+            "{}",
+            ((admin_views.checkpoint_link(s["thread_id"], s["checkpoint_id"]),) for s in steps),
+        )
+
+    @admin.display(description="newest checkpoints")
+    def recent_checkpoints(self, obj):
+        rows = list(
+            Checkpoint.objects.using(store_alias())
+            .filter(thread=obj)
+            .order_by("-checkpoint_id")
+            .values_list("pk", "checkpoint_id", "source", "step", "created_at")[:HEAD_ROWS]
+        )
+        if not rows:
+            return "no checkpoints"
+        body = format_html_join(
+            "",
+            '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (checkpoint_change_url(pk), cid, source or "—", step, created)
+                for pk, cid, source, step, created in rows
+            ),
+        )
+        return format_html(
+            '<table class="cs-table"><thead><tr><th>checkpoint</th><th>source</th>'
+            "<th>step</th><th>written</th></tr></thead><tbody>{}</tbody></table>"
+            '<p><a href="{}">Full history ({})</a></p>',
+            body,
+            history_url(obj.pk),
+            obj.checkpoint_count,
+        )
+
+    def changelist_view(self, request, extra_context=None):
+        provider = get_saver().provider
+        if provider not in ("postgres", "sqlite"):
+            # Only the ORM providers keep these tables; say so instead of an empty page.
+            self.message_user(
+                request,
+                f"This deployment keeps its checkpoints in {provider}; the thread list reads "
+                "the database tables of the postgres and sqlite stores, so it shows none of "
+                "them. The sweep page still works on this store.",
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {"history_url": history_url(object_id), **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra)
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = (
+        "checkpoint_id",
+        "thread_link",
+        "source",
+        "step",
+        "created_at",
+        "durability",
+    )
+    list_display_links = ("checkpoint_id",)
+    list_filter = ("source", "durability")
+    search_fields = ("checkpoint_id",)
+    search_help_text = "Checkpoint id or thread id, exactly."
+    list_select_related = ("thread",)
+    list_per_page = 50
+    ordering = ("-checkpoint_id",)
+    show_full_result_count = False
+    change_form_template = "admin/checkpoints/checkpoint/change_form.html"
+    actions = ["rollback_selected", "fork_selected"]
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "thread_link",
+                    "checkpoint_id",
+                    "checkpoint_ns",
+                    "source",
+                    "step",
+                    "created_at",
+                    "durability",
+                )
+            },
+        ),
+        ("Lineage", {"fields": ("parent_link", "fork_origin", "rollback_target", "children")}),
+        ("State", {"fields": ("channel_values", "pending_writes", "metadata_view")}),
+    )
+    readonly_fields = (
+        "thread_link",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "source",
+        "step",
+        "created_at",
+        "durability",
+        "parent_link",
+        "fork_origin",
+        "rollback_target",
+        "children",
+        "channel_values",
+        "pending_writes",
+        "metadata_view",
+    )
+
+    # -- permissions for the two time-travel operations ---------------------------------
+    def has_rollback_permission(self, request, obj=None):
+        return request.user.has_perm("checkpoints.change_checkpoint")
+
+    def has_fork_permission(self, request, obj=None):
+        return request.user.has_perm("checkpoints.add_checkpoint")
+
+    # -- queries ------------------------------------------------------------------------
+    def get_queryset(self, request):
+        return super().get_queryset(request).using(store_alias()).defer("checkpoint")
+
+    def lookup_allowed(self, lookup, value, request=None):
+        if lookup in ("thread__id__exact", "thread__thread_id"):
+            return True
+        return super().lookup_allowed(lookup, value, request)
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        by_checkpoint = queryset.filter(checkpoint_id=term)
+        return by_checkpoint | queryset.filter(thread__thread_id=term), False
+
+    def changelist_view(self, request, extra_context=None):
+        extra = dict(extra_context or {})
+        thread_pk = request.GET.get("thread__id__exact")
+        if thread_pk and thread_pk.isdigit():
+            thread = Thread.objects.using(store_alias()).filter(pk=int(thread_pk)).first()
+            if thread is not None:
+                extra["title"] = f"History of thread {thread.thread_id}, newest first"
+                extra["subtitle"] = None
+                extra["history_thread"] = thread
+                extra["history_thread_url"] = thread_change_url(thread.pk)
+        return super().changelist_view(request, extra)
+
+    # -- per-object views ---------------------------------------------------------------
+    def get_urls(self):
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        view = self.admin_site.admin_view
+        return [
+            path(
+                "<path:object_id>/changes/",
+                view(admin_views.ChangesView(self)),
+                name=f"{prefix}_changes",
+            ),
+            path(
+                "<path:object_id>/rollback/",
+                view(admin_views.RollbackView(self)),
+                name=f"{prefix}_rollback",
+            ),
+            path(
+                "<path:object_id>/fork/",
+                view(admin_views.ForkView(self)),
+                name=f"{prefix}_fork",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {
+            "can_rollback": self.has_rollback_permission(request),
+            "can_fork": self.has_fork_permission(request),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, extra)
+
+    # -- list actions: each leads to the same confirmation page as the object's button ---
+    def _single(self, request, queryset, verb):
+        chosen = list(queryset[:2])
+        if len(chosen) != 1:
+            self.message_user(
+                request,
+                f"Select exactly one checkpoint to {verb}; {queryset.count()} were selected.",
+                level="error",
+            )
+            return None
+        return chosen[0]
+
+    @admin.action(
+        description="Roll back the thread to the selected checkpoint…", permissions=["rollback"]
+    )
+    def rollback_selected(self, request, queryset):
+        target = self._single(request, queryset, "roll back to")
+        if target is not None:
+            return admin_views.RollbackView(self)(request, str(target.pk), from_action=True)
+        return None
+
+    @admin.action(
+        description="Fork a new thread from the selected checkpoint…", permissions=["fork"]
+    )
+    def fork_selected(self, request, queryset):
+        source = self._single(request, queryset, "fork from")
+        if source is not None:
+            return admin_views.ForkView(self)(request, str(source.pk), from_action=True)
+        return None
+
+    # -- decoded state, read once per page through the saver -----------------------------
+    def _tuple(self, obj):
+        if not hasattr(obj, "_saved_tuple"):
+            obj._saved_tuple = admin_views.load_tuple(obj)
+        return obj._saved_tuple
+
+    @admin.display(description="thread")
+    def thread_link(self, obj):
+        return format_html(
+            '<a href="{}">{}</a> · <a href="{}">history</a>',
+            thread_change_url(obj.thread_id),
+            obj.thread.thread_id,
+            history_url(obj.thread_id),
+        )
+
+    @admin.display(description="parent")
+    def parent_link(self, obj):
+        if not obj.parent_checkpoint_id:
+            return "— (first checkpoint of the thread)"
+        parent = admin_views.find_checkpoint(
+            obj.thread.thread_id, obj.parent_checkpoint_id, obj.checkpoint_ns
+        )
+        if parent is None:
+            return f"{obj.parent_checkpoint_id} (no longer stored)"
+        return format_html(
+            '<a href="{}">{}</a> · <a href="{}">what this checkpoint changed</a>',
+            checkpoint_change_url(parent.pk),
+            obj.parent_checkpoint_id,
+            reverse("admin:checkpoints_checkpoint_changes", args=[obj.pk]),
+        )
+
+    @admin.display(description="forked from")
+    def fork_origin(self, obj):
+        origin = (obj.metadata or {}).get("forked_from")
+        if not isinstance(origin, dict):
+            return "—"
+        return admin_views.checkpoint_link(
+            str(origin.get("thread_id", "")), str(origin.get("checkpoint_id", ""))
+        )
+
+    @admin.display(description="rolled back to")
+    def rollback_target(self, obj):
+        info = (obj.metadata or {}).get("rollback")
+        if not isinstance(info, dict):
+            return "—"
+        thread_id = obj.thread.thread_id
+        return format_html(
+            "target {} · replaced head {}",
+            admin_views.checkpoint_link(thread_id, str(info.get("target", ""))),
+            admin_views.checkpoint_link(thread_id, str(info.get("replaced_head", ""))),
+        )
+
+    @admin.display(description="forks and children")
+    def children(self, obj):
+        rows = admin_views.children_of(obj)
+        if not rows:
+            return "—"
+        return format_html_join(
+            ", ",
+            '<a href="{}">{}{}</a>',
+            (
+                (checkpoint_change_url(pk), cid, f" (thread {tid})" if tid else "")
+                for pk, cid, tid in rows
+            ),
+        )
+
+    @admin.display(description="channel values")
+    def channel_values(self, obj):
+        saved = self._tuple(obj)
+        if saved is None:
+            return "the saver holds no such checkpoint"
+        return collapsible_map(saved.checkpoint.get("channel_values") or {}, empty="(no values)")
+
+    @admin.display(description="pending writes")
+    def pending_writes(self, obj):
+        saved = self._tuple(obj)
+        writes = (saved.pending_writes or []) if saved is not None else []
+        if not writes:
+            return "—"
+        return format_html_join(
+            "",
+            "{}",
+            (
+                (collapsible(f"{channel} ← task {task_id}", value),)
+                for task_id, channel, value in writes
+            ),
+        )
+
+    @admin.display(description="metadata")
+    def metadata_view(self, obj):
+        return json_block(obj.metadata or {})

@@ -1,0 +1,297 @@
+"""Per-checkpoint admin pages: what changed, rollback and fork (confirm first, then POST)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from checkpoints.admin_display import pretty
+from checkpoints.diff import channel_changes
+from checkpoints.errors import CheckpointStoreError
+from checkpoints.models import Checkpoint
+from checkpoints.savers import get_saver
+from checkpoints.timetravel import TimeTravel
+
+CHILD_LINKS = 20
+
+
+def _alias() -> str:
+    return getattr(get_saver(), "using", "default")
+
+
+def load_tuple(row: Checkpoint):
+    """The saver's decoded tuple for an ORM checkpoint row (None when it is gone)."""
+    config = {
+        "configurable": {
+            "thread_id": row.thread.thread_id,
+            "checkpoint_ns": row.checkpoint_ns,
+            "checkpoint_id": row.checkpoint_id,
+        }
+    }
+    return get_saver().get_tuple(config)
+
+
+def find_checkpoint(thread_id: str, checkpoint_id: str, ns: str = "") -> Checkpoint | None:
+    return (
+        Checkpoint.objects.using(_alias())
+        .defer("checkpoint")
+        .filter(thread__thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+        .first()
+    )
+
+
+def head_of(thread_id: str, ns: str = "") -> Checkpoint | None:
+    return (
+        Checkpoint.objects.using(_alias())
+        .defer("checkpoint")
+        .select_related("thread")
+        .filter(thread__thread_id=thread_id, checkpoint_ns=ns)
+        .order_by("-checkpoint_id")
+        .first()
+    )
+
+
+def checkpoint_link(thread_id: str, checkpoint_id: str):
+    """A link to the checkpoint's admin page, or plain text when it is not stored."""
+    found = find_checkpoint(thread_id, checkpoint_id) if thread_id and checkpoint_id else None
+    label = f"{checkpoint_id} (thread {thread_id})"
+    if found is None:
+        return f"{label}, no longer stored"
+    return format_html(
+        '<a href="{}">{}</a>',
+        reverse("admin:checkpoints_checkpoint_change", args=[found.pk]),
+        label,
+    )
+
+
+def children_of(row: Checkpoint) -> list[tuple[int, str, str]]:
+    """(pk, checkpoint id, other thread id or "") of checkpoints whose parent is ``row``."""
+    rows = Checkpoint.objects.using(_alias())
+    same_thread = list(
+        rows.filter(
+            thread_id=row.thread_id,
+            checkpoint_ns=row.checkpoint_ns,
+            parent_checkpoint_id=row.checkpoint_id,
+        )
+        .order_by("checkpoint_id")
+        .values_list("pk", "checkpoint_id")[:CHILD_LINKS]
+    )
+    # Forks start other threads; their first checkpoint names this one in its metadata.
+    forks = list(
+        rows.filter(
+            source="fork",
+            metadata__forked_from__checkpoint_id=row.checkpoint_id,
+            metadata__forked_from__thread_id=row.thread.thread_id,
+        )
+        .order_by("checkpoint_id")
+        .values_list("pk", "checkpoint_id", "thread__thread_id")[:CHILD_LINKS]
+    )
+    return [(pk, cid, "") for pk, cid in same_thread] + forks
+
+
+def _summary(row: Checkpoint | None) -> dict | None:
+    if row is None:
+        return None
+    return {
+        "row": row,
+        "url": reverse("admin:checkpoints_checkpoint_change", args=[row.pk]),
+    }
+
+
+class _CheckpointPage:
+    """Shared plumbing: load the row, check the permission, render with the admin context."""
+
+    template = ""
+    permission = ""
+
+    def __init__(self, model_admin) -> None:
+        self.model_admin = model_admin
+
+    def row(self, request, object_id) -> Checkpoint:
+        obj = self.model_admin.get_object(request, object_id)
+        if obj is None:
+            raise Http404(f"checkpoint {object_id!r} does not exist")
+        return obj
+
+    def check(self, request) -> None:
+        allowed = getattr(self.model_admin, f"has_{self.permission}_permission")
+        if not allowed(request):
+            raise PermissionDenied
+
+    def render(self, request, obj: Checkpoint, **context) -> TemplateResponse:
+        opts = self.model_admin.opts
+        return TemplateResponse(
+            request,
+            [
+                f"admin/{opts.app_label}/{opts.model_name}/{self.template}",
+                f"admin/{opts.app_label}/{self.template}",
+                f"admin/{self.template}",
+            ],
+            {
+                **self.model_admin.admin_site.each_context(request),
+                "opts": opts,
+                "original": obj,
+                "object": obj,
+                "thread_url": reverse("admin:checkpoints_thread_change", args=[obj.thread_id]),
+                "checkpoint_url": reverse("admin:checkpoints_checkpoint_change", args=[obj.pk]),
+                **context,
+            },
+        )
+
+
+class ChangesView(_CheckpointPage):
+    template = "changes.html"
+
+    def __call__(self, request, object_id):
+        obj = self.row(request, object_id)
+        if not self.model_admin.has_view_permission(request, obj):
+            raise PermissionDenied
+        saved = load_tuple(obj)
+        if saved is None:
+            raise Http404(f"the saver holds no checkpoint {obj.checkpoint_id!r}")
+        parent_row = None
+        parent_values: dict = {}
+        if obj.parent_checkpoint_id:
+            parent_row = find_checkpoint(
+                obj.thread.thread_id, obj.parent_checkpoint_id, obj.checkpoint_ns
+            )
+            if parent_row is not None:
+                parent_row.thread = obj.thread
+                parent_saved = load_tuple(parent_row)
+                if parent_saved is not None:
+                    parent_values = parent_saved.checkpoint.get("channel_values") or {}
+        values = saved.checkpoint.get("channel_values") or {}
+        changes = channel_changes(parent_values, values)
+        return self.render(
+            request,
+            obj,
+            title=f"What checkpoint {obj.checkpoint_id} changed",
+            parent=_summary(parent_row),
+            changes=[_readable_change(c) for c in changes],
+            unchanged=sorted(set(values) - {c.channel for c in changes}),
+        )
+
+
+def _readable_change(change) -> dict:
+    """A change with its values as indented JSON text for the template."""
+    return {
+        "channel": change.channel,
+        "kind": change.kind,
+        "summary": change.summary,
+        "before": pretty(change.before),
+        "after": pretty(change.after),
+        "appended": [pretty(v) for v in change.appended],
+        "dropped": [pretty(v) for v in change.dropped],
+        "added_keys": {k: pretty(v) for k, v in change.added_keys.items()},
+        "removed_keys": {k: pretty(v) for k, v in change.removed_keys.items()},
+        "changed_keys": {k: (pretty(a), pretty(b)) for k, (a, b) in change.changed_keys.items()},
+    }
+
+
+class RollbackView(_CheckpointPage):
+    template = "rollback_confirmation.html"
+    permission = "rollback"
+
+    def __call__(self, request, object_id, from_action=False):
+        self.check(request)
+        target = self.row(request, object_id)
+        thread_id = target.thread.thread_id
+        if request.method == "POST" and request.POST.get("post") == "yes" and not from_action:
+            return self.perform(request, target, thread_id)
+        head = head_of(thread_id, target.checkpoint_ns)
+        return self.render(
+            request,
+            target,
+            title=f"Roll back thread {thread_id}?",
+            target=_summary(target),
+            head=_summary(head),
+            target_is_head=head is not None and head.pk == target.pk,
+            version=target.thread.version,
+            action_url=reverse("admin:checkpoints_checkpoint_rollback", args=[target.pk]),
+        )
+
+    def perform(self, request, target: Checkpoint, thread_id: str):
+
+        expected = request.POST.get("expected_version")
+        try:
+            snapshot = TimeTravel(get_saver()).rollback(
+                thread_id,
+                target.checkpoint_id,
+                expected_version=int(expected) if expected and expected.isdigit() else None,
+            )
+        except CheckpointStoreError as exc:
+            messages.error(request, f"Rollback of thread {thread_id} failed: {exc}")
+            return HttpResponseRedirect(
+                reverse("admin:checkpoints_checkpoint_change", args=[target.pk])
+            )
+        url = _result_url(snapshot)
+        messages.success(
+            request,
+            format_html(
+                'Thread {} rolled back to {}: the new head is <a href="{}">{}</a>.',
+                thread_id,
+                target.checkpoint_id,
+                url,
+                snapshot.checkpoint_id,
+            ),
+        )
+        return HttpResponseRedirect(url)
+
+
+def _result_url(snapshot) -> str:
+    """The admin page of the checkpoint a time-travel call wrote."""
+    written = find_checkpoint(snapshot.thread_id, snapshot.checkpoint_id)
+    if written is None:
+        return reverse("admin:checkpoints_thread_changelist")
+    return reverse("admin:checkpoints_checkpoint_change", args=[written.pk])
+
+
+class ForkView(_CheckpointPage):
+    template = "fork_confirmation.html"
+    permission = "fork"
+
+    def __call__(self, request, object_id, from_action=False):
+        self.check(request)
+        source = self.row(request, object_id)
+        new_thread_id = (request.POST.get("new_thread_id") or "").strip()
+        if request.method == "POST" and request.POST.get("post") == "yes" and not from_action:
+            result = self.perform(request, source, new_thread_id)
+            if result is not None:
+                return result
+        return self.render(
+            request,
+            source,
+            title=f"Fork thread {source.thread.thread_id}?",
+            source=_summary(source),
+            new_thread_id=new_thread_id or str(uuid.uuid4()),
+            action_url=reverse("admin:checkpoints_checkpoint_fork", args=[source.pk]),
+        )
+
+    def perform(self, request, source: Checkpoint, new_thread_id: str):
+
+        thread_id = source.thread.thread_id
+        try:
+            snapshot = TimeTravel(get_saver()).fork(
+                thread_id, source.checkpoint_id, new_thread_id=new_thread_id or None
+            )
+        except CheckpointStoreError as exc:
+            messages.error(request, f"Fork of thread {thread_id} failed: {exc}")
+            return None
+        url = _result_url(snapshot)
+        messages.success(
+            request,
+            format_html(
+                'Forked thread {} at {} into new thread <a href="{}">{}</a>.',
+                thread_id,
+                source.checkpoint_id,
+                url,
+                snapshot.thread_id,
+            ),
+        )
+        return HttpResponseRedirect(url)

@@ -1,0 +1,105 @@
+"""Seed data for the admin tests: real LangGraph runs on the deployment's saver."""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, TypedDict
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+
+class ChatState(TypedDict, total=False):
+    messages: Annotated[list, operator.add]
+    notes: dict
+    turn: int
+
+
+def _answer(state: ChatState) -> ChatState:
+    turn = state.get("turn", 0) + 1
+    return {
+        "messages": [AIMessage(content=f"answer {turn}")],
+        "notes": {**(state.get("notes") or {}), f"turn{turn}": "answered"},
+        "turn": turn,
+    }
+
+
+def _review(state: ChatState) -> ChatState:
+    return {
+        "notes": {**(state.get("notes") or {}), "reviewed_at": datetime(2026, 1, 2, tzinfo=UTC)}
+    }
+
+
+def _approve(state: ChatState) -> ChatState:
+    verdict = interrupt("approve the answer?")
+    return {"messages": [HumanMessage(content=f"approved: {verdict}")]}
+
+
+def chat_graph(saver):
+    graph = StateGraph(ChatState)
+    graph.add_node("answer", _answer)
+    graph.add_node("review", _review)
+    graph.add_edge(START, "answer")
+    graph.add_edge("answer", "review")
+    graph.add_edge("review", END)
+    return graph.compile(checkpointer=saver)
+
+
+def paused_graph(saver):
+    graph = StateGraph(ChatState)
+    graph.add_node("answer", _answer)
+    graph.add_node("approve", _approve)
+    graph.add_edge(START, "answer")
+    graph.add_edge("answer", "approve")
+    graph.add_edge("approve", END)
+    return graph.compile(checkpointer=saver)
+
+
+def run_chat(saver, thread_id: str | None = None, turns: int = 2) -> str:
+    """Run the chat graph ``turns`` times on one thread; return its id."""
+    thread_id = thread_id or f"chat-{uuid.uuid4().hex[:8]}"
+    graph = chat_graph(saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    for n in range(turns):
+        graph.invoke({"messages": [HumanMessage(content=f"question {n + 1}")]}, config)
+    return thread_id
+
+
+def run_paused(saver, thread_id: str | None = None) -> str:
+    """Run a graph that stops on an interrupt: its thread is live."""
+    thread_id = thread_id or f"paused-{uuid.uuid4().hex[:8]}"
+    paused_graph(saver).invoke(
+        {"messages": [HumanMessage(content="please check")]},
+        {"configurable": {"thread_id": thread_id}},
+    )
+    return thread_id
+
+
+@pytest.fixture
+def saver(transactional_db, settings):
+    from checkpoints.savers import get_saver
+
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PROVIDER": "sqlite", "CONN_STRING": None}
+    return get_saver()
+
+
+def staff_user(username: str, *perms: str):
+    """A staff user holding ``perms`` ("app.codename")."""
+    user = get_user_model().objects.create_user(username, password="pw-" + username, is_staff=True)
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    return get_user_model().objects.get(pk=user.pk)
+
+
+@pytest.fixture
+def superuser(transactional_db):
+    return get_user_model().objects.create_superuser("root", "root@example.com", "pw-root")

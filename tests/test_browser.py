@@ -1,0 +1,171 @@
+"""The admin console in a real browser: Debian's Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from checkpoints.models import Checkpoint, FinishedMark, Thread
+from checkpoints.savers.base import utcnow
+from retention.runs import mark_finished
+from tests.admin_fixtures import run_chat, run_paused, saver  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SHOTS = Path(os.environ.get("CHECKPOINTS_TEST_OUTPUT", "test-output")) / "screenshots"
+
+
+def shot(page, flow: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{flow}.png"), full_page=True)
+    assert (SHOTS / f"{flow}.png").stat().st_size > 0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    # Playwright's sync API keeps an event loop on this thread for as long as the browser
+    # lives; the tests' ORM calls between browser steps are plain synchronous calls.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as pw:
+            launched = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield launched
+            launched.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db):
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_superuser("root", "root@example.com", "pw-root-123")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.goto(f"{live_server.url}/admin/login/")
+    tab.fill("#id_username", "root")
+    tab.fill("#id_password", "pw-root-123")
+    tab.click("input[type=submit]")
+    tab.wait_for_selector("#site-name")
+    tab.base = live_server.url
+    yield tab
+    context.close()
+
+
+def newest(thread_id):
+    return Checkpoint.objects.filter(thread__thread_id=thread_id).order_by("-checkpoint_id")
+
+
+def test_browse_thread_checkpoint_and_changes(page, saver):  # noqa: F811
+    run_chat(saver, "browse-me", turns=2)
+    page.goto(f"{page.base}/admin/checkpoints/thread/")
+    page.fill("#searchbar", "browse")
+    page.press("#searchbar", "Enter")
+    page.click("text=browse-me")
+    page.wait_for_selector("text=not live: no filter claims it")
+    shot(page, "thread")
+    page.click("text=Checkpoint history")
+    page.wait_for_selector("text=History of thread browse-me, newest first")
+    shot(page, "history")
+    page.click("#result_list tbody tr:nth-child(2) th a")
+    messages = page.locator("details.cs-value", has_text="messages").first
+    assert not messages.locator("pre").is_visible()
+    messages.locator("summary").click()
+    assert messages.locator("pre").is_visible()
+    assert "answer 2" in messages.inner_text()
+    shot(page, "checkpoint")
+    page.click("text=What changed")
+    page.wait_for_selector('[data-channel="messages"]')
+    assert "1 item(s) added" in page.inner_text('[data-channel="messages"]')
+    shot(page, "changes")
+
+
+def test_rollback_through_the_confirmation(page, saver):  # noqa: F811
+    thread_id = run_chat(saver, "roll-me", turns=2)
+    target = newest(thread_id)[3]
+    page.goto(f"{page.base}/admin/checkpoints/checkpoint/{target.pk}/change/")
+    page.click("text=Roll back to here")
+    page.wait_for_selector("text=Current head (replaced)")
+    assert target.checkpoint_id in page.inner_text("#content")
+    shot(page, "rollback_confirmation")
+    page.click("input[value='Yes, roll back']")
+    page.wait_for_selector(".messagelist .success")
+    assert f"rolled back to {target.checkpoint_id}" in page.inner_text(".messagelist")
+    head = newest(thread_id).first()
+    assert head.source == "rollback"
+    assert re.search(rf"/checkpoint/{head.pk}/change/$", page.url)
+    shot(page, "rollback")
+
+
+def test_fork_with_an_edited_thread_id(page, saver):  # noqa: F811
+    thread_id = run_chat(saver, "fork-me", turns=1)
+    source = newest(thread_id).first()
+    page.goto(f"{page.base}/admin/checkpoints/checkpoint/{source.pk}/change/")
+    page.click("text=Fork from here")
+    field = page.locator("#id_new_thread_id")
+    assert re.fullmatch(r"[0-9a-f-]{36}", field.input_value())
+    field.fill("forked-in-browser")
+    shot(page, "fork_confirmation")
+    page.click("input[value='Yes, fork']")
+    page.wait_for_selector(".messagelist .success")
+    assert "forked-in-browser" in page.inner_text(".messagelist")
+    forked = newest("forked-in-browser").first()
+    assert forked.source == "fork"
+    assert re.search(rf"/checkpoint/{forked.pk}/change/$", page.url)
+    origin = page.locator(".field-fork_origin a")
+    assert origin.inner_text() == f"{source.checkpoint_id} (thread fork-me)"
+    shot(page, "fork")
+
+
+def test_sweep_dry_run_then_run_lists_the_spared_thread(page, saver):  # noqa: F811
+    long_ago = utcnow() - timedelta(days=30)
+    run_chat(saver, "finished-long-ago", turns=1)
+    mark_finished(saver, "finished-long-ago", owner="ops", now=long_ago)
+    run_paused(saver, "waiting-for-approval")
+    mark_finished(saver, "waiting-for-approval", owner="ops", now=long_ago)
+    page.goto(f"{page.base}/admin/retention/sweeprun/")
+    page.click("text=Run checkpoint sweep")
+    page.wait_for_selector("text=Dry run: nothing has been deleted yet")
+    spared = page.inner_text("#spared-threads")
+    assert "waiting-for-approval" in spared and "interrupts" in spared
+    shot(page, "sweep_dry_run")
+    assert Thread.objects.filter(thread_id="finished-long-ago").exists()
+    page.click("input[value='Run the sweep now']")
+    page.wait_for_selector("text=The sweep ran")
+    assert "1 thread(s) deleted" in page.inner_text("#sweep-counts")
+    row = page.locator("#spared-threads tbody tr")
+    assert row.count() == 1
+    assert re.split(r"\s+", row.inner_text().strip()) == [
+        "waiting-for-approval",
+        "finished",
+        "interrupts",
+    ]
+    shot(page, "sweep")
+    assert not Thread.objects.filter(thread_id="finished-long-ago").exists()
+    assert FinishedMark.objects.filter(thread_id="waiting-for-approval").exists()
+    row.locator("a").click()
+    page.wait_for_selector("text=claimed by the")
+    assert "waiting-for-approval" in page.inner_text("#content")
