@@ -384,7 +384,14 @@ class RedisSaver(StoreSaver):
     supports_idle_sweep = False
     delete_stops_without_progress = True
 
-    def __init__(self, *, conn_string: str | None = None, serde=None, max_checkpoints=None) -> None:
+    def __init__(
+        self,
+        *,
+        conn_string: str | None = None,
+        serde=None,
+        max_checkpoints=None,
+        check_format: bool = True,
+    ) -> None:
         super().__init__(serde=serde or FaithfulJSONCodec(), max_checkpoints=max_checkpoints)
         self.conn_string = conn_string
         if conn_string:
@@ -405,6 +412,8 @@ class RedisSaver(StoreSaver):
         self._aclients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._durability: str | None = None
         self._ready = False
+        if not check_format:
+            return  # only `reset_checkpoint_store` builds a saver past the format check
         try:
             self._drive(self._ready_flow(), prepare=False)
         except StoreUnavailable:
@@ -450,6 +459,18 @@ class RedisSaver(StoreSaver):
                 return True
             if int(cursor) == 0:
                 return False
+
+    def reset_store(self) -> int:
+        """Delete every key of this store (``cp:*``) and record the current generation."""
+        try:
+            threads = self.client.zcard(REGISTRY_KEY)
+            for keys in _chunks(self.client.scan_iter(match="cp:*", count=1000), 500):
+                self.client.unlink(*keys)
+            self.client.set(FORMAT_KEY, FORMAT_GENERATION)
+        except redis.RedisError as exc:
+            raise self._fail(exc) from exc
+        self._ready = False
+        return int(threads)
 
     @property
     def durability(self) -> str:
@@ -571,7 +592,10 @@ class RedisSaver(StoreSaver):
                 reply = await self._aexecute(request)
 
     # -- serialization --------------------------------------------------------------------
-    def _dump(self, value: Any) -> tuple[str, bytes]:
+    def _dump(self, value: Any, path: str = "value") -> tuple[str, bytes]:
+        if isinstance(self.serde, FaithfulJSONCodec):
+            # The codec names the refused value's path, such as channel_values.messages[3].
+            return self.serde.dumps_typed(value, path=path)
         return compress_typed(self.serde.dumps_typed(value))
 
     def _load(self, type_: bytes, data: bytes) -> Any:
@@ -586,11 +610,14 @@ class RedisSaver(StoreSaver):
         if not checkpoint.get("id"):
             raise InvalidCheckpointInput("checkpoint['id'] is required", field="checkpoint.id")
         checkpoint_id = str(checkpoint["id"])
-        body_type, body = self._dump({k: v for k, v in checkpoint.items() if k != "channel_values"})
+        body_type, body = self._dump(
+            {k: v for k, v in checkpoint.items() if k != "channel_values"}, "checkpoint"
+        )
         blob_args: list[bytes] = []
         for channel, version, value in self._blob_versions(checkpoint, new_versions):
             if value is not _MISSING:
-                blob_args += [_pack(channel, version), _pack(*self._dump(value))]
+                typed = self._dump(value, f"channel_values.{channel}")
+                blob_args += [_pack(channel, version), _pack(*typed)]
         blob_fields = _pack(
             *(
                 _pack(channel, str(version))
@@ -647,7 +674,7 @@ class RedisSaver(StoreSaver):
         args: list = []
         for idx, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, idx)
-            type_, data = self._dump(value)
+            type_, data = self._dump(value, f"writes[{idx}].{channel}")
             args += [
                 _pack(checkpoint_id, str(task_id), str(idx)),
                 _pack(str(task_id), task_path or "", channel, type_, data),
@@ -1191,3 +1218,14 @@ def _delta_chain(records: dict[str, list[bytes]], stored_blobs: set, cid: str) -
         chain.add(current)
         current = _s(parent) if parent else None
     return chain
+
+
+def _chunks(items, size: int):
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
