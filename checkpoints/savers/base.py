@@ -26,7 +26,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointDeleteError, InvalidCheckpointInput
+from checkpoints.errors import (
+    CheckpointCodecError,
+    CheckpointDeleteError,
+    InvalidCheckpointInput,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +39,8 @@ FORMAT_GENERATION = 3
 FORMAT_ERROR_HINT = "reset the checkpoint store before starting this version"
 DELETE_ROUNDS = 100
 DURABILITY_KEY = "_durability"
+# Every provider's key index can hold this much; a longer thread id is refused up front.
+MAX_THREAD_ID_BYTES = 1024
 
 
 def strict_serializer() -> JsonPlusSerializer:
@@ -98,9 +104,7 @@ def config_keys(config: RunnableConfig | None, *, need_checkpoint: bool = False)
         raise InvalidCheckpointInput(
             "config['configurable']['thread_id'] is required", field="thread_id"
         )
-    thread_id = str(thread_id)
-    if "\x00" in thread_id:
-        raise InvalidCheckpointInput("thread_id must not contain NUL characters", field="thread_id")
+    thread_id = check_thread_id(thread_id)
     ns = conf.get("checkpoint_ns") or ""
     checkpoint_id = conf.get("checkpoint_id") or None
     if need_checkpoint and not checkpoint_id:
@@ -109,6 +113,22 @@ def config_keys(config: RunnableConfig | None, *, need_checkpoint: bool = False)
             field="checkpoint_id",
         )
     return thread_id, str(ns), (str(checkpoint_id) if checkpoint_id else None)
+
+
+def check_thread_id(thread_id: Any) -> str:
+    """A thread id as the store keeps it, or InvalidCheckpointInput saying what is wrong."""
+    thread_id = str(thread_id)
+    if not thread_id:
+        raise InvalidCheckpointInput("thread_id must not be empty", field="thread_id")
+    if "\x00" in thread_id:
+        raise InvalidCheckpointInput("thread_id must not contain NUL characters", field="thread_id")
+    size = len(thread_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_THREAD_ID_BYTES:
+        raise InvalidCheckpointInput(
+            f"thread_id is {size} bytes long; the store takes at most {MAX_THREAD_ID_BYTES}",
+            field="thread_id",
+        )
+    return thread_id
 
 
 def validate_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -204,6 +224,18 @@ class StoreSaver(BaseCheckpointSaver[str]):
             )
         self.max_checkpoints = max_checkpoints
 
+    def _encode(self, value: Any, where: str) -> tuple[str, bytes]:
+        """The serializer's bytes for ``value``; a refusal names where the value was."""
+        try:
+            return self.serde.dumps_typed(value)
+        except CheckpointCodecError:
+            raise
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CheckpointCodecError(
+                f"{where} holds a {type(value).__name__} the serializer cannot store: {exc}",
+                field=where,
+            ) from exc
+
     # -- durability -----------------------------------------------------------------------
     @property
     def durability(self) -> str:
@@ -227,7 +259,7 @@ class StoreSaver(BaseCheckpointSaver[str]):
 
     # -- delete that repeats until the thread is empty ------------------------------------
     def delete_thread(self, thread_id: str) -> None:
-        thread_id = str(thread_id)
+        thread_id = check_thread_id(thread_id)
         before: ThreadHoldings | None = None
         for round_no in range(1, DELETE_ROUNDS + 1):
             left = self._delete_thread_round(thread_id)

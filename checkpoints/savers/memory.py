@@ -103,7 +103,7 @@ class MemorySaver(StoreSaver):
         )
         blobs = {
             (thread_id, ns, channel, version): (
-                None if value is _MISSING else self.serde.dumps_typed(value)
+                None if value is _MISSING else self._encode(value, f"channel {channel!r}")
             )
             for channel, version, value in self._blob_versions(checkpoint, new_versions)
         }
@@ -143,7 +143,11 @@ class MemorySaver(StoreSaver):
     ) -> None:
         thread_id, ns, checkpoint_id = config_keys(config, need_checkpoint=True)
         encoded = [
-            (WRITES_IDX_MAP.get(channel, idx), channel, self.serde.dumps_typed(value))
+            (
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                self._encode(value, f"write to channel {channel!r}"),
+            )
             for idx, (channel, value) in enumerate(writes)
         ]
         with self.store.lock:

@@ -200,8 +200,8 @@ class OrmSaver(StoreSaver):
         return "disk"
 
     # -- serialization --------------------------------------------------------------------
-    def _dump(self, value: Any) -> tuple[str, bytes]:
-        return seal_typed(compress_typed(self.serde.dumps_typed(value), self.compress_bytes))
+    def _dump(self, value: Any, where: str = "value") -> tuple[str, bytes]:
+        return seal_typed(compress_typed(self._encode(value, where), self.compress_bytes))
 
     def _load(self, type_: str, data: Any) -> Any:
         return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)))))
@@ -220,14 +220,14 @@ class OrmSaver(StoreSaver):
         body = {
             k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")
         }
-        body_type, body_bytes = self.serde.dumps_typed(body)
+        body_type, body_bytes = self._encode(body, "checkpoint")
         versions = dict(checkpoint.get("channel_versions") or {})
         blobs = []
         for channel, version, value in self._blob_versions(checkpoint, new_versions):
             if value is _MISSING:
                 blobs.append((channel, version, EMPTY, None))
             else:
-                blobs.append((channel, version, *self._dump(value)))
+                blobs.append((channel, version, *self._dump(value, f"channel {channel!r}")))
         md = json_metadata(config, metadata)
         step = md.get("step")
         row = {
@@ -398,7 +398,7 @@ class OrmSaver(StoreSaver):
             return
         rows = []
         for idx, (channel, value) in enumerate(writes):
-            type_, data = self._dump(value)
+            type_, data = self._dump(value, f"write to channel {channel!r}")
             rows.append((WRITES_IDX_MAP.get(channel, idx), channel, type_, data))
         special = all(i < 0 for i, *_ in rows)
         db = self.using

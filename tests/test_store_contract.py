@@ -1,0 +1,644 @@
+"""The store contract of savers/base.py, checked on every provider."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import operator
+import sys
+import threading
+from datetime import datetime
+from typing import Annotated, TypedDict
+
+import pytest
+from django.conf import settings
+from django.db import connections
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.graph import END, START, StateGraph
+
+from checkpoints.codec import FaithfulJSONCodec
+from checkpoints.errors import (
+    CheckpointCodecError,
+    CheckpointDeleteError,
+    CheckpointStoreFormatError,
+    InvalidCheckpointInput,
+)
+from checkpoints.savers.base import DELETE_ROUNDS, FORMAT_ERROR_HINT, FORMAT_GENERATION
+from checkpoints.signals import checkpoint_created
+
+ORM_ALIASES = {"sqlite": "default", "postgres": "pg"}
+EXPECTED_DURABILITY = {"memory": "memory", "sqlite": "disk", "postgres": "disk", "redis": "memory"}
+_clock = itertools.count(1)
+
+
+# -- helpers -------------------------------------------------------------------------------
+def put(saver, thread_id, values=None, *, versions=None, parent=None, ns="", metadata=None):
+    """Write one checkpoint by hand; ``versions`` are the channels this write changed."""
+    values = dict(values or {})
+    if versions is None:
+        versions = {channel: saver.get_next_version(None) for channel in values}
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = str(uuid6(clock_seq=next(_clock)))
+    checkpoint["channel_values"] = values
+    checkpoint["channel_versions"] = dict(versions)
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if parent:
+        configurable["checkpoint_id"] = parent
+    return saver.put(
+        {"configurable": configurable},
+        checkpoint,
+        metadata if metadata is not None else {"source": "loop", "step": 0},
+        dict(versions),
+    )
+
+
+def cid(config) -> str:
+    return config["configurable"]["checkpoint_id"]
+
+
+def ids(tuples) -> list[str]:
+    return [cid(t.config) for t in tuples]
+
+
+def orm_counts(alias: str, thread_id: str | None = None) -> dict[str, int]:
+    from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
+
+    def rows(model, key):
+        qs = model.objects.using(alias)
+        return qs.filter(**{key: thread_id}).count() if thread_id is not None else qs.count()
+
+    return {
+        "threads": rows(Thread, "thread_id"),
+        "checkpoints": rows(Checkpoint, "thread__thread_id"),
+        "blobs": rows(ChannelBlob, "thread__thread_id"),
+        "writes": rows(PendingWrite, "thread__thread_id"),
+    }
+
+
+def redis_snapshot(thread_id: str | None = None) -> dict:
+    """Every key (of one thread) with its whole content."""
+    import redis
+
+    from checkpoints.savers.redis import thread_prefix
+
+    client = redis.Redis.from_url(settings.REDIS_TEST_URL)
+    match = f"{thread_prefix(thread_id)}*" if thread_id is not None else "*"
+    out = {}
+    for key in client.scan_iter(match=match, count=1000):
+        kind = client.type(key)
+        if kind == b"hash":
+            out[key] = client.hgetall(key)
+        elif kind == b"zset":
+            out[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"set":
+            out[key] = client.smembers(key)
+        else:
+            out[key] = client.get(key)
+    return out
+
+
+def raw_holdings(provider: str, thread_id: str | None = None):
+    """Everything the store physically holds (for one thread), provider by provider."""
+    if provider in ORM_ALIASES:
+        return orm_counts(ORM_ALIASES[provider], thread_id)
+    if provider == "memory":
+        from checkpoints.savers.memory import STORE
+
+        def mine(key):
+            return thread_id is None or key == thread_id
+
+        return {
+            "checkpoints": sum(
+                len(by_id)
+                for tid, by_ns in STORE.checkpoints.items()
+                if mine(tid)
+                for by_id in by_ns.values()
+            ),
+            "blobs": sum(1 for k in STORE.blobs if mine(k[0])),
+            "writes": sum(len(v) for k, v in STORE.writes.items() if mine(k[0])),
+        }
+    return redis_snapshot(thread_id)
+
+
+def blob_count(provider: str) -> int:
+    if provider in ORM_ALIASES:
+        return orm_counts(ORM_ALIASES[provider])["blobs"]
+    if provider == "memory":
+        from checkpoints.savers.memory import STORE
+
+        return len(STORE.blobs)
+    # Redis keeps a namespace's channel values in one hash, ``cp:{tag}:b:<ns>``.
+    return sum(len(v) for k, v in redis_snapshot().items() if b":b:" in k)
+
+
+def holds_nothing(provider: str, thread_id: str) -> bool:
+    found = raw_holdings(provider, thread_id)
+    if provider == "redis":
+        return found == {}
+    return all(count == 0 for count in found.values())
+
+
+# -- durability ---------------------------------------------------------------------------
+def test_every_written_checkpoint_carries_its_durability(store, provider):
+    before = datetime.now().astimezone()
+    first = put(store, "dur", {"x": 1})
+    second = put(store, "dur", {"x": 2}, parent=cid(first), metadata={"source": "loop", "step": 1})
+    assert store.durability == EXPECTED_DURABILITY[provider]
+    listed = list(store.list({"configurable": {"thread_id": "dur"}}))
+    assert ids(listed) == [cid(second), cid(first)]
+    for item in listed:
+        stamp = item.metadata["_durability"]
+        assert set(stamp) == {"level", "at"}
+        assert stamp["level"] == EXPECTED_DURABILITY[provider]
+        assert datetime.fromisoformat(stamp["at"]) >= before
+    assert store.get_tuple(second).metadata["_durability"]["level"] == store.durability
+
+
+# -- unchanged channels are stored once ----------------------------------------------------
+def test_unchanged_channel_is_not_stored_again(store, provider):
+    v1 = store.get_next_version(None)
+    first = put(store, "blobs", {"a": "A", "b": "B1"}, versions={"a": v1, "b": v1})
+    after_first = blob_count(provider)
+    assert after_first == 2
+
+    v2 = store.get_next_version(v1)
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = str(uuid6(clock_seq=next(_clock)))
+    checkpoint["channel_values"] = {"a": "A", "b": "B2"}
+    checkpoint["channel_versions"] = {"a": v1, "b": v2}
+    second = store.put(first, checkpoint, {"source": "loop", "step": 1}, {"b": v2})
+
+    assert blob_count(provider) == after_first + 1
+    assert store.get_tuple(first).checkpoint["channel_values"] == {"a": "A", "b": "B1"}
+    assert store.get_tuple(second).checkpoint["channel_values"] == {"a": "A", "b": "B2"}
+
+
+# -- strict serializer ---------------------------------------------------------------------
+@dataclasses.dataclass
+class Smuggled:
+    """Claims to live in a stdlib module nothing here imports."""
+
+    payload: str
+
+
+Smuggled.__module__ = "tabnanny"
+Smuggled.__qualname__ = "Smuggled"
+
+
+def test_stored_bytes_never_choose_what_gets_imported(saver_factory, provider, monkeypatch):
+    from langgraph.checkpoint.serde import _msgpack
+
+    # LANGGRAPH_STRICT_MSGPACK=false loosens LangGraph's default serializer; LangGraph reads
+    # it at import, so mirror that reading too. Our savers must not care.
+    monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "false")
+    monkeypatch.setattr(_msgpack, "STRICT_MSGPACK_ENABLED", False)
+    store = saver_factory()
+    assert "tabnanny" not in sys.modules
+    kept = put(store, "strict", {"x": 1})
+    before = raw_holdings(provider)
+    if provider == "redis":
+        # The faithful JSON codec refuses a class off its allowlist at write.
+        assert isinstance(store.serde, FaithfulJSONCodec)
+        with pytest.raises(CheckpointCodecError, match="CODEC_ALLOWED_MODULES") as caught:
+            put(store, "strict", {"value": Smuggled("boom")}, parent=cid(kept))
+        assert "tabnanny.Smuggled" in str(caught.value)
+        assert raw_holdings(provider) == before
+    else:
+        # LangGraph's msgpack, strict: the class is not revived, only its fields come back.
+        assert store.serde.pickle_fallback is False
+        assert store.serde._allowed_msgpack_modules is None
+        written = put(store, "strict", {"value": Smuggled("boom")}, parent=cid(kept))
+        value = store.get_tuple(written).checkpoint["channel_values"]["value"]
+        assert type(value) is dict
+        assert value == {"payload": "boom"}
+    assert "tabnanny" not in sys.modules
+
+
+# -- format generation (durable ORM stores) -------------------------------------------------
+@pytest.fixture(params=["sqlite", "postgres"])
+def orm_saver(request):
+    from tests.conftest import make_saver
+
+    return make_saver(request, request.param)
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_store_without_recorded_format_is_refused(orm_saver):
+    from checkpoints.models import StoreFormat
+    from checkpoints.savers import get_saver
+    from checkpoints.savers.orm import forget_format_checks
+
+    alias = orm_saver.using
+    put(orm_saver, "old", {"x": 1})
+    StoreFormat.objects.using(alias).all().delete()
+    forget_format_checks()
+    try:
+        with pytest.raises(CheckpointStoreFormatError) as caught:
+            get_saver(orm_saver.provider, using=alias)
+        assert FORMAT_ERROR_HINT in str(caught.value)
+        assert "records no format generation" in str(caught.value)
+        assert FORMAT_ERROR_HINT == "reset the checkpoint store before starting this version"
+
+        StoreFormat.objects.using(alias).create(
+            generation=FORMAT_GENERATION - 1, recorded_at=datetime.now().astimezone()
+        )
+        forget_format_checks()
+        with pytest.raises(CheckpointStoreFormatError) as caught:
+            get_saver(orm_saver.provider, using=alias)
+        message = str(caught.value)
+        assert f"generation {FORMAT_GENERATION - 1}" in message
+        assert str(FORMAT_GENERATION) in message
+        assert FORMAT_ERROR_HINT in message
+        # The refused store is left as it was.
+        assert orm_counts(alias)["checkpoints"] == 1
+        assert list(StoreFormat.objects.using(alias).values_list("generation", flat=True)) == [
+            FORMAT_GENERATION - 1
+        ]
+    finally:
+        forget_format_checks()
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_empty_store_records_its_format(orm_saver):
+    from checkpoints.models import StoreFormat
+    from checkpoints.savers import get_saver
+    from checkpoints.savers.orm import forget_format_checks
+
+    alias = orm_saver.using
+    StoreFormat.objects.using(alias).all().delete()
+    forget_format_checks()
+    try:
+        get_saver(orm_saver.provider, using=alias)
+        assert list(StoreFormat.objects.using(alias).values_list("generation", flat=True)) == [
+            FORMAT_GENERATION
+        ]
+    finally:
+        forget_format_checks()
+
+
+# -- delete_thread -------------------------------------------------------------------------
+def test_delete_thread_removes_everything_however_much(store, provider):
+    parent = None
+    for step in range(300):
+        written = put(
+            store,
+            "big",
+            {"n": step, "const": "same"} if step == 0 else {"n": step},
+            parent=parent,
+            metadata={"source": "loop", "step": step},
+        )
+        if step % 3 == 0:
+            store.put_writes(written, [("n", step), ("note", f"w{step}")], task_id=f"t{step}")
+        parent = cid(written)
+    put(store, "neighbour", {"n": -1})
+    assert store.thread_holdings("big").checkpoints == 300
+    assert store.thread_holdings("big").writes == 200
+    neighbour_before = raw_holdings(provider, "neighbour")
+
+    store.delete_thread("big")
+
+    assert store.thread_holdings("big").empty
+    assert list(store.list({"configurable": {"thread_id": "big"}})) == []
+    assert store.get_tuple({"configurable": {"thread_id": "big"}}) is None
+    assert holds_nothing(provider, "big")
+    assert "big" not in store.threads()
+    assert raw_holdings(provider, "neighbour") == neighbour_before
+    assert store.get_tuple({"configurable": {"thread_id": "neighbour"}}) is not None
+
+
+def _racing_writer(monkeypatch, store, thread_id, rounds: int | None):
+    """Make a real writer re-add a checkpoint right after each delete round."""
+    original = store._delete_thread_round
+    calls = []
+
+    def round_with_writer(tid):
+        original(tid)
+        calls.append(tid)
+        if rounds is None or len(calls) <= rounds:
+            put(store, thread_id, {"x": len(calls)})
+        return store.thread_holdings(tid)
+
+    monkeypatch.setattr(store, "_delete_thread_round", round_with_writer)
+    return calls
+
+
+def test_delete_thread_gives_up_on_a_writer_that_never_stops(store, provider, monkeypatch):
+    put(store, "contested", {"x": 0})
+    calls = _racing_writer(monkeypatch, store, "contested", rounds=None)
+    with pytest.raises(CheckpointDeleteError) as caught:
+        store.delete_thread("contested")
+    message = str(caught.value)
+    assert "'contested'" in message
+    assert "1 checkpoint(s) and 0 pending write(s)" in message
+    if provider == "redis":
+        assert len(calls) == 2
+    else:
+        assert len(calls) == DELETE_ROUNDS
+        assert f"after {DELETE_ROUNDS} delete rounds" in message
+
+
+def test_delete_thread_repeats_until_a_racing_writer_is_outrun(store, provider, monkeypatch):
+    put(store, "raced", {"x": 0})
+    # Redis gives up on the first round (from the second) that makes no progress.
+    rounds = 1 if provider == "redis" else 3
+    calls = _racing_writer(monkeypatch, store, "raced", rounds=rounds)
+    store.delete_thread("raced")
+    assert len(calls) == rounds + 1
+    assert store.thread_holdings("raced").empty
+    assert store.get_tuple({"configurable": {"thread_id": "raced"}}) is None
+
+
+# -- max_checkpoints and prune -------------------------------------------------------------
+def test_max_checkpoints_keeps_the_newest_per_thread_and_namespace(saver_factory):
+    saver = saver_factory(max_checkpoints=3)
+    written = {}
+    for thread_id, ns, count in (("t1", "", 6), ("t1", "sub:1", 5), ("t2", "", 2)):
+        written[(thread_id, ns)] = [
+            cid(put(saver, thread_id, {"n": i}, ns=ns, metadata={"source": "loop", "step": i}))
+            for i in range(count)
+        ]
+    for (thread_id, ns), made in written.items():
+        kept = ids(saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}))
+        assert kept == list(reversed(made))[:3]
+    newest = saver.get_tuple({"configurable": {"thread_id": "t1"}})
+    assert newest.checkpoint["channel_values"] == {"n": 5}
+
+
+def test_prune_keep_last_returns_how_many_it_deleted(store):
+    made = {
+        thread_id: [
+            cid(put(store, thread_id, {"n": i}, metadata={"source": "loop", "step": i}))
+            for i in range(count)
+        ]
+        for thread_id, count in (("p1", 5), ("p2", 4), ("p3", 1))
+    }
+    assert store.prune(["p1", "p2", "p3"], keep_last=2) == 3 + 2 + 0
+    for thread_id, created in made.items():
+        assert (
+            ids(store.list({"configurable": {"thread_id": thread_id}}))
+            == list(reversed(created))[:2]
+        )
+    assert store.prune(["p1"]) == 1
+    assert store.prune(["p2"], strategy="delete") == 2
+    assert store.get_tuple({"configurable": {"thread_id": "p2"}}) is None
+    assert store.prune(["nobody"], keep_last=1) == 0
+    with pytest.raises(InvalidCheckpointInput, match="keep_last"):
+        store.prune(["p1"], keep_last=0)
+
+
+def _extend(state: list, batches: list) -> list:
+    return state + [item for batch in batches for item in batch]
+
+
+class DeltaState(TypedDict, total=False):
+    # Never snapshots within the test: every value is rebuilt from the root.
+    items: Annotated[list, DeltaChannel(_extend, snapshot_frequency=1000)]
+    total: Annotated[int, operator.add]
+
+
+class SnapshottingDeltaState(TypedDict, total=False):
+    # Snapshots every third update, so checkpoints before a snapshot may go.
+    items: Annotated[list, DeltaChannel(_extend, snapshot_frequency=3)]
+    total: Annotated[int, operator.add]
+
+
+def _delta_step(state):
+    return {"items": [f"n{len(state['items'])}"], "total": 1}
+
+
+def _delta_graph(state_class, checkpointer):
+    builder = StateGraph(state_class)
+    builder.add_node("step", _delta_step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def test_prune_keeps_the_delta_chain_a_channel_replays_from(store):
+    expected = {
+        "items": ["in0", "n1", "in1", "n3", "in2", "n5", "in3", "n7", "in4", "n9"],
+        "total": 5,
+    }
+    counts = {}
+    for thread_id, state_class in (("seedless", DeltaState), ("snapshots", SnapshottingDeltaState)):
+        graph = _delta_graph(state_class, store)
+        config = {"configurable": {"thread_id": thread_id}}
+        for i in range(5):
+            graph.invoke({"items": [f"in{i}"], "total": 0}, config)
+        assert graph.get_state(config).values == expected
+        before = len(list(store.list(config)))
+        assert before == 15
+
+        deleted = store.prune([thread_id])
+
+        after = len(list(store.list(config)))
+        counts[thread_id] = (deleted, after)
+        assert deleted == before - after
+        assert graph.get_state(config).values == expected, thread_id
+        assert graph.invoke({"items": ["more"], "total": 0}, config) == {
+            "items": [*expected["items"], "more", "n11"],
+            "total": 6,
+        }
+    # Without a snapshot the whole chain back to the root stays; with one, older ones go.
+    assert counts["seedless"] == (0, 15)
+    assert counts["snapshots"][0] > 0
+
+
+# -- checkpoint_created signal -------------------------------------------------------------
+def test_checkpoint_created_fires_once_per_put_after_commit(store, provider):
+    received = []
+
+    def visible_elsewhere(checkpoint_id) -> bool:
+        from checkpoints.models import Checkpoint
+
+        seen = []
+
+        def look():
+            alias = ORM_ALIASES[provider]
+            try:
+                seen.append(
+                    Checkpoint.objects.using(alias).filter(checkpoint_id=checkpoint_id).exists()
+                )
+            finally:
+                connections[alias].close()
+
+        worker = threading.Thread(target=look)
+        worker.start()
+        worker.join(10)
+        return seen == [True]
+
+    def receiver(sender, **kwargs):
+        received.append(kwargs)
+        if provider in ORM_ALIASES:
+            kwargs["visible"] = visible_elsewhere(kwargs["checkpoint_id"])
+
+    checkpoint_created.connect(receiver, weak=False)
+    try:
+        first = put(store, "signal", {"x": 1}, metadata={"source": "input", "step": -1})
+        second = put(store, "signal", {"x": 2}, parent=cid(first), ns="child:1")
+    finally:
+        checkpoint_created.disconnect(receiver)
+
+    assert [r["checkpoint_id"] for r in received] == [cid(first), cid(second)]
+    assert [r["checkpoint_ns"] for r in received] == ["", "child:1"]
+    assert {r["thread_id"] for r in received} == {"signal"}
+    assert all(r["saver"] is store for r in received)
+    envelope = received[0]["envelope"]
+    assert set(envelope) == {"config", "checkpoint", "metadata"}
+    assert cid(envelope["config"]) == cid(first)
+    assert envelope["checkpoint"]["channel_values"] == {"x": 1}
+    assert envelope["metadata"]["source"] == "input"
+    assert envelope["metadata"]["_durability"]["level"] == store.durability
+    if provider in ORM_ALIASES:
+        assert [r["visible"] for r in received] == [True, True]
+
+
+# -- bad input -----------------------------------------------------------------------------
+def test_bad_input_is_refused_and_changes_nothing(store, provider):
+    kept = put(store, "kept", {"x": 1})
+    store.put_writes(kept, [("x", 2)], task_id="task")
+    before = raw_holdings(provider)
+
+    with pytest.raises(InvalidCheckpointInput, match="thread_id"):
+        put(store, "", {"x": 1})
+    with pytest.raises(InvalidCheckpointInput, match="thread_id"):
+        store.get_tuple({"configurable": {}})
+    with pytest.raises(InvalidCheckpointInput, match="thread_id"):
+        list(store.list({"configurable": {"checkpoint_ns": ""}}))
+    with pytest.raises(InvalidCheckpointInput, match="checkpoint_id"):
+        store.put_writes({"configurable": {"thread_id": "kept"}}, [("x", 3)], task_id="t2")
+    assert store.get_tuple({"configurable": {"thread_id": "kept", "checkpoint_id": "nope"}}) is None
+    assert store.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
+    assert raw_holdings(provider) == before
+
+
+def test_value_the_serializer_refuses_leaves_the_store_unchanged(store, provider):
+    kept = put(store, "kept", {"x": 1})
+    before = raw_holdings(provider)
+
+    with pytest.raises(CheckpointCodecError) as caught:
+        put(store, "kept", {"fine": 1, "bad_channel": threading.Lock()}, parent=cid(kept))
+    assert "bad_channel" in str(caught.value)
+    with pytest.raises(CheckpointCodecError) as caught:
+        store.put_writes(kept, [("ok", 1), ("bad_write", threading.Lock())], task_id="t")
+    assert "bad_write" in str(caught.value)
+
+    assert raw_holdings(provider) == before
+    assert ids(store.list({"configurable": {"thread_id": "kept"}})) == [cid(kept)]
+    assert store.get_tuple(kept).pending_writes == []
+
+
+# -- metadata filter keys are data -----------------------------------------------------------
+HOSTILE_KEYS = [
+    "a__b",
+    "a.b",
+    "a'b",
+    'a"b',
+    "x; DROP TABLE checkpoints_checkpoint; --",
+    "$.a",
+    "source__icontains",
+]
+
+
+def test_hostile_filter_keys_match_only_the_key_spelled_so(store, provider):
+    nested = cid(put(store, "keys", {}, metadata={"source": "loop", "step": 0, "a": {"b": 1}}))
+    by_key = {
+        key: cid(put(store, "keys", {}, metadata={"source": "loop", "step": i + 1, key: 1}))
+        for i, key in enumerate(HOSTILE_KEYS)
+    }
+    everything = {nested, *by_key.values()}
+
+    for key, expected in by_key.items():
+        found = ids(store.list({"configurable": {"thread_id": "keys"}}, filter={key: 1}))
+        assert found == [expected], key
+        assert ids(store.list(None, filter={key: 1})) == [expected], key
+        assert list(store.list(None, filter={key: 2})) == [], key
+    assert ids(store.list(None, filter={"a": {"b": 1}})) == [nested]
+    assert list(store.list(None, filter={"a": 1})) == []
+    assert list(store.list(None, filter={"source__icontains": "loop"})) == []
+    assert list(store.list(None, filter={"a__b": {"b": 1}})) == []
+    assert set(ids(store.list(None, filter={"source": "loop"}))) == everything
+
+    # The tables (or keys) are all still there.
+    assert len(list(store.list(None))) == len(everything)
+    if provider in ORM_ALIASES:
+        assert orm_counts(ORM_ALIASES[provider])["checkpoints"] == len(everything)
+
+
+# -- awkward thread ids --------------------------------------------------------------------
+LONG_ID = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(160))
+# The longest id every provider's key index holds: MAX_THREAD_ID_BYTES of UTF-8.
+LONGEST_ID = "é" * 511 + "xy"
+
+
+@pytest.mark.parametrize(
+    "thread_id",
+    ["team/a/run/7", "ünïcødé-线程-🧵", LONGEST_ID],
+    ids=["slashes", "unicode", "1kb"],
+)
+def test_awkward_thread_ids_round_trip(store, thread_id):
+    assert len(LONGEST_ID.encode()) == 1024
+    first = put(store, thread_id, {"x": 1})
+    second = put(store, thread_id, {"x": 2}, parent=cid(first))
+    store.put_writes(second, [("x", 3)], task_id="task")
+
+    found = store.get_tuple({"configurable": {"thread_id": thread_id}})
+    assert found.config["configurable"]["thread_id"] == thread_id
+    assert found.checkpoint["channel_values"] == {"x": 2}
+    assert found.parent_config["configurable"]["thread_id"] == thread_id
+    assert [w[1:] for w in found.pending_writes] == [("x", 3)]
+    listed = list(store.list({"configurable": {"thread_id": thread_id}}))
+    assert ids(listed) == [cid(second), cid(first)]
+    assert thread_id in store.threads()
+    # A prefix of the id is another thread.
+    assert store.get_tuple({"configurable": {"thread_id": thread_id[:-1]}}) is None
+
+    store.delete_thread(thread_id)
+    assert store.get_tuple({"configurable": {"thread_id": thread_id}}) is None
+
+
+def test_too_long_thread_id_is_refused_cleanly(store):
+    from checkpoints.errors import InvalidCheckpointInput
+
+    assert len(LONG_ID) == 10240
+    for call in (
+        lambda: put(store, LONG_ID, {"x": 1}),
+        lambda: store.get_tuple({"configurable": {"thread_id": LONG_ID}}),
+        lambda: list(store.list({"configurable": {"thread_id": LONG_ID}})),
+        lambda: store.delete_thread(LONG_ID),
+    ):
+        with pytest.raises(
+            InvalidCheckpointInput, match="10240 bytes long; the store takes at most 1024"
+        ):
+            call()
+    assert store.threads() == []
+
+
+# -- owner from configurable.user_id (ORM) ---------------------------------------------------
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_owner_comes_from_configurable_user_id(orm_saver):
+    from django.contrib.auth import get_user_model
+
+    from checkpoints.models import Thread
+
+    alias = orm_saver.using
+    user = get_user_model().objects.db_manager(alias).create_user("ada", password="x" * 12)
+
+    def owner_after_put(thread_id, user_id):
+        checkpoint = empty_checkpoint()
+        orm_saver.put(
+            {"configurable": {"thread_id": thread_id, "user_id": user_id}},
+            checkpoint,
+            {"source": "input", "step": -1},
+            {},
+        )
+        return Thread.objects.using(alias).get(thread_id=thread_id).owner_id
+
+    assert owner_after_put("by-pk", str(user.pk)) == user.pk
+    assert owner_after_put("by-int", user.pk) == user.pk
+    assert owner_after_put("by-name", "ada") == user.pk
+    assert owner_after_put("nobody", "grace") is None
+    assert owner_after_put("no-user", "") is None
