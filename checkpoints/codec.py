@@ -36,7 +36,12 @@ Rules this module keeps:
   bytes. Payloads over ``INLINE_COMPRESS_BYTES`` are zstd-compressed and tagged
   ``json+zstd``; decompression stops at ``CODEC_MAX_BYTES``.
 - Exceptions are written as readable records (``id``, ``message``, ``kwargs``,
-  ``repr_kwargs``, ``cause``) and read back as :class:`CheckpointedException`.
+  ``repr_kwargs``, ``cause``) and read back as :class:`CheckpointedException`. ``kwargs``
+  holds the public attributes (an attribute this codec cannot store is kept as its
+  ``repr()`` and named in ``repr_kwargs``); ``cause`` is ``__cause__``, else
+  ``__context__`` unless ``raise ... from None`` suppressed it: the chain a traceback shows.
+- Only floats must be finite: ``Decimal("NaN")`` and ``Decimal("Infinity")`` have an exact
+  string form and are kept.
 """
 
 from __future__ import annotations
@@ -90,9 +95,10 @@ DEFAULT_PATH = "value"
 
 _FROM_SETTINGS: Any = object()  # "not given": read the CHECKPOINTS setting at call time
 _MARK = ENVELOPE_KEY
-_SCALARS = (str, int, float, bool, type(None))
 _CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _REPR_LIMIT = 200
+_JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
+_PLAIN_LEAVES = frozenset({str, bool, type(None)})  # written as-is; ints and floats need checks
 
 
 class CheckpointedException(Exception):
@@ -190,7 +196,7 @@ class FaithfulJSONCodec:
         self._compress_bytes = compress_bytes
 
     def dumps_typed(self, obj: Any, *, path: str = DEFAULT_PATH) -> tuple[str, bytes]:
-        """Encode ``obj`` to ``(type tag, bytes)``; refusals name the value's path under ``path``."""
+        """Encode ``obj`` to ``(type tag, bytes)``; a refusal names the path below ``path``."""
         return compress_typed((JSON_TYPE, self.dumps(obj, path=path)), self._compress_bytes)
 
     def loads_typed(self, data: tuple[str, bytes], *, path: str = DEFAULT_PATH) -> Any:
@@ -216,24 +222,27 @@ class FaithfulJSONCodec:
         try:
             encoded = writer.value(obj, 0)
         except _Refusal as refusal:
-            where = refusal.path(path)
-            raise CheckpointCodecError(f"cannot store {where}: {refusal.reason}", field=where) from (
-                refusal.__cause__
-            )
+            raise refusal.error("store", path) from refusal.__cause__
         except RecursionError:
             raise CheckpointCodecError(
                 f"cannot store {path}: nested too deeply for this interpreter's recursion limit"
                 " (lower CODEC_MAX_DEPTH)",
                 field=path,
             ) from None
-        text = json.dumps(encoded, ensure_ascii=False, allow_nan=False, check_circular=False,
-                          separators=(",", ":"))
+        text = json.dumps(
+            encoded,
+            ensure_ascii=False,
+            allow_nan=False,
+            check_circular=False,
+            separators=(",", ":"),
+        )
         try:
             payload = text.encode("utf-8")
         except UnicodeEncodeError:
             # A string holds a lone surrogate: \u escapes keep it exactly, UTF-8 cannot.
-            payload = json.dumps(encoded, allow_nan=False, check_circular=False,
-                                 separators=(",", ":")).encode("ascii")
+            payload = json.dumps(
+                encoded, allow_nan=False, check_circular=False, separators=(",", ":")
+            ).encode("ascii")
         if max_bytes is not None and len(payload) > max_bytes:
             raise CheckpointCodecError(
                 f"cannot store {path}: it encodes to {len(payload)} bytes, over"
@@ -247,33 +256,18 @@ class FaithfulJSONCodec:
         max_bytes = setting("CODEC_MAX_BYTES")
         reader = _Reader(tuple(setting("CODEC_ALLOWED_MODULES")), setting("CODEC_MAX_DEPTH"))
         try:
-            if isinstance(data, str):
-                text = data
-            elif isinstance(data, (bytes, bytearray, memoryview)):
-                if max_bytes is not None and len(data) > max_bytes:
-                    raise CheckpointCodecError(
-                        f"cannot read {path}: {len(data)} bytes is over CODEC_MAX_BYTES"
-                        f" ({max_bytes})",
-                        field=path,
-                    )
-                text = bytes(data).decode("utf-8")
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                raw = bytes(data)
+            elif isinstance(data, str):
+                raw = data.encode("utf-8")
             else:
-                raise CheckpointCodecError(
-                    f"cannot read {path}: expected bytes, got {type(data).__name__}", field=path
-                )
-            if max_bytes is not None and len(text) > max_bytes:
-                raise CheckpointCodecError(
-                    f"cannot read {path}: over CODEC_MAX_BYTES ({max_bytes})", field=path
-                )
-            parsed = json.loads(text, parse_constant=_refuse_constant)
+                raise _Refusal(f"expected bytes, got {type(data).__name__}")
+            if max_bytes is not None and len(raw) > max_bytes:
+                raise _Refusal(f"{len(raw)} bytes is over CODEC_MAX_BYTES ({max_bytes})")
+            parsed = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
             return reader.value(parsed, 0)
-        except CheckpointCodecError:
-            raise
         except _Refusal as refusal:
-            where = refusal.path(path)
-            raise CheckpointCodecError(f"cannot read {where}: {refusal.reason}", field=where) from (
-                refusal.__cause__
-            )
+            raise refusal.error("read", path) from refusal.__cause__
         except RecursionError:
             raise CheckpointCodecError(
                 f"cannot read {path}: nested too deeply to parse", field=path
@@ -341,7 +335,9 @@ def decompress_typed(
                     )
                 chunks.append(chunk)
     except zstandard.ZstdError as exc:
-        raise CheckpointCodecError(f"a {type_tag!r} value is not a valid zstd frame: {exc}") from exc
+        raise CheckpointCodecError(
+            f"a {type_tag!r} value is not a valid zstd frame: {exc}"
+        ) from exc
     return type_tag[: -len(ZSTD_SUFFIX)], b"".join(chunks)
 
 
@@ -356,8 +352,9 @@ class _Refusal(Exception):
         self.reason = reason
         self.trail: list[str] = []  # innermost segment first
 
-    def path(self, root: str) -> str:
-        return root + "".join(reversed(self.trail))
+    def error(self, verb: str, root: str) -> CheckpointCodecError:
+        where = root + "".join(reversed(self.trail))
+        return CheckpointCodecError(f"cannot {verb} {where}: {self.reason}", field=where)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -430,6 +427,10 @@ def _readable_class(path: str, allowed: tuple[str, ...]) -> type:
         found = getattr(found, part, None)
     if not isinstance(found, type):
         raise _Refusal(f"{path} does not name a class")
+    # Only a class's own path, as written: a name re-exported into an allowed module
+    # must not open a way to classes defined elsewhere.
+    if found.__module__ != module or found.__qualname__ != qualname:
+        raise _Refusal(f"{path} names {_type_name(found)}, not a class defined there")
     return found
 
 
@@ -438,12 +439,6 @@ def _lc_reviver() -> Reviver:
     # LangChain's own loader with its default "core" allowlist: messages, documents,
     # prompts and the other langchain_core classes in its serialization mapping.
     return Reviver(allowed_objects="core")
-
-
-def _lc_module(key: tuple[str, ...]) -> str:
-    """The module LangChain's loader would import for the class id ``key``."""
-    import_path = _lc_reviver().import_mappings.get(key, key)
-    return ".".join(import_path[:-1])
 
 
 def _big_int_bits() -> float:
@@ -498,10 +493,12 @@ class _Writer:
     def items(self, values: Iterable[Any], depth: int) -> list[Any]:
         out: list[Any] = []
         append = out.append
+        value = self.value
         index = 0
         try:
             for index, item in enumerate(values):  # noqa: B007 - index names a refusal's path
-                append(item if type(item) is str else self.value(item, depth))
+                # JSON's own leaves inline: the common case skips a call per item.
+                append(item if type(item) in _PLAIN_LEAVES else value(item, depth))
         except _Refusal as refusal:
             refusal.trail.append(f"[{index}]")
             raise
@@ -511,17 +508,19 @@ class _Writer:
         if _MARK in mapping:
             return self.pairs(mapping, depth)
         out: dict[str, Any] = {}
+        value = self.value
         key: Any = None
         try:
             for key, item in mapping.items():
                 if type(key) is not str:
-                    return self.pairs(mapping, depth)
-                out[key] = item if type(item) is str else self.value(item, depth)
+                    break
+                out[key] = item if type(item) in _PLAIN_LEAVES else value(item, depth)
+            else:
+                return out
         except _Refusal as refusal:
-            if not refusal.trail or not refusal.trail[-1].startswith("<"):
-                refusal.trail.append(_key_segment(key))
+            refusal.trail.append(_key_segment(key))
             raise
-        return out
+        return self.pairs(mapping, depth)  # a non-string key: store key/value pairs
 
     def pairs(self, mapping: dict[Any, Any], depth: int) -> dict[str, Any]:
         out: list[list[Any]] = []
@@ -538,7 +537,6 @@ class _Writer:
             except _Refusal as refusal:
                 refusal.trail.append(_key_segment(key))
                 raise
-        # Mark the pair as handled so mapping() does not add the key segment twice.
         return {_MARK: "dict", "items": out}
 
     def fields(self, values: Mapping[str, Any], depth: int) -> Any:
@@ -633,14 +631,17 @@ class _Writer:
         }
 
     def send(self, v: Send, depth: int) -> dict[str, Any]:
-        out: dict[str, Any] = {_MARK: "send", "node": self.value(v.node, depth)}
+        if type(v.node) is not str:
+            raise _Refusal(f"Send node {_short_repr(v.node)} is not a string")
+        out: dict[str, Any] = {_MARK: "send", "node": v.node}
         try:
             out["arg"] = self.value(v.arg, depth)
         except _Refusal as refusal:
             refusal.trail.append(".arg")
             raise
-        if v.timeout is not None:
-            out["timeout"] = self.value(v.timeout, depth)
+        timeout = getattr(v, "timeout", None)  # older langgraph versions have no Send timeout
+        if timeout is not None:
+            out["timeout"] = self.value(timeout, depth)
         return out
 
     def exception(self, exc: BaseException, depth: int, chain: tuple[int, ...] = ()) -> Any:
@@ -668,7 +669,9 @@ class _Writer:
                     # Kept readable rather than refusing the whole write: errors are evidence.
                     attributes[name] = _short_repr(attribute)
                     repr_kwargs.append(name)
-            kwargs = self.fields(attributes, depth) if _MARK in attributes else attributes
+            kwargs: Any = attributes
+            if _MARK in attributes:  # an attribute literally named "$type": store as pairs
+                kwargs = {_MARK: "dict", "items": [[k, item] for k, item in attributes.items()]}
             # The chain Python's traceback shows: the explicit cause, else the exception
             # being handled when this one was raised (unless `from None` suppressed it).
             cause = exc.__cause__
@@ -731,11 +734,7 @@ class _Writer:
         if fields_set != values.keys():
             out["set"] = sorted(fields_set)
         if v.__pydantic_extra__:
-            try:
-                out["extra"] = self.fields(v.__pydantic_extra__, depth)
-            except _Refusal as refusal:
-                refusal.trail.append("<extra>") if not refusal.trail else None
-                raise
+            out["extra"] = self.fields(v.__pydantic_extra__, depth)
         private = v.__pydantic_private__
         if private:
             kept = {k: value for k, value in private.items() if value is not PydanticUndefined}
@@ -777,7 +776,9 @@ class _Writer:
             try:
                 reviver.init_validator(key, kwargs)
             except Exception as exc:
-                raise _Refusal(f"LangChain's loader will not revive {_type_name(cls)}: {exc}") from exc
+                raise _Refusal(
+                    f"LangChain's loader will not revive {_type_name(cls)}: {exc}"
+                ) from exc
         return {_MARK: "lc", "id": list(key), "kwargs": self.fields(kwargs, depth)}
 
 
@@ -804,12 +805,13 @@ _WRITERS: dict[type, Callable[[_Writer, Any, int], Any]] = {
 # --- reading -----------------------------------------------------------------------------
 
 
-def _need(env: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+def _need(env: dict[str, Any], key: str, kind: type) -> Any:
     value = env.get(key)
-    if not isinstance(value, kind) or type(value) is bool and kind is not bool:
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise _Refusal(f"{env[_MARK]!r} envelope needs {key!r} as {names}, found {_short_repr(value)}")
-    return value
+    if isinstance(value, kind) and not (kind is int and type(value) is bool):
+        return value
+    raise _Refusal(
+        f"{env[_MARK]!r} envelope needs {key!r} as {kind.__name__}, found {_short_repr(value)}"
+    )
 
 
 def _string_list(env: dict[str, Any], key: str) -> list[str]:
@@ -830,7 +832,7 @@ class _Reader:
 
     def value(self, v: Any, depth: int) -> Any:
         t = type(v)
-        if t is str or t is int or t is float or t is bool or v is None:
+        if t in _JSON_LEAVES:
             return v
         if depth >= self.max_depth:
             raise _Refusal(f"nested deeper than CODEC_MAX_DEPTH ({self.max_depth}) levels")
@@ -839,15 +841,17 @@ class _Reader:
             return self.items(v, depth)
         tag = v.get(_MARK)
         if tag is None and _MARK not in v:
-            out = {}
+            # A plain object: revive its envelopes in place (json.loads built it for us).
+            value = self.value
             key = None
             try:
                 for key, item in v.items():
-                    out[key] = item if type(item) is str else self.value(item, depth)
+                    if type(item) not in _JSON_LEAVES:
+                        v[key] = value(item, depth)
             except _Refusal as refusal:
                 refusal.trail.append(_key_segment(key))
                 raise
-            return out
+            return v
         read = _READERS.get(tag) if type(tag) is str else None
         if read is None:
             raise _Refusal(f"unknown envelope type {_short_repr(tag)}")
@@ -856,21 +860,23 @@ class _Reader:
         except (_Refusal, RecursionError):
             raise
         except ZoneInfoNotFoundError as exc:
-            raise _Refusal(f"time zone {v.get('key')!r} is not in this host's zone database") from exc
+            raise _Refusal(
+                f"time zone {v.get('key')!r} is not in this host's zone database"
+            ) from exc
         except Exception as exc:
             raise _Refusal(f"bad {tag!r} envelope: {type(exc).__name__}: {exc}") from exc
 
     def items(self, values: list[Any], depth: int) -> list[Any]:
-        out: list[Any] = []
-        append = out.append
+        value = self.value
         index = 0
         try:
-            for index, item in enumerate(values):  # noqa: B007 - index names a refusal's path
-                append(item if type(item) is str else self.value(item, depth))
+            for index, item in enumerate(values):
+                if type(item) not in _JSON_LEAVES:
+                    values[index] = value(item, depth)
         except _Refusal as refusal:
             refusal.trail.append(f"[{index}]")
             raise
-        return out
+        return values
 
     def field(self, env: dict[str, Any], key: str, depth: int) -> Any:
         try:
@@ -966,7 +972,7 @@ class _Reader:
     def timezone(self, env: dict[str, Any], depth: int) -> timezone:
         offset = timedelta(
             seconds=_need(env, "seconds", int),
-            microseconds=env.get("microseconds", 0) and _need(env, "microseconds", int),
+            microseconds=_need(env, "microseconds", int) if "microseconds" in env else 0,
         )
         if "name" in env:
             return timezone(offset, _need(env, "name", str))
@@ -983,8 +989,9 @@ class _Reader:
 
     def model(self, env: dict[str, Any], depth: int) -> BaseModel:
         cls = self.cls(env)
-        if not issubclass(cls, BaseModel):
-            raise _Refusal(f"{env['class']} is not a pydantic model")
+        if not issubclass(cls, BaseModel) or issubclass(cls, Serializable):
+            # LangChain objects come back only through LangChain's loader ("lc").
+            raise _Refusal(f"{env['class']} is not a pydantic model this codec revives")
         stored = self.fields(env, "fields", depth)
         declared = cls.model_fields
         values: dict[str, Any] = {}
@@ -1058,8 +1065,10 @@ class _Reader:
         return tuple.__new__(cls, values)
 
     def send(self, env: dict[str, Any], depth: int) -> Send:
-        timeout = self.field(env, "timeout", depth) if env.get("timeout") is not None else None
-        return Send(_need(env, "node", str), self.field(env, "arg", depth), timeout=timeout)
+        node, arg = _need(env, "node", str), self.field(env, "arg", depth)
+        if env.get("timeout") is None:
+            return Send(node, arg)
+        return Send(node, arg, timeout=self.field(env, "timeout", depth))
 
     def langchain(self, env: dict[str, Any], depth: int) -> Serializable:
         key = tuple(_string_list(env, "id"))
@@ -1068,7 +1077,7 @@ class _Reader:
             reviver.allowed_class_paths is not None and key not in reviver.allowed_class_paths
         ):
             raise _Refusal(f"LangChain's loader does not revive {'.'.join(key)!r}")
-        module = _lc_module(key)
+        module = ".".join(reviver.import_mappings.get(key, key)[:-1])
         if not _module_allowed(module, self.allowed):
             raise _Refusal(
                 f"LangChain class {'.'.join(key)} is in module {module!r}, which is not on"

@@ -1,0 +1,62 @@
+"""Parks and the sweep's history, kept in the default database for the admin."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Park(models.Model):
+    """A run waiting on an interrupt until its deadline; the `parks` filter spares its thread."""
+
+    thread_id = models.TextField(db_index=True)
+    deadline = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField()
+    owner = models.TextField(blank=True, default="")
+    provider = models.CharField(max_length=16)
+
+    class Meta:
+        ordering = ["deadline"]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} until {self.deadline.isoformat()}"
+
+
+class SweepRun(models.Model):
+    """One sweep that was not a dry run: what it deleted, spared, skipped or failed on."""
+
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    provider = models.CharField(max_length=16)
+    dry_run = models.BooleanField(default=False)
+    waiting_minutes = models.PositiveIntegerField()
+    finished_minutes = models.PositiveIntegerField()
+    swept_count = models.PositiveIntegerField(default=0)
+    finished_swept = models.PositiveIntegerField(default=0)
+    waiting_swept = models.PositiveIntegerField(default=0)
+    skipped = models.TextField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    triggered_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ["-started_at"]
+        permissions = [("run_sweep", "Can run the checkpoint sweep")]
+
+    def __str__(self) -> str:
+        return f"sweep {self.started_at.isoformat()} ({self.provider})"
+
+
+class SparedThread(models.Model):
+    """A thread past a horizon that a live-thread filter claimed during one sweep."""
+
+    HORIZONS = [("finished", "finished"), ("waiting", "waiting")]
+
+    sweep_run = models.ForeignKey(SweepRun, on_delete=models.CASCADE, related_name="spared")
+    thread_id = models.TextField()
+    horizon = models.CharField(max_length=16, choices=HORIZONS)
+    owner = models.CharField(max_length=150)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} ({self.horizon}, {self.owner})"

@@ -27,7 +27,8 @@ from checkpoints.savers.base import FORMAT_ERROR_HINT, ThreadRetention, utcnow
 from checkpoints.savers.redis import FORMAT_KEY, thread_prefix
 
 CLOSED = "redis://127.0.0.1:6390/0"
-ODD_IDS = ["a/b/c", "{braces}}{", "ünïcødé-线程-🧵", "x" * 10240]
+# The last is the longest id the store takes (MAX_THREAD_ID_BYTES); longer ones are refused.
+ODD_IDS = ["a/b/c", "{braces}}{", "ünïcødé-线程-🧵", "x" * 1024]
 
 
 @pytest.fixture
@@ -60,7 +61,7 @@ def hash_tag(key: bytes) -> bytes:
     return key[start + 1 : key.index(b"}", start + 1)]
 
 
-@pytest.mark.parametrize("thread_id", ODD_IDS, ids=["slash", "braces", "unicode", "10kb"])
+@pytest.mark.parametrize("thread_id", ODD_IDS, ids=["slash", "braces", "unicode", "1kb"])
 def test_every_key_of_an_odd_thread_id_shares_one_safe_hash_tag(saver, raw, thread_id):
     stored = put(saver, thread_id, {"a": 1})
     saver.put_writes(stored, [("a", 2)], "task")

@@ -311,17 +311,18 @@ def test_delete_thread_removes_everything_however_much(store, provider):
 
 def _racing_writer(monkeypatch, store, thread_id, rounds: int | None):
     """Make a real writer re-add a checkpoint right after each delete round."""
-    original = store._delete_thread_round
+    original = store._delete_threads_round
     calls = []
 
-    def round_with_writer(tid):
-        original(tid)
-        calls.append(tid)
+    def round_with_writer(tids):
+        left = original(tids)
+        calls.append(tuple(tids))
         if rounds is None or len(calls) <= rounds:
             put(store, thread_id, {"x": len(calls)})
-        return store.thread_holdings(tid)
+            left = {**left, thread_id: store.thread_holdings(thread_id)}
+        return left
 
-    monkeypatch.setattr(store, "_delete_thread_round", round_with_writer)
+    monkeypatch.setattr(store, "_delete_threads_round", round_with_writer)
     return calls
 
 

@@ -83,6 +83,10 @@ class ThreadHoldings:
     def empty(self) -> bool:
         return self.checkpoints == 0 and self.writes == 0
 
+    @property
+    def total(self) -> int:
+        return self.checkpoints + self.writes
+
     def __str__(self) -> str:
         return f"{self.checkpoints} checkpoint(s) and {self.writes} pending write(s)"
 
@@ -259,28 +263,52 @@ class StoreSaver(BaseCheckpointSaver[str]):
 
     # -- delete that repeats until the thread is empty ------------------------------------
     def delete_thread(self, thread_id: str) -> None:
-        thread_id = check_thread_id(thread_id)
-        before: ThreadHoldings | None = None
+        self.delete_threads([thread_id])
+
+    def delete_threads(self, thread_ids: Sequence[str]) -> None:
+        """Delete every thread named, repeating while writers re-add rows.
+
+        A thread still holding rows after a round is deleted again, up to DELETE_ROUNDS
+        rounds; Redis gives up at the first round (from the second) that makes no progress.
+        Either way CheckpointDeleteError names the thread and what it still holds.
+        """
+        pending = list(dict.fromkeys(check_thread_id(t) for t in thread_ids))
+        before: dict[str, ThreadHoldings] = {}
         for round_no in range(1, DELETE_ROUNDS + 1):
-            left = self._delete_thread_round(thread_id)
-            if left.empty:
-                self._forget_thread(thread_id)
+            if not pending:
                 return
-            if (
-                self.delete_stops_without_progress
-                and round_no >= 2
-                and before is not None
-                and left.checkpoints + left.writes >= before.checkpoints + before.writes
-            ):
-                raise CheckpointDeleteError(
-                    f"thread {thread_id!r} still holds {left} after delete round {round_no}: "
-                    "a writer keeps adding to it"
-                )
+            left = self._delete_threads_round(pending)
+            self._forget_threads([t for t in pending if t not in left])
+            if self.delete_stops_without_progress and round_no >= 2:
+                stuck = [
+                    t for t, held in left.items() if t in before and held.total >= before[t].total
+                ]
+                if stuck:
+                    raise CheckpointDeleteError(
+                        f"thread {stuck[0]!r} still holds {left[stuck[0]]} after delete round "
+                        f"{round_no}: a writer keeps adding to it"
+                    )
             before = left
-        raise CheckpointDeleteError(
-            f"thread {thread_id!r} still holds {left} after {DELETE_ROUNDS} delete rounds: "
-            "a writer keeps adding to it"
-        )
+            pending = list(left)
+        if pending:
+            raise CheckpointDeleteError(
+                f"thread {pending[0]!r} still holds {before[pending[0]]} after {DELETE_ROUNDS} "
+                "delete rounds: a writer keeps adding to it"
+                + (f" (and {len(pending) - 1} more thread(s))" if len(pending) > 1 else "")
+            )
+
+    def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
+        """Delete the threads once; return what each one still holding rows holds."""
+        left = {}
+        for thread_id in thread_ids:
+            held = self._delete_thread_round(thread_id)
+            if not held.empty:
+                left[thread_id] = held
+        return left
+
+    def _forget_threads(self, thread_ids: list[str]) -> None:
+        for thread_id in thread_ids:
+            self._forget_thread(thread_id)
 
     def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
         """Delete everything the thread holds once; return what is there afterwards."""

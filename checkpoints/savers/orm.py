@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from checkpoints.compression import compress_typed, decompress_typed
+from checkpoints.codec import compress_typed, decompress_typed
 from checkpoints.conf import setting
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import (
@@ -676,20 +676,34 @@ class OrmSaver(StoreSaver):
             PendingWrite.objects.using(self.using).filter(thread_id=pk).count(),
         )
 
-    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
+    def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
+        """Set-based deletes, one transaction per thousand threads."""
         db = self.using
-        with transaction.atomic(using=db):
-            pks = list(
-                Thread.objects.using(db).filter(thread_id=thread_id).values_list("pk", flat=True)
-            )
-            if pks:
+        for start in range(0, len(thread_ids), 1000):
+            chunk = thread_ids[start : start + 1000]
+            with transaction.atomic(using=db):
+                pks = list(
+                    Thread.objects.using(db)
+                    .filter(thread_id__in=chunk)
+                    .values_list("pk", flat=True)
+                )
                 for model in (PendingWrite, CheckpointRow, ChannelBlob):
                     model.objects.using(db).filter(thread_id__in=pks)._raw_delete(db)
                 Thread.objects.using(db).filter(pk__in=pks)._raw_delete(db)
-        return self._count(thread_id)
+        # A writer's put or put_writes re-creates the thread row, so rows mean "holds rows".
+        again = (
+            Thread.objects.using(db)
+            .filter(thread_id__in=thread_ids)
+            .values_list("thread_id", flat=True)
+        )
+        return {t: self._count(t) for t in again}
 
-    def _forget_thread(self, thread_id: str) -> None:
-        FinishedMark.objects.using(self.using).filter(thread_id=thread_id)._raw_delete(self.using)
+    def _forget_threads(self, thread_ids: list[str]) -> None:
+        db = self.using
+        for start in range(0, len(thread_ids), 1000):
+            FinishedMark.objects.using(db).filter(
+                thread_id__in=thread_ids[start : start + 1000]
+            )._raw_delete(db)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         run_ids = [str(r) for r in run_ids]

@@ -1,0 +1,340 @@
+"""Retention in the admin: marks, parks, the sweep page and its history.
+
+Extends the thread admin of `checkpoints/admin.py` (live-filter verdict, park filter, mark
+and unmark actions) so the dependency keeps pointing from retention to checkpoints.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Exists, OuterRef
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.translation import ngettext
+
+from checkpoints.admin import ThreadAdmin, store_alias
+from checkpoints.errors import CheckpointStoreError
+from checkpoints.models import FinishedMark, Thread
+from checkpoints.savers import get_saver
+from checkpoints.savers.base import utcnow
+from retention.models import Park, SparedThread, SweepRun
+from retention.policy import effective_retention
+from retention.runs import mark_finished, unmark_finished
+from retention.sweep import FINISHED, WAITING, claimed_threads, live_thread_filters
+from retention.sweep import sweep_checkpoints as run_sweep
+
+SAMPLE = 50
+
+
+def thread_link(thread_id: str):
+    """The thread's admin page link, or the bare id when the store no longer holds it."""
+    pk = (
+        Thread.objects.using(store_alias())
+        .filter(thread_id=thread_id)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if pk is None:
+        return thread_id
+    return format_html(
+        '<a href="{}">{}</a>', reverse("admin:checkpoints_thread_change", args=[pk]), thread_id
+    )
+
+
+class HasParkFilter(admin.SimpleListFilter):
+    title = "park"
+    parameter_name = "park"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Has an unexpired park"), ("no", "No unexpired park")]
+
+    def queryset(self, request, queryset):
+        parked = Exists(Park.objects.filter(thread_id=OuterRef("thread_id"), deadline__gt=utcnow()))
+        if self.value() == "yes":
+            return queryset.filter(parked)
+        if self.value() == "no":
+            return queryset.filter(~parked)
+        return queryset
+
+
+class RetentionThreadAdmin(ThreadAdmin):
+    """The thread admin with what retention knows: verdict, horizons, mark actions."""
+
+    list_filter = [*ThreadAdmin.list_filter, HasParkFilter]
+    actions = ["mark_finished_selected", "unmark_finished_selected"]
+    fields = (
+        *ThreadAdmin.fields[:6],
+        "retention_in_force",
+        "live_verdict",
+        *ThreadAdmin.fields[6:],
+    )
+    readonly_fields = fields
+
+    def has_mark_permission(self, request, obj=None):
+        return request.user.has_perm("checkpoints.change_thread")
+
+    @admin.display(description="retention in force")
+    def retention_in_force(self, obj):
+        waiting, finished = effective_retention(get_saver(), obj.thread_id)
+        return f"waiting {waiting} min after the last write, finished {finished} min after the mark"
+
+    @admin.display(description="live-thread filters")
+    def live_verdict(self, obj):
+        try:
+            claims = claimed_threads(
+                [obj.thread_id], filters=live_thread_filters(), saver=get_saver(), now=utcnow()
+            )
+        except CheckpointStoreError as exc:
+            return format_html('<span class="cs-del">a filter failed: {}</span>', exc)
+        owner = claims.get(obj.thread_id)
+        if owner:
+            return format_html(
+                "<strong>live</strong>: claimed by the <code>{}</code> filter, "
+                "so the sweep spares it even past its horizon",
+                owner,
+            )
+        return "not live: no filter claims it; the sweep deletes it once past its horizon"
+
+    @admin.action(description="Mark selected threads finished", permissions=["mark"])
+    def mark_finished_selected(self, request, queryset):
+        saver = get_saver()
+        owner = request.user.get_username()
+        ids = list(queryset.values_list("thread_id", flat=True))
+        for thread_id in ids:
+            mark_finished(saver, thread_id, owner=owner)
+        self.message_user(
+            request,
+            ngettext(
+                "Marked %(n)d thread finished; it is due after its finished retention.",
+                "Marked %(n)d threads finished; each is due after its finished retention.",
+                len(ids),
+            )
+            % {"n": len(ids)},
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Take selected threads out of the finished set", permissions=["mark"])
+    def unmark_finished_selected(self, request, queryset):
+        saver = get_saver()
+        removed = sum(
+            1 for t in queryset.values_list("thread_id", flat=True) if unmark_finished(saver, t)
+        )
+        self.message_user(
+            request,
+            ngettext(
+                "Unmarked %(n)d thread; it waits again.",
+                "Unmarked %(n)d threads; they wait again.",
+                removed,
+            )
+            % {"n": removed},
+            messages.SUCCESS,
+        )
+
+
+admin.site.unregister(Thread)
+admin.site.register(Thread, RetentionThreadAdmin)
+
+
+class ReadMostly:
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(FinishedMark)
+class FinishedMarkAdmin(ReadMostly, admin.ModelAdmin):
+    list_display = ("thread", "marked_at", "due_at", "owner", "overdue")
+    search_fields = ("=thread_id", "owner")
+    ordering = ("due_at",)
+    show_full_result_count = False
+    actions = ["unmark_selected"]
+
+    def has_delete_permission(self, request, obj=None):
+        # Removing a mark is "unmark"; the action below does it through the saver.
+        return False
+
+    def has_unmark_permission(self, request, obj=None):
+        return request.user.has_perm("checkpoints.delete_finishedmark") or request.user.has_perm(
+            "checkpoints.change_thread"
+        )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).using(store_alias())
+
+    @admin.display(description="thread")
+    def thread(self, obj):
+        return thread_link(obj.thread_id)
+
+    @admin.display(description="past due", boolean=True)
+    def overdue(self, obj):
+        return obj.due_at <= utcnow()
+
+    @admin.action(description="Unmark selected threads (they wait again)", permissions=["unmark"])
+    def unmark_selected(self, request, queryset):
+        saver = get_saver()
+        ids = list(queryset.values_list("thread_id", flat=True))
+        removed = sum(1 for t in ids if unmark_finished(saver, t))
+        self.message_user(
+            request,
+            ngettext("Unmarked %(n)d thread.", "Unmarked %(n)d threads.", removed) % {"n": removed},
+            messages.SUCCESS,
+        )
+
+
+@admin.register(Park)
+class ParkAdmin(ReadMostly, admin.ModelAdmin):
+    list_display = ("thread", "deadline", "expired", "owner", "provider", "created_at")
+    list_filter = ("provider",)
+    search_fields = ("=thread_id", "owner")
+    ordering = ("deadline",)
+
+    @admin.display(description="thread")
+    def thread(self, obj):
+        return thread_link(obj.thread_id)
+
+    @admin.display(description="expired", boolean=True)
+    def expired(self, obj):
+        return obj.deadline <= utcnow()
+
+
+class SparedThreadInline(admin.TabularInline):
+    model = SparedThread
+    fields = ("thread", "horizon", "owner")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="thread")
+    def thread(self, obj):
+        return thread_link(obj.thread_id)
+
+
+@admin.register(SweepRun)
+class SweepRunAdmin(ReadMostly, admin.ModelAdmin):
+    list_display = (
+        "started_at",
+        "provider",
+        "swept_count",
+        "finished_swept",
+        "waiting_swept",
+        "spared_count",
+        "skipped",
+        "failed",
+        "triggered_by",
+    )
+    list_filter = ("provider",)
+    inlines = [SparedThreadInline]
+    change_list_template = "admin/retention/sweeprun/change_list.html"
+    readonly_fields = (
+        "started_at",
+        "finished_at",
+        "provider",
+        "dry_run",
+        "waiting_minutes",
+        "finished_minutes",
+        "swept_count",
+        "finished_swept",
+        "waiting_swept",
+        "skipped",
+        "error",
+        "triggered_by",
+    )
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(spared_total=Count("spared"))
+
+    @admin.display(description="spared", ordering="spared_total")
+    def spared_count(self, obj):
+        return obj.spared_total
+
+    @admin.display(description="failed", boolean=True)
+    def failed(self, obj):
+        return bool(obj.error)
+
+    def get_urls(self):
+        return [
+            path(
+                "sweep/",
+                self.admin_site.admin_view(self.sweep_view),
+                name="retention_sweeprun_sweep",
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"can_sweep": request.user.has_perm("retention.run_sweep"), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    def sweep_view(self, request):
+        """GET: a dry run of what would go and what is spared. POST post=yes: the sweep."""
+        if not request.user.has_perm("retention.run_sweep"):
+            raise PermissionDenied
+        run = request.method == "POST" and request.POST.get("post") == "yes"
+        saver = get_saver()
+        result = error = None
+        try:
+            result = run_sweep(
+                dry_run=not run, saver=saver, triggered_by=request.user.get_username()
+            )
+        except CheckpointStoreError as exc:
+            error = f"The sweep on the {saver.provider} store did not run: {exc}"
+            messages.error(request, error)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Checkpoint sweep: result" if run else "Run checkpoint sweep",
+            "ran": run and result is not None,
+            "result": result,
+            "error": error,
+            "spared": [
+                {**entry, "link": thread_link(entry["thread_id"])}
+                for entry in (result.spared if result else [])
+            ],
+        }
+        if result is not None and not run:
+            context["doomed"] = self._would_delete(saver, result)
+        if result is not None and run:
+            if result.sweep_run_id:
+                context["run_url"] = reverse(
+                    "admin:retention_sweeprun_change", args=[result.sweep_run_id]
+                )
+            messages.success(
+                request,
+                ngettext(
+                    "The sweep deleted %(n)d thread",
+                    "The sweep deleted %(n)d threads",
+                    result.swept_count,
+                )
+                % {"n": result.swept_count}
+                + f" and spared {len(result.spared)}.",
+            )
+        return TemplateResponse(request, "admin/retention/sweeprun/sweep.html", context)
+
+    @staticmethod
+    def _would_delete(saver, result) -> dict[str, list]:
+        """A sample of the thread ids the dry run counted, per horizon, spared ones left out."""
+        spared = {s["thread_id"] for s in result.spared}
+        now = utcnow()
+        finished = [e.thread_id for e in saver.finished_due(now, limit=SAMPLE + len(spared))]
+        idle = (
+            saver.idle_threads(now, result.waiting_minutes, limit=SAMPLE + len(spared))
+            if saver.supports_idle_sweep
+            else []
+        )
+        return {
+            FINISHED: [thread_link(t) for t in finished if t not in spared][:SAMPLE],
+            WAITING: [thread_link(t) for t in idle if t not in spared][:SAMPLE],
+        }

@@ -1,0 +1,142 @@
+"""The mark rules around a run: who marks a thread finished, who takes it out, and parks.
+
+The code that minted a thread id owns it and marks it finished when its run ends without
+a park; a run on a caller's thread takes it out of the finished set when it starts and
+never marks it. A park keeps a thread waiting, so only stores every worker can read hold
+one, and only with a deadline inside the thread's waiting horizon.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from checkpoints.savers.base import FinishedEntry, StoreSaver, utcnow
+from retention.errors import ParkNotSupported, ParkRefused
+from retention.models import Park
+from retention.policy import effective_retention
+
+PARK_PROVIDERS = ("postgres", "redis")
+
+
+def mark_finished(
+    saver: StoreSaver, thread_id: str, owner: str = "", now: datetime | None = None
+) -> FinishedEntry:
+    """Mark the thread finished; it is due its finished retention in force now."""
+    now = now or utcnow()
+    _, finished = effective_retention(saver, thread_id)
+    return saver.mark_finished(str(thread_id), now + timedelta(minutes=finished), owner or "")
+
+
+def unmark_finished(saver: StoreSaver, thread_id: str) -> bool:
+    """Take the thread out of the finished set; True when it was there."""
+    return saver.unmark_finished(str(thread_id))
+
+
+def park(
+    saver: StoreSaver,
+    thread_id: str,
+    deadline: datetime | None,
+    owner: str = "",
+    now: datetime | None = None,
+) -> Park:
+    """Record a run waiting on an interrupt until ``deadline``; refuse before parking."""
+    thread_id = str(thread_id)
+    if saver.provider not in PARK_PROVIDERS:
+        raise ParkNotSupported(
+            f"cannot park thread {thread_id!r} on the {saver.provider} store: only "
+            f"{' and '.join(PARK_PROVIDERS)} can hold a parked run, which any worker must "
+            "be able to resume",
+            field="provider",
+        )
+    if deadline is None:
+        raise ParkRefused(
+            f"park of thread {thread_id!r} has no deadline; a park must end inside the "
+            "thread's waiting horizon",
+            field="deadline",
+        )
+    if not isinstance(deadline, datetime) or deadline.tzinfo is None:
+        raise ParkRefused(
+            f"park deadline for thread {thread_id!r} must be a timezone-aware datetime, "
+            f"got {deadline!r}",
+            field="deadline",
+        )
+    now = now or utcnow()
+    waiting, _ = effective_retention(saver, thread_id)
+    horizon = now + timedelta(minutes=waiting)
+    if deadline <= now:
+        raise ParkRefused(
+            f"park deadline {deadline.isoformat()} for thread {thread_id!r} is not after "
+            f"now ({now.isoformat()})",
+            field="deadline",
+        )
+    if deadline > horizon:
+        raise ParkRefused(
+            f"park deadline {deadline.isoformat()} for thread {thread_id!r} is past its "
+            f"waiting horizon {horizon.isoformat()} ({waiting} minutes from now)",
+            field="deadline",
+        )
+    return Park.objects.create(
+        thread_id=thread_id,
+        deadline=deadline,
+        created_at=now,
+        owner=owner or "",
+        provider=saver.provider,
+    )
+
+
+class ThreadRun:
+    """One run on a thread; use with ``with`` or ``async with``.
+
+    Yields itself: ``.thread_id``, ``.config`` for the graph, and ``.park(deadline)``
+    (``await .apark(deadline)`` inside ``async with``).
+    """
+
+    def __init__(self, saver: StoreSaver, thread_id: str | None = None, *, owner: str = ""):
+        self.saver = saver
+        self.minted = thread_id is None
+        self.thread_id = str(uuid.uuid4()) if thread_id is None else str(thread_id)
+        self.owner = owner or ""
+        self.parked: Park | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.thread_id}}
+
+    def park(self, deadline: datetime | None, now: datetime | None = None) -> Park:
+        self.parked = park(self.saver, self.thread_id, deadline, owner=self.owner, now=now)
+        return self.parked
+
+    async def apark(self, deadline: datetime | None, now: datetime | None = None) -> Park:
+        return await sync_to_async(self.park, thread_sensitive=True)(deadline, now)
+
+    def _start(self) -> None:
+        if not self.minted:
+            unmark_finished(self.saver, self.thread_id)
+
+    def _end(self) -> None:
+        # Success or error alike: a minted thread nobody parked is done with.
+        if self.minted and self.parked is None:
+            mark_finished(self.saver, self.thread_id, owner=self.owner)
+
+    def __enter__(self) -> ThreadRun:
+        self._start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._end()
+
+    async def __aenter__(self) -> ThreadRun:
+        await sync_to_async(self._start, thread_sensitive=True)()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await sync_to_async(self._end, thread_sensitive=True)()
+
+
+def thread_run(saver: StoreSaver, thread_id: str | None = None, *, owner: str = "") -> ThreadRun:
+    """The run rules around one run on ``thread_id``, or on a freshly minted thread."""
+    return ThreadRun(saver, thread_id, owner=owner)

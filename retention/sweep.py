@@ -1,0 +1,380 @@
+"""The sweep: the one operation that deletes checkpoint threads.
+
+Safety rules, in order:
+1. A thread is deleted only when it is past a horizon: finished and past its due time (every
+   provider), or idle past its waiting horizon (ORM providers; Redis keys expire on their
+   own and memory lives with the process).
+2. Before any thread of a batch is deleted, every live-thread filter is asked about the whole
+   batch; a thread any filter claims is spared (and a finished one stays marked).
+3. A filter that fails fails the sweep: nothing from that batch onwards is deleted.
+4. Candidates are read in bounded batches, so memory follows the batch size, not the store
+   (a dry run deletes nothing, so it lists the candidate ids once instead).
+5. One sweep at a time per store (see ``locks``); a second one returns at once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils.module_loading import import_string
+
+from checkpoints.conf import setting
+from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
+from checkpoints.savers.base import StoreSaver, utcnow
+from retention import metrics
+from retention.errors import LiveFilterFailed, SweepAlreadyRunning
+from retention.locks import sweep_lock
+from retention.models import SparedThread, SweepRun
+from retention.policy import platform_retention
+
+logger = logging.getLogger(__name__)
+
+FINISHED = "finished"
+WAITING = "waiting"
+SKIP_REASONS = {
+    "redis": "redis: keys expire on their TTL (the waiting retention), so the sweep does "
+    "not delete idle threads",
+    "memory": "memory: threads live with the process, so the sweep does not delete idle threads",
+}
+
+LiveThreadFilter = Callable[..., Iterable[str]]
+_registered: dict[str, LiveThreadFilter] = {}
+
+
+@dataclass
+class SweepResult:
+    """What one sweep did (or, in a dry run, would do)."""
+
+    provider: str
+    waiting_minutes: int
+    finished_minutes: int
+    swept_count: int = 0
+    finished_swept: int = 0
+    waiting_swept: int = 0
+    spared: list[dict[str, str]] = field(default_factory=list)
+    skipped: str | None = None
+    dry_run: bool = False
+    sweep_run_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- live-thread filters --------------------------------------------------------------------
+def register_live_thread_filter(owner: str, func: LiveThreadFilter) -> None:
+    """Ask ``func(thread_ids) -> set`` before every delete; ``owner`` names it in results."""
+    if not isinstance(owner, str) or not owner.strip():
+        raise InvalidCheckpointInput(
+            f"a live-thread filter needs an owner name, got {owner!r}", field="owner"
+        )
+    if not callable(func):
+        raise InvalidCheckpointInput(
+            f"live-thread filter {owner!r} must be callable, got {func!r}", field="func"
+        )
+    _registered[owner] = func
+
+
+def unregister_live_thread_filter(owner: str) -> None:
+    """Stop asking the filter registered in code under ``owner``."""
+    _registered.pop(owner, None)
+
+
+def live_thread_filters() -> dict[str, LiveThreadFilter]:
+    """Every filter the sweep asks: the configured dotted paths, then those registered in code."""
+    found: dict[str, LiveThreadFilter] = {}
+    for owner, path in (setting("LIVE_THREAD_FILTERS") or {}).items():
+        try:
+            found[owner] = import_string(path)
+        except ImportError as exc:
+            raise CheckpointConfigError(
+                f"live-thread filter {owner!r}: cannot import {path!r} ({exc})",
+                field="LIVE_THREAD_FILTERS",
+            ) from exc
+    found.update(_registered)
+    return found
+
+
+def _call_filter(func: LiveThreadFilter, ids: list[str], **context: Any) -> Iterable[str]:
+    # Filters see the sweep's own saver and clock when they accept them.
+    params = inspect.signature(func).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    passed = {k: v for k, v in context.items() if takes_any or k in params}
+    return func(list(ids), **passed)
+
+
+def claimed_threads(
+    ids: list[str], *, filters: dict[str, LiveThreadFilter], saver: StoreSaver, now: datetime
+) -> dict[str, str]:
+    """thread id -> the owner of the first filter claiming it; a failing filter raises."""
+    claims: dict[str, str] = {}
+    wanted = set(ids)
+    for owner, func in filters.items():
+        try:
+            answer = _call_filter(func, ids, saver=saver, now=now)
+            live = {str(t) for t in answer}
+        except Exception as exc:
+            raise LiveFilterFailed(
+                f"live-thread filter {owner!r} failed on a batch of {len(ids)} thread(s): "
+                f"{type(exc).__name__}: {exc}",
+                owner=owner,
+            ) from exc
+        for thread_id in live & wanted:
+            claims.setdefault(thread_id, owner)
+    return claims
+
+
+# -- the sweep -------------------------------------------------------------------------------
+class _Sweeper:
+    def __init__(self, saver: StoreSaver, now: datetime, dry_run: bool, result: SweepResult):
+        self.saver = saver
+        self.now = now
+        self.dry_run = dry_run
+        self.result = result
+        self.filters = live_thread_filters()
+        self.batch = max(1, int(setting("SWEEP_BATCH_SIZE")))
+        # Spared ids stay past their horizon, so later pages would list them again.
+        self.spared_ids: set[str] = set()
+        self.keep_alive: Callable[[], None] = lambda: None
+
+    def candidates(self, horizon: str, limit: int | None) -> list[str]:
+        if horizon == FINISHED:
+            return [e.thread_id for e in self.saver.finished_due(self.now, limit=limit)]
+        return self.saver.idle_threads(self.now, self.result.waiting_minutes, limit=limit)
+
+    def sweep(self, horizon: str) -> None:
+        if self.dry_run:
+            everything = [t for t in self.candidates(horizon, None) if t not in self.spared_ids]
+            for start in range(0, len(everything), self.batch):
+                self.handle(horizon, everything[start : start + self.batch])
+            return
+        last_deleted: set[str] = set()
+        while True:
+            limit = len(self.spared_ids) + self.batch
+            listed = self.candidates(horizon, limit)
+            # A thread deleted a batch ago and listed again was re-written meanwhile; leave it.
+            ids = [t for t in listed if t not in self.spared_ids and t not in last_deleted]
+            ids = ids[: self.batch]
+            if not ids:
+                return
+            last_deleted = set(ids) - set(self.handle(horizon, ids))
+            self.keep_alive()
+            if len(listed) < limit:
+                return
+
+    def handle(self, horizon: str, ids: list[str]) -> list[str]:
+        """Spare what the filters claim, delete the rest; return the spared ids."""
+        claims = claimed_threads(ids, filters=self.filters, saver=self.saver, now=self.now)
+        spared = []
+        doomed = []
+        for thread_id in ids:
+            owner = claims.get(thread_id)
+            if owner is not None:
+                self.spare(horizon, thread_id, owner)
+                spared.append(thread_id)
+            else:
+                doomed.append(thread_id)
+        if doomed and not self.dry_run:
+            # One set-based delete per batch (the store repeats it while writers re-add).
+            self.saver.delete_threads(doomed)
+            metrics.SWEEP_DELETED.labels(horizon=horizon).inc(len(doomed))
+        self.result.swept_count += len(doomed)
+        if horizon == FINISHED:
+            self.result.finished_swept += len(doomed)
+        else:
+            self.result.waiting_swept += len(doomed)
+        return spared
+
+    def spare(self, horizon: str, thread_id: str, owner: str) -> None:
+        logger.warning(
+            "sweep spared thread %r past the %s horizon: live-thread filter %r claims it",
+            thread_id,
+            horizon,
+            owner,
+        )
+        if not self.dry_run:
+            metrics.SWEEP_SPARED.labels(horizon=horizon, owner=owner).inc()
+        self.spared_ids.add(thread_id)
+        self.result.spared.append({"thread_id": thread_id, "horizon": horizon, "owner": owner})
+
+
+def _new_result(saver: StoreSaver, dry_run: bool) -> SweepResult:
+    waiting, finished = platform_retention()
+    return SweepResult(
+        provider=saver.provider,
+        waiting_minutes=waiting,
+        finished_minutes=finished,
+        skipped=None
+        if saver.supports_idle_sweep
+        else SKIP_REASONS.get(saver.provider, f"{saver.provider}: idle threads are not swept"),
+        dry_run=dry_run,
+    )
+
+
+def _record(result: SweepResult, started: datetime, triggered_by: str, error: str = "") -> None:
+    with transaction.atomic():
+        run = SweepRun.objects.create(
+            started_at=started,
+            finished_at=utcnow(),
+            provider=result.provider,
+            dry_run=result.dry_run,
+            waiting_minutes=result.waiting_minutes,
+            finished_minutes=result.finished_minutes,
+            swept_count=result.swept_count,
+            finished_swept=result.finished_swept,
+            waiting_swept=result.waiting_swept,
+            skipped=result.skipped,
+            error=error,
+            triggered_by=triggered_by[:150],
+        )
+        SparedThread.objects.bulk_create(
+            [SparedThread(sweep_run=run, **entry) for entry in result.spared], batch_size=500
+        )
+    result.sweep_run_id = run.pk
+
+
+def _run(
+    saver: StoreSaver,
+    *,
+    dry_run: bool,
+    triggered_by: str,
+    work: Callable[[_Sweeper], None],
+    now: datetime | None,
+) -> SweepResult:
+    now = now or utcnow()
+    result = _new_result(saver, dry_run)
+    started = utcnow()
+    clock = time.monotonic()
+    label = "true" if dry_run else "false"
+    try:
+        with sweep_lock(saver) as keep_alive:
+            sweeper = _Sweeper(saver, now, dry_run, result)
+            sweeper.keep_alive = keep_alive
+            try:
+                work(sweeper)
+            except Exception as exc:
+                metrics.SWEEP_RUNS.labels(outcome="failed", dry_run=label).inc()
+                logger.error("checkpoint sweep on %s failed: %s", saver.provider, exc)
+                if not dry_run:
+                    _record(result, started, triggered_by, error=f"{type(exc).__name__}: {exc}")
+                raise
+    except SweepAlreadyRunning:
+        metrics.SWEEP_RUNS.labels(outcome="locked", dry_run=label).inc()
+        raise
+    finally:
+        metrics.SWEEP_DURATION.labels(provider=saver.provider).observe(time.monotonic() - clock)
+    metrics.SWEEP_RUNS.labels(outcome="ok", dry_run=label).inc()
+    if not dry_run:
+        _record(result, started, triggered_by)
+    logger.info(
+        "checkpoint sweep on %s%s: %d deleted (%d finished, %d waiting), %d spared",
+        result.provider,
+        " (dry run)" if dry_run else "",
+        result.swept_count,
+        result.finished_swept,
+        result.waiting_swept,
+        len(result.spared),
+    )
+    return result
+
+
+def sweep_checkpoints(
+    dry_run: bool = False,
+    now: datetime | None = None,
+    saver: StoreSaver | None = None,
+    *,
+    triggered_by: str = "",
+) -> SweepResult:
+    """Delete the threads past a horizon that no live-thread filter claims.
+
+    ``saver`` defaults to the deployment's store; ``now`` moves the clock (tests, replays).
+    Raises SweepAlreadyRunning when another sweep holds the store's lock, LiveFilterFailed
+    when a filter fails, CheckpointDeleteError when a writer keeps re-filling a thread.
+    """
+    if saver is None:
+        from checkpoints.savers import get_saver
+
+        saver = get_saver()
+
+    def work(sweeper: _Sweeper) -> None:
+        sweeper.sweep(FINISHED)
+        if saver.supports_idle_sweep:
+            sweeper.sweep(WAITING)
+
+    return _run(saver, dry_run=dry_run, triggered_by=triggered_by, work=work, now=now)
+
+
+def sweep_threads(
+    thread_ids: Iterable[str],
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    saver: StoreSaver | None = None,
+    triggered_by: str = "",
+) -> SweepResult:
+    """Sweep only the given threads (a fanned-out batch), re-checking each one's horizon.
+
+    A thread is deleted only if it is still past a horizon at ``now`` and unclaimed, so a
+    batch listed earlier is safe to sweep later or twice.
+    """
+    if saver is None:
+        from checkpoints.savers import get_saver
+
+        saver = get_saver()
+    ids = list(dict.fromkeys(str(t) for t in thread_ids))
+
+    def work(sweeper: _Sweeper) -> None:
+        finished, waiting = past_horizon(saver, ids, sweeper.now)
+        if finished:
+            sweeper.handle(FINISHED, finished)
+        if waiting:
+            sweeper.handle(WAITING, waiting)
+
+    return _run(saver, dry_run=dry_run, triggered_by=triggered_by, work=work, now=now)
+
+
+def past_horizon(
+    saver: StoreSaver, thread_ids: list[str], now: datetime
+) -> tuple[list[str], list[str]]:
+    """Split ids into (finished past due, idle past the waiting horizon); drop the rest."""
+    finished = []
+    for thread_id in thread_ids:
+        mark = saver.finished_mark(thread_id)
+        if mark is not None and mark.due_at <= now:
+            finished.append(thread_id)
+    if not saver.supports_idle_sweep:
+        return finished, []
+    from checkpoints.models import Thread
+
+    platform_waiting, _ = platform_retention()
+    rest = [t for t in thread_ids if t not in set(finished)]
+    rows = (
+        Thread.objects.using(saver.using)
+        .filter(thread_id__in=rest)
+        .values_list("thread_id", "last_write_at", "waiting_minutes")
+    )
+    idle = {
+        thread_id
+        for thread_id, last_write, minutes in rows
+        if last_write < now - timedelta(minutes=minutes or platform_waiting)
+    }
+    return finished, [t for t in rest if t in idle]
+
+
+def candidate_batches(saver: StoreSaver, *, now: datetime, max_batches: int) -> list[list[str]]:
+    """Up to ``max_batches`` batches of thread ids past a horizon, for fanning out."""
+    size = max(1, int(setting("SWEEP_BATCH_SIZE")))
+    limit = size * max_batches
+    ids = [e.thread_id for e in saver.finished_due(now, limit=limit)]
+    if saver.supports_idle_sweep and len(ids) < limit:
+        waiting, _ = platform_retention()
+        seen = set(ids)
+        idle = saver.idle_threads(now, waiting, limit=limit - len(ids))
+        ids += [t for t in idle if t not in seen]
+    return [ids[i : i + size] for i in range(0, len(ids), size)]

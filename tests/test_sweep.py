@@ -1,0 +1,431 @@
+"""The sweep's rules on every provider they apply to."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.db import connections
+from django.test import override_settings
+from langgraph.checkpoint.base import empty_checkpoint
+from prometheus_client import REGISTRY
+
+from checkpoints.errors import CheckpointConfigError, CheckpointDeleteError, InvalidCheckpointInput
+from checkpoints.savers.base import utcnow
+from retention.errors import LiveFilterFailed, SweepAlreadyRunning
+from retention.locks import sweep_lock
+from retention.models import Park, SparedThread, SweepRun
+from retention.policy import declare_retention
+from retention.runs import mark_finished
+from retention.sweep import (
+    candidate_batches,
+    register_live_thread_filter,
+    sweep_checkpoints,
+    sweep_threads,
+)
+from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
+    FINISHED,
+    WAITING,
+    _forget_registered_filters,
+    holds,
+    write,
+)
+
+ORM = ("sqlite", "postgres")
+NOT_ORM = ("memory", "redis")
+
+
+def batch_size(n: int):
+    return override_settings(CHECKPOINTS={**settings.CHECKPOINTS, "SWEEP_BATCH_SIZE": n})
+
+
+def finished_past_due(saver, thread_id: str, now):
+    """A thread with a checkpoint, marked finished long enough ago to be due at ``now``."""
+    write(saver, thread_id)
+    mark_finished(saver, thread_id, owner="tests", now=now - timedelta(minutes=FINISHED + 1))
+
+
+def spared_count(horizon: str, owner: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "checkpoint_sweep_spared_total", {"horizon": horizon, "owner": owner}
+    )
+    return value or 0.0
+
+
+# -- the finished horizon ---------------------------------------------------------------
+def test_finished_threads_past_due_are_deleted_on_every_provider(store):
+    now = utcnow()
+    finished_past_due(store, "done", now)
+    write(store, "not-yet")
+    mark_finished(store, "not-yet", now=now)
+    write(store, "open")
+
+    result = sweep_checkpoints(saver=store, now=now)
+
+    assert not holds(store, "done") and store.finished_mark("done") is None
+    assert holds(store, "not-yet") and store.finished_mark("not-yet") is not None
+    assert holds(store, "open")
+    assert (result.swept_count, result.finished_swept, result.waiting_swept) == (1, 1, 0)
+    assert result.provider == store.provider
+    assert (result.waiting_minutes, result.finished_minutes) == (WAITING, FINISHED)
+    assert result.spared == []
+
+
+def test_a_mark_on_an_empty_thread_is_cleared(store):
+    now = utcnow()
+    mark_finished(store, "never-wrote", now=now - timedelta(days=2))
+    result = sweep_checkpoints(saver=store, now=now)
+    assert result.finished_swept == 1
+    assert store.finished_mark("never-wrote") is None
+
+
+# -- the waiting horizon ----------------------------------------------------------------
+@pytest.mark.parametrize("provider", ORM)
+def test_idle_threads_past_their_waiting_horizon_are_deleted_on_orm(store):
+    write(store, "platform")
+    write(store, "short")
+    declare_retention(store, "short", waiting_minutes=30)
+    now = utcnow()
+
+    early = sweep_checkpoints(saver=store, now=now + timedelta(minutes=31))
+    assert not holds(store, "short") and holds(store, "platform")
+    assert (early.waiting_swept, early.finished_swept, early.skipped) == (1, 0, None)
+
+    late = sweep_checkpoints(saver=store, now=now + timedelta(minutes=WAITING + 1))
+    assert not holds(store, "platform")
+    assert late.waiting_swept == 1
+
+
+@pytest.mark.parametrize("provider", NOT_ORM)
+def test_the_waiting_horizon_is_skipped_with_a_reason_on_redis_and_memory(store):
+    write(store, "idle")
+    result = sweep_checkpoints(saver=store, now=utcnow() + timedelta(minutes=WAITING * 2))
+    assert holds(store, "idle")
+    assert result.waiting_swept == 0
+    assert result.skipped.startswith(f"{store.provider}:")
+    reason = "TTL" if store.provider == "redis" else "live with the process"
+    assert reason in result.skipped
+
+
+# -- live-thread filters ----------------------------------------------------------------
+def _interrupting_graph(saver):
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    class State(TypedDict, total=False):
+        answer: str
+
+    def ask(state: State) -> State:
+        return {"answer": interrupt("approve?")}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_pending_interrupt_spares_the_thread_until_it_resumes(store, caplog):
+    from langgraph.types import Command
+
+    graph = _interrupting_graph(store)
+    config = {"configurable": {"thread_id": "paused"}}
+    graph.invoke({}, config)
+    assert graph.get_state(config).next == ("ask",)
+    now = utcnow()
+    mark_finished(store, "paused", now=now - timedelta(days=2))
+    before = spared_count("finished", "interrupts")
+
+    result = sweep_checkpoints(saver=store, now=now)
+
+    assert result.spared == [{"thread_id": "paused", "horizon": "finished", "owner": "interrupts"}]
+    assert result.swept_count == 0
+    assert holds(store, "paused") and store.finished_mark("paused") is not None
+    assert spared_count("finished", "interrupts") == before + 1
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and "'paused'" in r.message]
+    assert warned and "'interrupts'" in warned[0].message
+
+    graph.invoke(Command(resume="yes"), config)
+    assert graph.get_state(config).values == {"answer": "yes"}
+    after = sweep_checkpoints(saver=store, now=now)
+    assert after.finished_swept == 1 and not holds(store, "paused")
+
+
+def test_an_unexpired_park_spares_the_thread(store):
+    now = utcnow()
+    finished_past_due(store, "parked", now)
+    Park.objects.create(
+        thread_id="parked",
+        deadline=now + timedelta(minutes=5),
+        created_at=now,
+        provider=store.provider,
+    )
+
+    result = sweep_checkpoints(saver=store, now=now)
+    assert result.spared == [{"thread_id": "parked", "horizon": "finished", "owner": "parks"}]
+    assert holds(store, "parked")
+
+    expired = sweep_checkpoints(saver=store, now=now + timedelta(minutes=6))
+    assert expired.finished_swept == 1 and not holds(store, "parked")
+
+
+@pytest.mark.parametrize("provider", ORM)
+def test_a_park_spares_an_idle_thread_on_orm(store):
+    write(store, "waiting-on-ask")
+    now = utcnow() + timedelta(minutes=WAITING + 1)
+    Park.objects.create(
+        thread_id="waiting-on-ask", deadline=now + timedelta(minutes=1), created_at=now
+    )
+    before = spared_count("waiting", "parks")
+    result = sweep_checkpoints(saver=store, now=now)
+    assert result.spared == [
+        {"thread_id": "waiting-on-ask", "horizon": "waiting", "owner": "parks"}
+    ]
+    assert holds(store, "waiting-on-ask")
+    assert spared_count("waiting", "parks") == before + 1
+
+
+def test_a_filter_registered_in_code_is_asked_and_named(store):
+    now = utcnow()
+    finished_past_due(store, "keep", now)
+    finished_past_due(store, "drop", now)
+    asked = []
+
+    def claim_keep(thread_ids):
+        asked.append(sorted(thread_ids))
+        return {"keep", "not-in-the-batch"}
+
+    register_live_thread_filter("billing", claim_keep)
+    result = sweep_checkpoints(saver=store, now=now)
+    assert asked == [["drop", "keep"]]
+    assert result.spared == [{"thread_id": "keep", "horizon": "finished", "owner": "billing"}]
+    assert holds(store, "keep") and not holds(store, "drop")
+
+
+@pytest.mark.parametrize("provider", ["memory"])
+def test_filters_are_checked_when_registered_and_when_configured(store):
+    with pytest.raises(InvalidCheckpointInput, match="owner"):
+        register_live_thread_filter("", lambda ids: set())
+    with pytest.raises(InvalidCheckpointInput, match="callable"):
+        register_live_thread_filter("x", "not a function")
+    broken = {**settings.CHECKPOINTS, "LIVE_THREAD_FILTERS": {"ghost": "nowhere.at_all"}}
+    write(store, "kept")
+    mark_finished(store, "kept", now=utcnow() - timedelta(days=2))
+    with override_settings(CHECKPOINTS=broken):
+        with pytest.raises(CheckpointConfigError, match="'ghost'.*nowhere.at_all"):
+            sweep_checkpoints(saver=store)
+    assert holds(store, "kept")
+
+
+def test_a_filter_answering_nonsense_fails_the_sweep(store):
+    now = utcnow()
+    finished_past_due(store, "a", now)
+    register_live_thread_filter("sloppy", lambda ids: None)
+    with pytest.raises(LiveFilterFailed, match="sloppy"):
+        sweep_checkpoints(saver=store, now=now)
+    assert holds(store, "a")
+
+
+def test_a_failing_filter_fails_the_sweep_and_deletes_nothing(store):
+    now = utcnow()
+    finished_past_due(store, "a", now)
+    finished_past_due(store, "b", now)
+
+    def broken(thread_ids):
+        raise ConnectionError("park index unreachable")
+
+    register_live_thread_filter("agents", broken)
+    with pytest.raises(LiveFilterFailed) as caught:
+        sweep_checkpoints(saver=store, now=now)
+    assert "'agents'" in str(caught.value) and "park index unreachable" in str(caught.value)
+    assert caught.value.owner == "agents"
+    assert holds(store, "a") and holds(store, "b")
+    run = SweepRun.objects.get()
+    assert "LiveFilterFailed" in run.error and run.swept_count == 0
+
+
+def test_a_filter_failing_on_a_later_batch_stops_from_that_batch_on(store):
+    now = utcnow()
+    for name in ("t1", "t2", "t3", "t4", "t5"):
+        finished_past_due(store, name, now)
+    calls = []
+
+    def fails_second_time(thread_ids):
+        calls.append(list(thread_ids))
+        if len(calls) == 2:
+            raise RuntimeError("second batch")
+        return set()
+
+    register_live_thread_filter("flaky", fails_second_time)
+    with batch_size(2), pytest.raises(LiveFilterFailed, match="flaky"):
+        sweep_checkpoints(saver=store, now=now)
+    deleted = {t for t in ("t1", "t2", "t3", "t4", "t5") if not holds(store, t)}
+    assert deleted == set(calls[0]) and len(deleted) == 2
+    assert SweepRun.objects.get().finished_swept == 2
+
+
+# -- batches ----------------------------------------------------------------------------
+def test_batches_reach_every_thread_and_spared_ones_are_not_asked_twice(store):
+    now = utcnow()
+    names = [f"t{i}" for i in range(7)]
+    for name in names:
+        finished_past_due(store, name, now)
+    sizes = []
+
+    def claim_three(thread_ids):
+        sizes.append(len(thread_ids))
+        return {"t0", "t3", "t6"}
+
+    register_live_thread_filter("keeper", claim_three)
+    with batch_size(2):
+        result = sweep_checkpoints(saver=store, now=now)
+    assert max(sizes) <= 2 and sum(sizes) == 7
+    assert sorted(s["thread_id"] for s in result.spared) == ["t0", "t3", "t6"]
+    assert result.finished_swept == 4
+    assert [n for n in names if holds(store, n)] == ["t0", "t3", "t6"]
+
+
+def test_candidate_batches_and_a_fanned_out_batch_recheck_horizons(store):
+    now = utcnow()
+    finished_past_due(store, "due", now)
+    write(store, "fresh")
+    mark_finished(store, "fresh", now=now)
+    with batch_size(1):
+        batches = candidate_batches(store, now=now, max_batches=5)
+    assert batches == [["due"]]
+    result = sweep_threads(["due", "fresh", "unknown"], saver=store, now=now)
+    assert result.finished_swept == 1 and result.swept_count == 1
+    assert not holds(store, "due") and holds(store, "fresh")
+    again = sweep_threads(["due"], saver=store, now=now)
+    assert again.swept_count == 0
+
+
+# -- dry run and history ----------------------------------------------------------------
+def test_a_dry_run_reports_the_same_and_deletes_nothing(store):
+    now = utcnow()
+    finished_past_due(store, "done", now)
+    finished_past_due(store, "kept", now)
+    register_live_thread_filter("keeper", lambda ids: {"kept"})
+
+    dry = sweep_checkpoints(dry_run=True, saver=store, now=now)
+    assert dry.dry_run and holds(store, "done") and store.finished_mark("done") is not None
+    assert not SweepRun.objects.exists()
+
+    real = sweep_checkpoints(saver=store, now=now)
+    assert not holds(store, "done")
+    for key in ("swept_count", "finished_swept", "waiting_swept", "spared", "skipped"):
+        assert getattr(dry, key) == getattr(real, key)
+
+
+def test_each_sweep_is_recorded_with_its_spared_threads(store):
+    now = utcnow()
+    finished_past_due(store, "done", now)
+    finished_past_due(store, "kept", now)
+    register_live_thread_filter("keeper", lambda ids: {"kept"})
+
+    result = sweep_checkpoints(saver=store, now=now, triggered_by="tests")
+
+    run = SweepRun.objects.get(pk=result.sweep_run_id)
+    assert (run.provider, run.swept_count, run.finished_swept, run.triggered_by) == (
+        store.provider,
+        1,
+        1,
+        "tests",
+    )
+    assert run.finished_at >= run.started_at and run.error == "" and not run.dry_run
+    assert run.skipped == result.skipped
+    assert list(SparedThread.objects.values_list("thread_id", "horizon", "owner")) == [
+        ("kept", "finished", "keeper")
+    ]
+    assert result.as_dict()["spared"] == [
+        {"thread_id": "kept", "horizon": "finished", "owner": "keeper"}
+    ]
+
+
+# -- one sweep at a time ----------------------------------------------------------------
+def test_a_second_concurrent_sweep_is_refused_and_deletes_nothing(store):
+    now = utcnow()
+    finished_past_due(store, "done", now)
+    held, release, failures = threading.Event(), threading.Event(), []
+
+    def hold_the_lock():
+        try:
+            with sweep_lock(store):
+                held.set()
+                release.wait(30)
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
+            failures.append(exc)
+            held.set()
+        finally:
+            connections.close_all()
+
+    other = threading.Thread(target=hold_the_lock)
+    other.start()
+    try:
+        assert held.wait(30) and not failures
+        with pytest.raises(SweepAlreadyRunning, match=store.provider):
+            sweep_checkpoints(saver=store, now=now)
+        assert holds(store, "done")
+    finally:
+        release.set()
+        other.join(30)
+    assert sweep_checkpoints(saver=store, now=now).finished_swept == 1
+
+
+@pytest.mark.parametrize("provider", ["postgres"])
+def test_a_postgres_advisory_lock_from_another_session_refuses_the_sweep(store):
+    import psycopg
+
+    from retention.locks import ADVISORY_KEY
+
+    entry = connections["pg"].settings_dict
+    with psycopg.connect(
+        host=entry["HOST"], port=entry["PORT"] or 5432, user=entry["USER"], dbname=entry["NAME"]
+    ) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [ADVISORY_KEY])
+        with pytest.raises(SweepAlreadyRunning, match="advisory lock"):
+            sweep_checkpoints(saver=store)
+
+
+# -- a writer racing the delete ---------------------------------------------------------
+def _rewrite_during_delete(store, thread_id: str, rounds: int | None):
+    """After each delete round, a writer puts a checkpoint back (``rounds`` times, or always)."""
+    original = store._delete_threads_round
+    written = []
+
+    def round_then_write(tids):
+        left = original(tids)
+        if thread_id in tids and (rounds is None or len(written) < rounds):
+            checkpoint = empty_checkpoint()
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            store.put(config, checkpoint, {}, {})
+            written.append(checkpoint["id"])
+            return {**left, thread_id: store.thread_holdings(thread_id)}
+        return left
+
+    store._delete_threads_round = round_then_write
+    return written
+
+
+def test_a_checkpoint_written_during_the_delete_is_deleted_again(store):
+    now = utcnow()
+    finished_past_due(store, "busy", now)
+    # Redis gives up at the first round (from the second) that makes no progress.
+    rounds = 1 if store.provider == "redis" else 3
+    written = _rewrite_during_delete(store, "busy", rounds=rounds)
+    result = sweep_checkpoints(saver=store, now=now)
+    assert len(written) == rounds
+    assert result.finished_swept == 1 and not holds(store, "busy")
+
+
+def test_a_writer_that_never_stops_fails_the_sweep_loudly(store):
+    now = utcnow()
+    finished_past_due(store, "busy", now)
+    _rewrite_during_delete(store, "busy", rounds=None)
+    with pytest.raises(CheckpointDeleteError, match="busy"):
+        sweep_checkpoints(saver=store, now=now)
+    assert "CheckpointDeleteError" in SweepRun.objects.get().error
