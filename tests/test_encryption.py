@@ -116,3 +116,27 @@ def test_bad_key_refused_by_checks():
         errors = configuration_errors()
     assert any("key #1" in e.msg for e in errors)
     assert all("not-a-key" not in e.msg for e in errors)
+
+
+def test_redis_values_are_sealed_and_rotate(redis_url):
+    from checkpoints.savers import get_saver
+
+    with keys(KEY_A):
+        saver = get_saver("redis", conn_string=redis_url)
+        config = put_chain(saver, "t-redis", {"secret": "launch code 1234"})
+        saver.put_writes(config, [("secret", "pending value")], "task-1")
+        raw = b"".join(
+            b"".join(v for v in saver.client.hgetall(key).values())
+            for key in saver.client.scan_iter("cp:*")
+            if saver.client.type(key) == b"hash"
+        )
+        assert b"launch code" not in raw and b"pending value" not in raw
+        assert saver.get_tuple(config).checkpoint["channel_values"] == {
+            "secret": "launch code 1234"
+        }
+    with keys(KEY_B, KEY_A):
+        assert saver.get_tuple(config).pending_writes[0][2] == "pending value"
+    with keys(KEY_B), pytest.raises(CheckpointEncryptionError, match="not among"):
+        saver.get_tuple(config)
+    with pytest.raises(CheckpointEncryptionError, match="not set"):
+        saver.get_tuple(config)

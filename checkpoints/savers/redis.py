@@ -49,6 +49,7 @@ from redis.exceptions import NoScriptError
 
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
 from checkpoints.conf import setting
+from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import (
     CheckpointDeleteError,
     CheckpointStoreError,
@@ -595,11 +596,11 @@ class RedisSaver(StoreSaver):
     def _dump(self, value: Any, path: str = "value") -> tuple[str, bytes]:
         if isinstance(self.serde, FaithfulJSONCodec):
             # The codec names the refused value's path, such as channel_values.messages[3].
-            return self.serde.dumps_typed(value, path=path)
-        return compress_typed(self.serde.dumps_typed(value))
+            return seal_typed(self.serde.dumps_typed(value, path=path))
+        return seal_typed(compress_typed(self._encode(value, path)))
 
     def _load(self, type_: bytes, data: bytes) -> Any:
-        return self.serde.loads_typed(decompress_typed((_s(type_), data)))
+        return self.serde.loads_typed(decompress_typed(open_typed((_s(type_), data))))
 
     def _default_ttl_ms(self) -> int:
         return int(setting("RETENTION_WAITING_MINUTES")) * 60000
