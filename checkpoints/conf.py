@@ -14,6 +14,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_FINISHED_MINUTES": 1440,
     "INLINE_COMPRESS_BYTES": 65536,
     "MAX_CHECKPOINTS": 0,
+    "PG_PREPARED_STATEMENTS": True,
     "CODEC_ALLOWED_MODULES": [
         "langchain",
         "langchain_core",

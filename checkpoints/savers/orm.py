@@ -113,6 +113,9 @@ class OrmSaver(StoreSaver):
                 f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
             )
         self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
+        # Server-side prepared statements for the hot-path SQL (PostgreSQL); turn them off
+        # behind a transaction-pooling PgBouncer that cannot keep them.
+        self.prepare = bool(setting("PG_PREPARED_STATEMENTS"))
         self._durability: str | None = None
         self._owner_cache: dict[str, int | None] = {}
         self._owned: set[int] = set()
@@ -291,7 +294,7 @@ class OrmSaver(StoreSaver):
             blobs=[b[3] for b in blobs],
         )
         with self._raw_cursor() as cur:
-            cur.execute(pg_sql.PUT, params)
+            cur.execute(pg_sql.PUT, params, prepare=self.prepare)
             return cur.fetchone()[0]
 
     def _put_orm(self, row: dict, blobs: list[tuple]) -> int:
@@ -469,7 +472,7 @@ class OrmSaver(StoreSaver):
             params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
             with self._raw_cursor() as cur:
                 cur.execute(
-                    pg_sql.GET_BY_ID if checkpoint_id else pg_sql.GET_LATEST, params, binary=True
+                    pg_sql.GET_BY_ID if checkpoint_id else pg_sql.GET_LATEST, params, binary=True, prepare=self.prepare
                 )
                 found = cur.fetchall()
         else:
@@ -643,7 +646,7 @@ class OrmSaver(StoreSaver):
             if cursor is not None:
                 values["cursor_id"], values["cursor_pk"] = cursor
             with self._raw_cursor() as cur:
-                cur.execute(sql, values, binary=True)
+                cur.execute(sql, values, binary=True, prepare=self.prepare)
                 return cur.fetchall()
         rows = CheckpointRow.objects.using(self.using)
         if params.get("thread_id") is not None:
