@@ -472,7 +472,10 @@ class OrmSaver(StoreSaver):
             params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
             with self._raw_cursor() as cur:
                 cur.execute(
-                    pg_sql.GET_BY_ID if checkpoint_id else pg_sql.GET_LATEST, params, binary=True, prepare=self.prepare
+                    pg_sql.GET_BY_ID if checkpoint_id else pg_sql.GET_LATEST,
+                    params,
+                    binary=True,
+                    prepare=self.prepare,
                 )
                 found = cur.fetchall()
         else:
