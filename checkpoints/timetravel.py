@@ -598,7 +598,7 @@ class TimeTravel:
             tup, self._parent_seen(tup, None), self._rebuilt(tup, specs, required=False)
         )
 
-    def _history_args(self, thread_id, limit, before, source):
+    def _history_args(self, thread_id, limit, before, source, filter=None):
         self._check_ids(thread_id, before)
         if limit is not None and (
             not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
@@ -608,8 +608,13 @@ class TimeTravel:
             )
         if source is not None and not isinstance(source, str):
             raise InvalidCheckpointInput(f"source must be a string, got {source!r}", field="source")
+        if filter is not None and not isinstance(filter, dict):
+            raise InvalidCheckpointInput(
+                f"filter must be a dict of metadata key to value, got {filter!r}", field="filter"
+            )
+        wanted = {**(filter or {}), **({"source": source} if source else {})}
         return {
-            "filter": {"source": source} if source else None,
+            "filter": wanted or None,
             "before": _config(thread_id, before) if before else None,
             # One extra row so the last snapshot can find its parent without another read.
             "limit": None if limit is None else limit + 1,
@@ -621,9 +626,13 @@ class TimeTravel:
         limit: int | None = None,
         before: str | None = None,
         source: str | None = None,
+        filter: dict | None = None,
     ) -> Iterator[StateSnapshot]:
-        """Snapshots newest first, read lazily; ``before`` is a checkpoint id to page from."""
-        args = self._history_args(thread_id, limit, before, source)
+        """Snapshots newest first, read lazily; ``before`` is a checkpoint id to page from.
+
+        ``filter`` matches checkpoint metadata keys exactly, as data (``source`` joins it).
+        """
+        args = self._history_args(thread_id, limit, before, source, filter)
         self._load(thread_id, before)
         return self._history(thread_id, limit, args)
 
@@ -777,9 +786,10 @@ class TimeTravel:
         limit: int | None = None,
         before: str | None = None,
         source: str | None = None,
+        filter: dict | None = None,
     ) -> AsyncIterator[StateSnapshot]:
         """Async twin of get_state_history; bad arguments raise at the first iteration."""
-        args = self._history_args(thread_id, limit, before, source)
+        args = self._history_args(thread_id, limit, before, source, filter)
         await self._aload(thread_id, before)
         specs = self._specs()
         rows = self.saver.alist(_config(thread_id), **args).__aiter__()

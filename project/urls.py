@@ -12,3 +12,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("", include("django_prometheus.urls")),
 ]
+
+handler404 = "checkpoints.api.errors.not_found"

@@ -1,3 +1,17 @@
-"""API routes for finish marks, declared retention and the sweep (filled in by the API work)."""
+"""API routes for finish marks, declared retention and the sweep."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from checkpoints.api import converters  # noqa: F401 - registers the thread_id converter
+from retention import api
+
+urlpatterns = [
+    path("threads/<thread_id:thread_id>/finish/", api.FinishView.as_view(), name="thread-finish"),
+    path(
+        "threads/<thread_id:thread_id>/retention/",
+        api.RetentionView.as_view(),
+        name="thread-retention",
+    ),
+    path("checkpoints/sweep/", api.SweepView.as_view(), name="checkpoint-sweep"),
+    path("checkpoints/sweeps/", api.SweepHistoryView.as_view(), name="checkpoint-sweeps"),
+]

@@ -373,3 +373,15 @@ async def test_async_twins(store):
         {"thread_id": "dst", "checkpoint_id": bulk.checkpoint_id},
         {"thread_id": "src", "checkpoint_id": sync_ids[2]},
     ]
+
+
+def test_history_filters_on_metadata_as_data(store):
+    from checkpoints.timetravel import TimeTravel
+    from tests.store_helpers import put_chain
+
+    put_chain(store, "filtered", {"n": 1}, steps=4)
+    travel = TimeTravel(store)
+    steps = [s.metadata["step"] for s in travel.get_state_history("filtered", filter={"step": 2})]
+    assert steps == [2]
+    assert list(travel.get_state_history("filtered", filter={"step__gt": 0})) == []
+    assert len(list(travel.get_state_history("filtered", source="loop"))) == 4

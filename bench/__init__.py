@@ -1,0 +1,1 @@
+"""Benchmarks of the checkpoint savers against LangGraph's own and raw storage floors."""

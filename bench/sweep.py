@@ -1,0 +1,198 @@
+"""Benchmark the retention sweep on a large PostgreSQL store: `python -m bench.sweep`.
+
+Seeds threads and checkpoints with set-based SQL (generate_series), then times: a sweep
+with nothing due, a bare set-based DELETE of the due threads (the floor), and the real
+sweep deleting the same threads after they are seeded again. Peak RSS is printed around
+the sweep; run two sizes (--threads) to see whether it follows the store's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from datetime import timedelta
+
+os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+# Its own SQLite directory, so it can run while `bench.run` holds var/bench.
+os.environ.setdefault("CHECKPOINTS_BENCH_DIR", os.path.join("var", "bench-sweep"))
+
+ALIAS = "pgsweep"
+
+
+def _tables():
+    from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
+
+    return {m.__name__: m._meta.db_table for m in (Thread, Checkpoint, ChannelBlob, PendingWrite)}
+
+
+def has_column(cur, table: str, column: str) -> bool:
+    cur.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = %s",
+        [table, column],
+    )
+    return cur.fetchone() is not None
+
+
+def seed(cur, *, first: int, last: int, age: timedelta, per_thread: int, body: bytes, now) -> None:
+    """Threads first..last, each with ``per_thread`` checkpoints, a blob each, and one write."""
+    t = _tables()
+    written = now - age
+    cur.execute(
+        f'INSERT INTO "{t["Thread"]}" (thread_id, created_at, last_write_at, version) '
+        "SELECT 'sweep-' || g, %s, %s, 1 FROM generate_series(%s, %s) g",
+        [written, written, first, last],
+    )
+    threads = (
+        f'FROM "{t["Thread"]}" th WHERE th.thread_id IN '
+        "(SELECT 'sweep-' || g FROM generate_series(%s, %s) g)"
+    )
+    each = threads.replace(" WHERE", " CROSS JOIN generate_series(1, %s) s WHERE")
+    # Newer stores keep channel versions in a column of their own.
+    versions = has_column(cur, t["Checkpoint"], "channel_versions")
+    cur.execute(
+        f'INSERT INTO "{t["Checkpoint"]}" (thread_id, checkpoint_ns, checkpoint_id, '
+        "parent_checkpoint_id, type, checkpoint, metadata, source, step, durability, created_at"
+        + (", channel_versions" if versions else "")
+        + ") SELECT th.id, '', lpad(s::text, 8, '0'), "
+        "CASE WHEN s > 1 THEN lpad((s - 1)::text, 8, '0') END, 'msgpack', %s, "
+        "jsonb_build_object('source', 'loop', 'step', s), 'loop', s, 'disk', th.last_write_at"
+        + (", '{}'::jsonb " if versions else " ")
+        + each,
+        [body, per_thread, first, last],
+    )
+    cur.execute(
+        f'INSERT INTO "{t["ChannelBlob"]}" '
+        "(thread_id, checkpoint_ns, channel, version, type, blob) "
+        "SELECT th.id, '', 'messages', lpad(s::text, 8, '0'), 'msgpack', "
+        "convert_to(repeat('m', 200), 'UTF8') " + each,
+        [per_thread, first, last],
+    )
+    cur.execute(
+        f'INSERT INTO "{t["PendingWrite"]}" (thread_id, checkpoint_ns, checkpoint_id, task_id, '
+        "task_path, idx, channel, type, blob) "
+        "SELECT th.id, '', lpad(%s::text, 8, '0'), 'task', '', 0, 'route', 'msgpack', "
+        "convert_to('x', 'UTF8') " + threads,
+        [per_thread, first, last],
+    )
+
+
+def bare_delete(cur, cutoff) -> int:
+    """The floor: one set-based DELETE per table for every thread idle before ``cutoff``."""
+    t = _tables()
+    doomed = f'SELECT id FROM "{t["Thread"]}" WHERE last_write_at < %s'
+    for table in ("PendingWrite", "Checkpoint", "ChannelBlob"):
+        cur.execute(f'DELETE FROM "{t[table]}" WHERE thread_id IN ({doomed})', [cutoff])
+    cur.execute(f'DELETE FROM "{t["Thread"]}" WHERE last_write_at < %s', [cutoff])
+    return cur.rowcount
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.sweep", description=__doc__)
+    parser.add_argument("--threads", type=int, default=100_000, help="threads in the store")
+    parser.add_argument("--per-thread", type=int, default=10, help="checkpoints per thread")
+    parser.add_argument(
+        "--due", type=int, default=None, help="threads past the waiting horizon (default: half)"
+    )
+    args = parser.parse_args(argv)
+    due = args.threads // 2 if args.due is None else min(args.due, args.threads)
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections, transaction
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from bench.stores import reset_files, reset_pg_database
+    from checkpoints.savers import get_saver
+    from checkpoints.savers.base import strict_serializer, utcnow
+    from retention.sweep import sweep_checkpoints
+
+    reset_files()
+    reset_pg_database(settings.PG_DB_SWEEP)
+    call_command("migrate", database="default", verbosity=0)
+    call_command("migrate", database=ALIAS, verbosity=0)
+    saver = get_saver("postgres", using=ALIAS)
+    waiting = settings.CHECKPOINTS["RETENTION_WAITING_MINUTES"]
+    with connections[ALIAS].cursor() as cur:
+        split = has_column(cur, _tables()["Checkpoint"], "channel_versions")
+    dropped = ("channel_values", "channel_versions") if split else ("channel_values",)
+    body_ckpt = {k: v for k, v in empty_checkpoint().items() if k not in dropped}
+    body = strict_serializer().dumps_typed(body_ckpt)[1]
+    now = utcnow()
+    old, fresh = timedelta(minutes=waiting + 1440), timedelta(hours=1)
+    cutoff = now - timedelta(minutes=waiting)
+
+    def log(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    with connections[ALIAS].cursor() as cur:
+        seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now)
+        seed(
+            cur,
+            first=due + 1,
+            last=args.threads,
+            age=fresh,
+            per_thread=args.per_thread,
+            body=body,
+            now=now,
+        )
+        cur.execute("ANALYZE")
+    seeded = time.perf_counter() - started
+    log(f"seeded {args.threads} threads x {args.per_thread} checkpoints in {seeded:.1f}s")
+
+    # Nothing is due a day before the old threads' last write.
+    quiet_now = now - old - timedelta(days=1) + timedelta(minutes=waiting)
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        result = sweep_checkpoints(now=quiet_now, saver=saver)
+        timings.append(time.perf_counter() - start)
+        assert result.swept_count == 0, result
+    nothing_due_ms = sorted(timings)[len(timings) // 2] * 1000
+    log(f"sweep with nothing due: {nothing_due_ms:.1f} ms (median of 5)")
+
+    with transaction.atomic(using=ALIAS), connections[ALIAS].cursor() as cur:
+        start = time.perf_counter()
+        deleted = bare_delete(cur, cutoff)
+    bare_s = time.perf_counter() - start
+    log(f"bare set-based DELETE of {deleted} threads: {bare_s:.2f}s")
+    with connections[ALIAS].cursor() as cur:
+        seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now)
+        cur.execute("ANALYZE")
+
+    rss_before = rss_mb()
+    start = time.perf_counter()
+    result = sweep_checkpoints(now=now, saver=saver)
+    sweep_s = time.perf_counter() - start
+    rss_after = rss_mb()
+    log(f"sweep deleted {result.swept_count} threads in {sweep_s:.2f}s")
+
+    print(f"store: {args.threads} threads x {args.per_thread} checkpoints; {due} past the horizon")
+    print(f"sweep with nothing due: {nothing_due_ms:.1f} ms (target < 100 ms)")
+    print(f"bare set-based DELETE of {deleted} threads: {bare_s:.2f} s")
+    print(
+        f"sweep deleting {result.swept_count} threads: {sweep_s:.2f} s = "
+        f"{sweep_s / bare_s:.1f}x the bare DELETE (target <= 2x); "
+        f"{result.swept_count / sweep_s:.0f} threads/s"
+    )
+    print(f"peak RSS: {rss_before:.0f} MB before the sweep, {rss_after:.0f} MB after")
+    print(
+        f"RESULT label=sweep threads={args.threads} checkpoints={args.threads * args.per_thread} "
+        f"nothing_due_ms={nothing_due_ms:.1f} bare_delete_s={bare_s:.3f} sweep_s={sweep_s:.3f} "
+        f"ratio={sweep_s / bare_s:.2f} deleted={result.swept_count} peak_rss_mb={rss_after:.0f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Checks of the benchmark's own parts: the workload, the statistics and the raw floors."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from bench.measure import ops_per_second, percentile
+from bench.subjects import RawSqlFloor, payload_bytes
+from bench.workload import (
+    DOCUMENT_CHANNEL,
+    MESSAGE_WINDOW,
+    SMALL_CHANNELS,
+    ChatThread,
+    DocumentPool,
+)
+
+
+def _versions(current, channel=None):
+    return (current or 0) + 1
+
+
+def test_chat_thread_bumps_only_changed_channels():
+    docs = DocumentPool(count=2)
+    thread = ChatThread("t", _versions, docs)
+    first, metadata, new_versions = thread.advance()
+    assert metadata == {"source": "input", "step": 0, "parents": {}}
+    assert set(new_versions) == {"messages", DOCUMENT_CHANNEL, *SMALL_CHANNELS}
+    assert 64 * 1024 <= len(first["channel_values"][DOCUMENT_CHANNEL]) <= 256 * 1024
+    thread.commit(first, {"configurable": {"thread_id": "t", "checkpoint_id": first["id"]}})
+    second, metadata, new_versions = thread.advance()
+    assert metadata["source"] == "loop" and metadata["step"] == 1
+    assert "messages" in new_versions
+    unchanged = set(second["channel_versions"]) - set(new_versions)
+    assert unchanged, "some channels must keep their version"
+    for channel in unchanged:
+        assert second["channel_versions"][channel] == first["channel_versions"][channel]
+    for channel in new_versions:
+        assert second["channel_versions"][channel] == first["channel_versions"][channel] + 1
+    assert second["id"] > first["id"]
+
+
+def test_message_list_grows_then_keeps_its_window():
+    thread = ChatThread("w", _versions, DocumentPool(count=1))
+    for _ in range(MESSAGE_WINDOW + 5):
+        checkpoint, _, _ = thread.advance()
+        thread.commit(checkpoint, thread.config)
+    messages = checkpoint["channel_values"]["messages"]
+    assert len(messages) == MESSAGE_WINDOW
+    assert messages[-1]["id"] == f"w-m{MESSAGE_WINDOW + 4}"
+    assert all(280 <= len(m["content"]) + 40 <= 320 for m in messages)
+
+
+def test_percentile_and_throughput():
+    values = [i * 1_000_000 for i in range(1, 101)]  # 1..100 ms
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile([5_000_000], 99) == 5.0
+    assert round(ops_per_second([500_000_000, 500_000_000]), 6) == 2.0
+
+
+def test_raw_sqlite_floor_round_trip_and_delete():
+    floor = RawSqlFloor(sqlite3.connect(":memory:"), sqlite=True)
+    thread = ChatThread("f", floor.get_next_version, DocumentPool(count=1))
+    ids = []
+    for _ in range(3):
+        checkpoint, metadata, new_versions = thread.advance()
+        stored = floor.put(thread.config, checkpoint, metadata, new_versions)
+        thread.commit(checkpoint, stored)
+        writes, task_id = thread.writes()
+        floor.put_writes(stored, writes, task_id)
+        ids.append(checkpoint["id"])
+    latest_id, body, metadata = floor.get_tuple({"configurable": {"thread_id": "f"}})
+    assert latest_id == ids[-1] and metadata["step"] == 2
+    assert "messages" in body["channel_values"]
+    by_id = floor.get_tuple({"configurable": {"thread_id": "f", "checkpoint_id": ids[0]}})
+    assert by_id[0] == ids[0]
+    assert [row[0] for row in floor.list({"configurable": {"thread_id": "f"}}, limit=2)] == [
+        ids[2],
+        ids[1],
+    ]
+    floor.delete_thread("f")
+    assert floor.get_tuple({"configurable": {"thread_id": "f"}}) is None
+    assert floor.conn.execute("SELECT COUNT(*) FROM raw_writes").fetchone()[0] == 0
+
+
+def test_payload_bytes_counts_nested_bytes_and_text():
+    assert payload_bytes({"a": (b"xyz", ["hé"])}) == 1 + 3 + 3
+
+
+def test_same_seed_gives_equal_threads_under_different_ids():
+    docs = DocumentPool(count=3)
+    a = ChatThread("deep-a", _versions, docs, seed="deep")
+    b = ChatThread("deep-b", _versions, docs, seed="deep")
+    for _ in range(30):
+        ca, _, va = a.advance()
+        cb, _, vb = b.advance()
+        assert set(va) == set(vb)
+        assert len(ca["channel_values"]["document"]) == len(cb["channel_values"]["document"])
+        a.commit(ca, a.config)
+        b.commit(cb, b.config)

@@ -1,0 +1,132 @@
+"""A chat agent's checkpoints: a growing message list, small state, an occasional document."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+MESSAGE_BYTES = 300
+# Chat agents trim their context; without a window a 1,000-deep thread would measure the
+# serializer on a 300 KB list rather than the store.
+MESSAGE_WINDOW = 100
+SMALL_CHANNELS = (
+    "route",
+    "intent",
+    "user_tier",
+    "tool",
+    "retries",
+    "summary_id",
+    "locale",
+    "status",
+)
+DOCUMENT_CHANNEL = "document"
+DOCUMENT_EVERY = 25
+_WORDS = (
+    "agent tool call result user assistant context window token retrieval answer "
+    "question document summary plan step graph node channel state memory thread "
+    "checkpoint store retention policy sweep latency budget search index vector"
+).split()
+
+
+def text(rng: random.Random, size: int) -> str:
+    """Word text of about ``size`` bytes: compressible like real prose, not random bytes."""
+    words = []
+    total = 0
+    while total < size:
+        word = rng.choice(_WORDS)
+        words.append(word)
+        total += len(word) + 1
+    return " ".join(words)[:size]
+
+
+class DocumentPool:
+    """Large values (64-256 KB) made once, so generating them is not timed."""
+
+    def __init__(self, seed: int = 7, count: int = 6) -> None:
+        rng = random.Random(seed)
+        self.docs = [text(rng, rng.randint(64, 256) * 1024) for _ in range(count)]
+
+    def pick(self, rng: random.Random) -> str:
+        return rng.choice(self.docs)
+
+
+class ChatThread:
+    """One thread's next checkpoints, with versions bumped only for changed channels."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        next_version: Callable[[Any, Any], Any],
+        docs: DocumentPool,
+        seed: str | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        # Subjects pass the same seed for their copies of a thread, so they store equal data.
+        self.rng = random.Random(seed if seed is not None else thread_id)
+        self.next_version = next_version
+        self.docs = docs
+        self.config: dict = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        self.checkpoint = empty_checkpoint()
+        self.values: dict[str, Any] = {}
+        self.step = -1
+        self.messages: list[dict] = []
+
+    def _changes(self) -> dict[str, Any]:
+        rng = self.rng
+        self.messages = [
+            *self.messages,
+            {
+                "type": "human" if self.step % 2 == 0 else "ai",
+                "id": f"{self.thread_id}-m{self.step}",
+                "content": text(rng, MESSAGE_BYTES - 40),
+            },
+        ][-MESSAGE_WINDOW:]
+        changed: dict[str, Any] = {"messages": self.messages}
+        if self.step == 0:
+            for name in SMALL_CHANNELS:
+                changed[name] = f"{name}-0"
+        else:
+            for name in rng.sample(SMALL_CHANNELS, rng.randint(1, 3)):
+                changed[name] = f"{name}-{self.step}-{rng.randint(0, 999)}"
+        if self.step == 0 or rng.random() < 1 / DOCUMENT_EVERY:
+            changed[DOCUMENT_CHANNEL] = self.docs.pick(rng)
+        return changed
+
+    def advance(self) -> tuple[dict, dict, dict]:
+        """The next (checkpoint, metadata, new_versions) to put after the current head."""
+        self.step += 1
+        changed = self._changes()
+        versions = dict(self.checkpoint["channel_versions"])
+        new_versions = {}
+        for channel in changed:
+            versions[channel] = new_versions[channel] = self.next_version(
+                versions.get(channel), None
+            )
+        self.values.update(changed)
+        base = {
+            **self.checkpoint,
+            "channel_values": dict(self.values),
+            "channel_versions": versions,
+            "versions_seen": {"agent": {"messages": versions["messages"]}},
+        }
+        checkpoint = create_checkpoint(base, None, self.step)
+        metadata = {
+            "source": "input" if self.step == 0 else "loop",
+            "step": self.step,
+            "parents": {},
+        }
+        return checkpoint, metadata, new_versions
+
+    def writes(self) -> tuple[list[tuple[str, Any]], str]:
+        """The pending writes a task leaves against the current head, and the task id."""
+        return (
+            [("messages", self.messages[-1]), ("route", f"route-{self.step}")],
+            f"task-{self.thread_id}-{self.step}",
+        )
+
+    def commit(self, checkpoint: dict, stored: dict) -> None:
+        self.checkpoint = checkpoint
+        self.config = stored

@@ -1,0 +1,46 @@
+"""Limit/offset pagination that refuses bad numbers instead of silently using defaults."""
+
+from __future__ import annotations
+
+from rest_framework.pagination import LimitOffsetPagination
+
+from checkpoints.errors import InvalidCheckpointInput
+
+MAX_PAGE = 500
+
+
+class StrictLimitOffsetPagination(LimitOffsetPagination):
+    """``limit`` 1..MAX_PAGE and ``offset`` >= 0, else a 400 naming the parameter."""
+
+    max_limit = MAX_PAGE
+
+    def _number(self, request, name: str, minimum: int, maximum: int | None):
+        raw = request.query_params.get(name)
+        if raw is None:
+            return None
+        if (
+            not raw.isascii()
+            or not raw.isdigit()
+            or not (minimum <= int(raw) <= (maximum if maximum is not None else int(raw)))
+        ):
+            bounds = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+            raise InvalidCheckpointInput(
+                f"{name} must be a whole number {bounds}, got {raw!r}", field=name
+            )
+        return int(raw)
+
+    def get_limit(self, request):
+        limit = self._number(request, self.limit_query_param, 1, self.max_limit)
+        return self.default_limit if limit is None else limit
+
+    def get_offset(self, request):
+        return self._number(request, self.offset_query_param, 0, None) or 0
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.limit_query_param:
+                parameter["schema"].update({"minimum": 1, "maximum": self.max_limit})
+            elif parameter["name"] == self.offset_query_param:
+                parameter["schema"].update({"minimum": 0})
+        return parameters

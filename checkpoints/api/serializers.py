@@ -1,0 +1,261 @@
+"""Request and response shapes of the thread API (they also feed the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
+from rest_framework import serializers
+
+from checkpoints.api.plain_json import plain_mapping, to_plain
+from checkpoints.errors import InvalidCheckpointInput
+
+# --- text fields ----------------------------------------------------------------------
+
+NO_NUL = r"^[^\u0000]+$"
+# LangGraph reserves channel names starting "__" (__start__, __pregel_tasks...).
+CHANNEL_NAME = r"^([^_\u0000][^\u0000]*|_[^_\u0000][^\u0000]*|_)$"
+
+
+class StrictText(serializers.RegexField):
+    """A JSON string only, kept exactly: no number coercion, no whitespace trimming."""
+
+    def __init__(self, regex, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(regex, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictInteger(serializers.IntegerField):
+    """A JSON integer only: "5", 5.0 and true are refused."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBoolean(serializers.BooleanField):
+    """A JSON boolean only: "yes" and 1 are refused."""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+def text(max_length: int = 512, **kwargs) -> StrictText:
+    """A non-empty string without NUL (documented as such, so clients can know)."""
+    return StrictText(NO_NUL, min_length=1, max_length=max_length, **kwargs)
+
+
+def read_query(serializer_class, query) -> dict:
+    """Validate query parameters; an empty value is an error, not "absent"."""
+    fields = serializer_class().fields
+    for name in fields:
+        if query.get(name) == "":
+            raise InvalidCheckpointInput(f"{name} must not be empty when given", field=name)
+    reader = serializer_class(data=query)
+    reader.is_valid(raise_exception=True)
+    return reader.validated_data
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable machine-readable code, e.g. thread_not_found.")
+    message = serializers.CharField(help_text="What went wrong, naming the values involved.")
+    field = serializers.CharField(required=False, help_text="The input at fault, when one is.")
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+_ERROR_TEXT = {
+    400: "Bad input; `field` names it.",
+    401: "Not authenticated (send a session cookie or `Authorization: Token <key>`).",
+    403: "Authenticated but not allowed.",
+    404: "No such thread or checkpoint, or one owned by another user.",
+    405: "Method not allowed.",
+    406: "Only JSON responses are offered.",
+    409: "Conflict with the thread's current state.",
+    413: "Request body larger than the server accepts.",
+    415: "Request body must be JSON.",
+}
+READ_ERRORS = (400, 401, 403, 404, 405, 406)
+WRITE_ERRORS = (*READ_ERRORS, 413, 415)
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    return {c: OpenApiResponse(ErrorSerializer, description=_ERROR_TEXT[c]) for c in codes}
+
+
+# --- threads --------------------------------------------------------------------------
+
+
+class OwnerSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField()
+
+
+class ThreadSerializer(serializers.Serializer):
+    """Reads a ``ThreadInfo``."""
+
+    thread_id = serializers.CharField()
+    owner = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(choices=["waiting", "finished"])
+    version = serializers.IntegerField(help_text="Bumped by rollback; send it back in If-Match.")
+    created_at = serializers.DateTimeField(allow_null=True)
+    last_write_at = serializers.DateTimeField(allow_null=True)
+    waiting_minutes = serializers.IntegerField(allow_null=True)
+    finished_minutes = serializers.IntegerField(allow_null=True)
+    finished_marked_at = serializers.DateTimeField(allow_null=True)
+    finished_due_at = serializers.DateTimeField(allow_null=True)
+
+    def get_owner(self, info) -> OwnerSerializer(allow_null=True):  # type: ignore[valid-type]
+        if info.owner is None:
+            return None
+        return {"id": info.owner.pk, "username": info.owner_name}
+
+
+# --- state snapshots ------------------------------------------------------------------
+
+
+class SnapshotMetadataSerializer(serializers.Serializer):
+    step = serializers.IntegerField(allow_null=True)
+    timestamp = serializers.CharField(allow_null=True)
+    source = serializers.CharField(allow_null=True)
+    written_by = serializers.ListField(child=serializers.CharField())
+    parents = serializers.ListField(child=serializers.CharField())
+    last_event_sequence = serializers.IntegerField(allow_null=True, required=False)
+    forked_from = serializers.DictField(
+        required=False, help_text="On a fork's first checkpoint: {thread_id, checkpoint_id}."
+    )
+    rollback = serializers.DictField(
+        required=False, help_text="On a rollback checkpoint: {target, replaced_head}."
+    )
+
+
+class StateSnapshotSerializer(serializers.Serializer):
+    """Reads a ``StateSnapshot``; every value is rendered as plain JSON."""
+
+    values = serializers.DictField(help_text="Channel values as plain JSON (see API docs).")
+    pending_tasks = serializers.ListField(child=serializers.DictField())
+    pending_writes = serializers.ListField(child=serializers.DictField())
+    metadata = SnapshotMetadataSerializer()
+    config = serializers.DictField()
+    next = serializers.ListField(child=serializers.CharField())
+    channel_versions = serializers.DictField()
+
+    def to_representation(self, snapshot):
+        data = snapshot.as_dict() if hasattr(snapshot, "as_dict") else dict(snapshot)
+        meta = data.get("metadata") or {}
+        return {
+            "values": plain_mapping(data.get("values"), path="values"),
+            "pending_tasks": to_plain(list(data.get("pending_tasks") or []), path="pending_tasks"),
+            "pending_writes": to_plain(
+                list(data.get("pending_writes") or []), path="pending_writes"
+            ),
+            "metadata": {
+                "step": meta.get("step"),
+                "timestamp": _text(meta.get("timestamp")),
+                "source": meta.get("source"),
+                "written_by": [str(w) for w in meta.get("written_by") or []],
+                "parents": [str(p) for p in meta.get("parents") or []],
+                "last_event_sequence": meta.get("last_event_sequence"),
+                **{
+                    key: to_plain(meta[key], path=f"metadata.{key}")
+                    for key in ("forked_from", "rollback")
+                    if key in meta
+                },
+            },
+            "config": to_plain(data.get("config") or {}, path="config"),
+            "next": [str(n) for n in data.get("next") or []],
+            "channel_versions": {
+                str(k): str(v) for k, v in (data.get("channel_versions") or {}).items()
+            },
+        }
+
+
+def _text(value):
+    if value is None:
+        return None
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+class HistoryPageSerializer(serializers.Serializer):
+    results = StateSnapshotSerializer(many=True)
+    next_before = serializers.CharField(
+        allow_null=True,
+        help_text="Pass as `before` to read the next (older) page; null on the last page.",
+    )
+
+
+# --- time travel requests -------------------------------------------------------------
+
+_THREAD_ID_HELP = "Any characters except NUL; at most 1024 bytes of UTF-8."
+
+
+class RollbackRequestSerializer(serializers.Serializer):
+    checkpoint_id = text()
+
+
+class ForkRequestSerializer(serializers.Serializer):
+    checkpoint_id = text()
+    new_thread_id = text(1024, required=False, allow_null=True, help_text=_THREAD_ID_HELP)
+
+
+class ChannelWriteSerializer(serializers.Serializer):
+    channel = StrictText(
+        CHANNEL_NAME,
+        max_length=512,
+        help_text="A state channel; names starting with '__' are LangGraph's own.",
+    )
+    value = serializers.JSONField(
+        allow_null=True, help_text="Any JSON value; stored as the channel's new value."
+    )
+
+
+MAX_SUPERSTEPS = 1000
+_CHANNEL_WRITE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "channel": {
+            "type": "string",
+            "maxLength": 512,
+            "pattern": CHANNEL_NAME,
+            "description": "A state channel; names starting with '__' are LangGraph's own.",
+        },
+        "value": {"description": "Any JSON value; becomes the channel's value."},
+    },
+    "required": ["channel", "value"],
+}
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_SUPERSTEPS,
+        "items": {"type": "array", "maxItems": MAX_SUPERSTEPS, "items": _CHANNEL_WRITE_SCHEMA},
+        "description": (
+            "Each superstep is a list of channel writes. The server has no graph, so it "
+            "cannot know a channel's reducer: every write is applied as a last-value update "
+            "(the channel holds the written value; when one superstep writes a channel "
+            "twice, the later write wins). One `bulk_update` checkpoint is persisted at the "
+            "end."
+        ),
+    }
+)
+class SuperstepsField(serializers.ListField):
+    child = serializers.ListField(child=ChannelWriteSerializer(), max_length=MAX_SUPERSTEPS)
+
+
+class BulkUpdateRequestSerializer(serializers.Serializer):
+    supersteps = SuperstepsField(allow_empty=False, max_length=MAX_SUPERSTEPS)

@@ -1,0 +1,353 @@
+"""Thread API views: thin shells over the saver, TimeTravel and the access rules."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from langgraph.channels.last_value import LastValue
+from rest_framework import serializers, status
+from rest_framework.response import Response
+
+from checkpoints.api import serializers as s
+from checkpoints.api.access import ThreadInfo, find_owner, is_orm, record_owner, visible_rows
+from checkpoints.api.base import StoreAPIView, check_thread_id
+from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.savers.base import MAX_THREAD_ID_BYTES
+from checkpoints.timetravel import TimeTravel
+
+THREAD_ID = OpenApiParameter(
+    "thread_id",
+    {"type": "string", "minLength": 1, "maxLength": MAX_THREAD_ID_BYTES, "pattern": s.NO_NUL},
+    OpenApiParameter.PATH,
+    description=(
+        "The thread id; any characters but NUL, slashes included (send them as-is or "
+        f"percent-encoded), at most {MAX_THREAD_ID_BYTES} bytes of UTF-8."
+    ),
+)
+ETAG = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description='The thread\'s version, quoted ("3"); send it back in If-Match.',
+    response=[200],
+)
+IF_MATCH = re.compile(r'^(\*|(W/)?"[0-9]{1,9}"|[0-9]{1,9})$')
+METADATA_KEY = re.compile(r"[A-Za-z0-9_-]{1,128}")
+HISTORY_MAX = 100
+
+
+def etag(version: int) -> dict[str, str]:
+    return {"ETag": f'"{version}"'}
+
+
+# --- list, detail, delete -------------------------------------------------------------
+
+
+class ThreadQuerySerializer(serializers.Serializer):
+    owner = s.text(150, required=False, help_text="User id or username (staff only).")
+    status = serializers.ChoiceField(choices=["waiting", "finished"], required=False)
+
+
+class ThreadListView(StoreAPIView):
+    serializer_class = s.ThreadSerializer
+
+    @extend_schema(
+        operation_id="threads_list",
+        summary="List the threads you may see, newest write first.",
+        description=(
+            "Non-staff users see their own threads. Staff see every thread and may filter "
+            "by `owner` (user id or username). On the redis and memory providers the store "
+            "records no owner, so only staff see threads."
+        ),
+        parameters=[ThreadQuerySerializer],
+        responses={200: s.ThreadSerializer(many=True), **s.error_responses(*s.READ_ERRORS)},
+    )
+    def get(self, request):
+        wanted = s.read_query(ThreadQuerySerializer, request.query_params)
+        if is_orm(self.saver):
+            rows = visible_rows(request.user, self.saver)
+            if "owner" in wanted:
+                owner = find_owner(wanted["owner"])
+                rows = rows.filter(owner=owner) if owner else rows.none()
+            if wanted.get("status") == "finished":
+                rows = rows.filter(finished_due_at__isnull=False)
+            elif wanted.get("status") == "waiting":
+                rows = rows.filter(finished_due_at__isnull=True)
+            page = self.paginate_queryset(rows)
+            infos = [ThreadInfo.from_row(row) for row in page]
+        else:
+            infos = []
+            if request.user.is_staff and "owner" not in wanted:
+                ids = self.saver.threads()
+                infos = [ThreadInfo.from_saver(self.saver, tid) for tid in ids]
+                if "status" in wanted:
+                    infos = [i for i in infos if i.status == wanted["status"]]
+            infos = self.paginate_queryset(infos)
+        return self.get_paginated_response(s.ThreadSerializer(infos, many=True).data)
+
+
+class ThreadDetailView(StoreAPIView):
+    serializer_class = s.ThreadSerializer
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="threads_retrieve",
+        summary="Read one thread; its version comes back in ETag.",
+        parameters=[THREAD_ID, ETAG],
+        responses={200: s.ThreadSerializer, **s.error_responses(*s.READ_ERRORS)},
+    )
+    def get(self, request, thread_id):
+        info = self.thread(thread_id)
+        return Response(s.ThreadSerializer(info).data, headers=etag(info.version))
+
+    @extend_schema(
+        operation_id="threads_destroy",
+        summary="Delete the thread and everything it holds.",
+        parameters=[THREAD_ID],
+        responses={204: None, **s.error_responses(*s.READ_ERRORS)},
+    )
+    def delete(self, request, thread_id):
+        info = self.thread(thread_id)
+        self.saver.delete_thread(info.thread_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- history and state ----------------------------------------------------------------
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=HISTORY_MAX, default=20)
+    before = s.text(required=False, help_text="A checkpoint id: start after it.")
+    source = s.text(64, required=False, help_text="Keep checkpoints with this source.")
+
+
+def metadata_filter(query) -> dict:
+    """``metadata.<key>=<value>`` parameters as a plain dict; keys are checked, never parsed."""
+    wanted = {}
+    for name, value in query.items():
+        if not name.startswith("metadata."):
+            continue
+        key = name[len("metadata.") :]
+        if not METADATA_KEY.fullmatch(key):
+            raise InvalidCheckpointInput(
+                f"metadata filter key {key!r} is not allowed: use 1-128 letters, digits, "
+                "'_' or '-'",
+                field=name,
+            )
+        try:
+            wanted[key] = json.loads(value)
+        except ValueError:
+            wanted[key] = value
+    return wanted
+
+
+class ThreadHistoryView(StoreAPIView):
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="threads_history",
+        summary="Walk the thread's checkpoints newest first, one page at a time.",
+        description=(
+            "`before` is a checkpoint id (pass the previous page's `next_before`); "
+            "`source` keeps checkpoints written by that source. Any number of "
+            "`metadata.<key>=<value>` parameters keep checkpoints whose metadata holds that "
+            "key with that value: keys are letters, digits, `_` and `-`; a value is read as "
+            "JSON when it parses (`metadata.step=3` is the number 3), else as a string."
+        ),
+        parameters=[
+            THREAD_ID,
+            HistoryQuerySerializer,
+            OpenApiParameter(
+                "metadata.<key>",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                description="Metadata filter; one parameter per key (documentation only).",
+                exclude=True,
+            ),
+        ],
+        responses={200: s.HistoryPageSerializer, **s.error_responses(*s.READ_ERRORS)},
+    )
+    def get(self, request, thread_id):
+        info = self.thread(thread_id)
+        params = s.read_query(HistoryQuerySerializer, request.query_params)
+        limit = params["limit"]
+        snapshots = list(
+            history(
+                self.saver,
+                info.thread_id,
+                limit=limit + 1,
+                before=params.get("before"),
+                source=params.get("source"),
+                metadata=metadata_filter(request.query_params),
+            )
+        )
+        next_before = None
+        if len(snapshots) > limit:
+            snapshots = snapshots[:limit]
+            next_before = snapshots[-1].config["configurable"]["checkpoint_id"]
+        return Response(
+            {
+                "results": s.StateSnapshotSerializer(snapshots, many=True).data,
+                "next_before": next_before,
+            }
+        )
+
+
+def history(saver, thread_id, *, limit, before, source, metadata):
+    """TimeTravel's history walk; the metadata filter reaches the saver as plain data."""
+    return TimeTravel(saver).get_state_history(
+        thread_id, limit=limit, before=before, source=source, filter=metadata or None
+    )
+
+
+class StateQuerySerializer(serializers.Serializer):
+    checkpoint_id = s.text(required=False)
+
+
+class ThreadStateView(StoreAPIView):
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="threads_state",
+        summary="The thread's state at its newest checkpoint, or at `checkpoint_id`.",
+        parameters=[THREAD_ID, StateQuerySerializer, ETAG],
+        responses={200: s.StateSnapshotSerializer, **s.error_responses(*s.READ_ERRORS)},
+    )
+    def get(self, request, thread_id):
+        info = self.thread(thread_id)
+        query = s.read_query(StateQuerySerializer, request.query_params)
+        snapshot = TimeTravel(self.saver).get_state(info.thread_id, query.get("checkpoint_id"))
+        return Response(s.StateSnapshotSerializer(snapshot).data, headers=etag(info.version))
+
+
+# --- time travel ----------------------------------------------------------------------
+
+
+def if_match_version(request) -> int | None:
+    """The version an ``If-Match`` header names (``"3"``, ``W/"3"`` or ``3``); None for ``*``."""
+    raw = request.headers.get("If-Match")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if not IF_MATCH.fullmatch(raw):
+        raise InvalidCheckpointInput(
+            f'If-Match must be the thread\'s version as an ETag ("3"), got {raw!r}',
+            field="If-Match",
+        )
+    if raw == "*":
+        return None
+    return int(raw.removeprefix("W/").strip('"'))
+
+
+class RollbackView(StoreAPIView):
+    pagination_class = None
+    serializer_class = s.RollbackRequestSerializer
+
+    @extend_schema(
+        operation_id="threads_rollback",
+        summary="Roll the thread back to a checkpoint (a new head equal to it).",
+        description=(
+            "Send `If-Match` with the version from the thread's ETag to refuse the rollback "
+            "(409) when the thread changed since you read it. The new version comes back in "
+            "ETag. Side effects between the target and now are not undone."
+        ),
+        parameters=[
+            THREAD_ID,
+            OpenApiParameter(
+                "If-Match",
+                {"type": "string", "pattern": IF_MATCH.pattern},
+                OpenApiParameter.HEADER,
+                required=False,
+                description='The thread version you read, as its ETag ("3"), or *.',
+            ),
+            ETAG,
+        ],
+        request=s.RollbackRequestSerializer,
+        responses={
+            200: s.StateSnapshotSerializer,
+            **s.error_responses(*s.WRITE_ERRORS, 409),
+        },
+    )
+    def post(self, request, thread_id):
+        info = self.thread(thread_id)
+        body = s.RollbackRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        expected = if_match_version(request)
+        snapshot = TimeTravel(self.saver).rollback(
+            info.thread_id, body.validated_data["checkpoint_id"], expected_version=expected
+        )
+        version = self.saver.thread_version(info.thread_id)
+        return Response(s.StateSnapshotSerializer(snapshot).data, headers=etag(version))
+
+
+class ForkView(StoreAPIView):
+    pagination_class = None
+    serializer_class = s.ForkRequestSerializer
+
+    @extend_schema(
+        operation_id="threads_fork",
+        summary="Fork a checkpoint into a new thread owned by you.",
+        description="Without `new_thread_id` the server picks one. 409 when it exists.",
+        parameters=[THREAD_ID],
+        request=s.ForkRequestSerializer,
+        responses={201: s.StateSnapshotSerializer, **s.error_responses(*s.WRITE_ERRORS, 409)},
+    )
+    def post(self, request, thread_id):
+        info = self.thread(thread_id)
+        body = s.ForkRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        new_id = body.validated_data.get("new_thread_id") or None
+        if new_id is not None:
+            check_thread_id(new_id, "new_thread_id")
+        snapshot = TimeTravel(self.saver).fork(
+            info.thread_id, body.validated_data["checkpoint_id"], new_id
+        )
+        new_id = snapshot.config["configurable"]["thread_id"]
+        record_owner(self.saver, new_id, request.user)
+        return Response(s.StateSnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
+
+
+def last_write_per_channel(step):
+    """One write per channel: a last-value channel keeps the later of two writes."""
+    last = {}
+    for write in step:
+        last.pop(write["channel"], None)
+        last[write["channel"]] = write
+    return list(last.values())
+
+
+def last_value_channels(names):
+    """Without a graph no reducer is known: every written channel keeps its last value."""
+    return {name: LastValue(object) for name in names}
+
+
+class BulkUpdateView(StoreAPIView):
+    pagination_class = None
+    serializer_class = s.BulkUpdateRequestSerializer
+
+    @extend_schema(
+        operation_id="threads_bulk_update",
+        summary="Apply synthetic supersteps and persist one `bulk_update` checkpoint.",
+        description=(
+            "The server has no graph, so it does not know the channels' reducers: each write "
+            "replaces the channel's value (last-value semantics; within one superstep the "
+            "later write to a channel wins). The thread must already have a checkpoint. A value "
+            "the store's serializer cannot hold (such as an integer beyond 64 bits) is "
+            "refused with 400 codec_error."
+        ),
+        parameters=[THREAD_ID],
+        request=s.BulkUpdateRequestSerializer,
+        responses={200: s.StateSnapshotSerializer, **s.error_responses(*s.WRITE_ERRORS, 409)},
+    )
+    def post(self, request, thread_id):
+        info = self.thread(thread_id)
+        body = s.BulkUpdateRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        supersteps = [last_write_per_channel(step) for step in body.validated_data["supersteps"]]
+        written = sorted({w["channel"] for step in supersteps for w in step})
+        travel = TimeTravel(self.saver, create_channels=lambda: last_value_channels(written))
+        snapshot = travel.bulk_update_state(info.thread_id, [list(step) for step in supersteps])
+        return Response(s.StateSnapshotSerializer(snapshot).data)

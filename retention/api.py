@@ -1,0 +1,221 @@
+"""Retention API views: finish marks, declared retention, the sweep and its history.
+
+Thin shells over ``retention.runs``, ``retention.policy`` and ``retention.sweep``, on the
+thread API's base view, so auth, ownership and errors work the same as for threads.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from checkpoints.api.base import StoreAPIView
+from checkpoints.api.serializers import (
+    READ_ERRORS,
+    WRITE_ERRORS,
+    StrictBoolean,
+    StrictInteger,
+    error_responses,
+)
+from checkpoints.api.views import THREAD_ID
+from retention.models import SweepRun
+from retention.policy import declare_retention, effective_retention
+from retention.runs import mark_finished, unmark_finished
+from retention.sweep import sweep_checkpoints
+
+SWEEP_PERMISSION = "retention.run_sweep"
+
+
+# --- shapes ---------------------------------------------------------------------------
+
+
+class FinishedSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    finished = serializers.BooleanField()
+    marked_at = serializers.DateTimeField(allow_null=True)
+    due_at = serializers.DateTimeField(allow_null=True)
+
+
+class RetentionRequestSerializer(serializers.Serializer):
+    waiting_minutes = StrictInteger(required=False, allow_null=True, min_value=1)
+    finished_minutes = StrictInteger(required=False, allow_null=True, min_value=1)
+
+
+class RetentionSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    declared_waiting_minutes = serializers.IntegerField(allow_null=True)
+    declared_finished_minutes = serializers.IntegerField(allow_null=True)
+    waiting_minutes = serializers.IntegerField(help_text="In force: declared, else platform.")
+    finished_minutes = serializers.IntegerField(help_text="In force: declared, else platform.")
+
+
+class SweepRequestSerializer(serializers.Serializer):
+    dry_run = StrictBoolean(required=False, default=False)
+
+
+class SparedSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    # Plain text: the same two words as a thread's status, which would clash as an enum name.
+    horizon = serializers.CharField(help_text='"finished" or "waiting": the horizon passed.')
+    owner = serializers.CharField(allow_blank=True)
+
+
+class SweepResultSerializer(serializers.Serializer):
+    provider = serializers.CharField()
+    waiting_minutes = serializers.IntegerField()
+    finished_minutes = serializers.IntegerField()
+    swept_count = serializers.IntegerField()
+    finished_swept = serializers.IntegerField()
+    waiting_swept = serializers.IntegerField()
+    spared = SparedSerializer(many=True)
+    skipped = serializers.CharField(allow_null=True)
+    dry_run = serializers.BooleanField()
+    sweep_run_id = serializers.IntegerField(allow_null=True)
+
+
+class SweepRunSerializer(serializers.ModelSerializer):
+    spared = SparedSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = SweepRun
+        fields = [
+            "id",
+            "started_at",
+            "finished_at",
+            "provider",
+            "dry_run",
+            "waiting_minutes",
+            "finished_minutes",
+            "swept_count",
+            "finished_swept",
+            "waiting_swept",
+            "skipped",
+            "error",
+            "triggered_by",
+            "spared",
+        ]
+
+
+# --- views ----------------------------------------------------------------------------
+
+
+def _finished_body(thread_id: str, entry) -> dict:
+    return {
+        "thread_id": thread_id,
+        "finished": entry is not None,
+        "marked_at": entry.marked_at if entry else None,
+        "due_at": entry.due_at if entry else None,
+    }
+
+
+class FinishView(StoreAPIView):
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="threads_finish",
+        summary="Mark the thread finished: it is due its finished retention from now.",
+        parameters=[THREAD_ID],
+        request=None,
+        responses={200: FinishedSerializer, **error_responses(*WRITE_ERRORS)},
+    )
+    def post(self, request, thread_id):
+        info = self.thread(thread_id)
+        owner = info.owner_name or request.user.get_username()
+        entry = mark_finished(self.saver, info.thread_id, owner=owner)
+        return Response(FinishedSerializer(_finished_body(info.thread_id, entry)).data)
+
+    @extend_schema(
+        operation_id="threads_unfinish",
+        summary="Take the thread out of the finished set (it waits again).",
+        parameters=[THREAD_ID],
+        responses={200: FinishedSerializer, **error_responses(*READ_ERRORS)},
+    )
+    def delete(self, request, thread_id):
+        info = self.thread(thread_id)
+        unmark_finished(self.saver, info.thread_id)
+        return Response(FinishedSerializer(_finished_body(info.thread_id, None)).data)
+
+
+class RetentionView(StoreAPIView):
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="threads_retention",
+        summary="Declare a shorter retention for the thread (never a longer one).",
+        description=(
+            "Either value may be left out or null (the platform's value applies). A value "
+            "longer than the platform's, or finished longer than waiting, is refused (400)."
+        ),
+        parameters=[THREAD_ID],
+        request=RetentionRequestSerializer,
+        responses={200: RetentionSerializer, **error_responses(*WRITE_ERRORS)},
+    )
+    def post(self, request, thread_id):
+        info = self.thread(thread_id)
+        body = RetentionRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        declared = declare_retention(
+            self.saver,
+            info.thread_id,
+            waiting_minutes=body.validated_data.get("waiting_minutes"),
+            finished_minutes=body.validated_data.get("finished_minutes"),
+        )
+        waiting, finished = effective_retention(self.saver, info.thread_id)
+        data = {
+            "thread_id": info.thread_id,
+            "declared_waiting_minutes": declared.waiting_minutes,
+            "declared_finished_minutes": declared.finished_minutes,
+            "waiting_minutes": waiting,
+            "finished_minutes": finished,
+        }
+        return Response(RetentionSerializer(data).data)
+
+
+def require_sweep_permission(user) -> None:
+    if not (user.is_staff and user.has_perm(SWEEP_PERMISSION)):
+        raise PermissionDenied(
+            f"the sweep needs a staff user with the {SWEEP_PERMISSION!r} permission"
+        )
+
+
+class SweepView(StoreAPIView):
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="checkpoints_sweep",
+        summary="Run the sweep now (staff with retention.run_sweep).",
+        description=(
+            "Deletes finished threads past due and idle threads past the waiting horizon, "
+            "sparing threads a live-thread filter claims. `dry_run` reports without deleting. "
+            "409 when another sweep holds the store's lock."
+        ),
+        request=SweepRequestSerializer,
+        responses={200: SweepResultSerializer, **error_responses(*WRITE_ERRORS, 409)},
+    )
+    def post(self, request):
+        require_sweep_permission(request.user)
+        body = SweepRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = sweep_checkpoints(
+            dry_run=body.validated_data["dry_run"],
+            saver=self.saver,
+            triggered_by=f"api:{request.user.get_username()}",
+        )
+        return Response(SweepResultSerializer(result.as_dict()).data, status=status.HTTP_200_OK)
+
+
+class SweepHistoryView(StoreAPIView):
+    serializer_class = SweepRunSerializer
+
+    @extend_schema(
+        operation_id="checkpoints_sweeps",
+        summary="Past sweeps, newest first, each with the threads it spared.",
+        responses={200: SweepRunSerializer(many=True), **error_responses(*READ_ERRORS)},
+    )
+    def get(self, request):
+        require_sweep_permission(request.user)
+        runs = SweepRun.objects.prefetch_related("spared").order_by("-started_at", "-pk")
+        page = self.paginate_queryset(runs)
+        return self.get_paginated_response(SweepRunSerializer(page, many=True).data)
