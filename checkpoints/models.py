@@ -34,7 +34,10 @@ class Thread(models.Model):
 class Checkpoint(models.Model):
     """One checkpoint; its channel values live in ChannelBlob rows."""
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
+    # The composite unique key below starts with thread, so no index of its own.
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="checkpoints", db_index=False
+    )
     checkpoint_ns = models.TextField(default="", blank=True)
     checkpoint_id = models.TextField()
     parent_checkpoint_id = models.TextField(null=True, blank=True)
@@ -70,7 +73,10 @@ class Checkpoint(models.Model):
 class ChannelBlob(models.Model):
     """One channel's value at one version; an unchanged channel is never written twice."""
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="blobs")
+    # The composite unique key below starts with thread, so no index of its own.
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="blobs", db_index=False
+    )
     checkpoint_ns = models.TextField(default="", blank=True)
     channel = models.TextField()
     version = models.TextField()
@@ -88,7 +94,10 @@ class ChannelBlob(models.Model):
 class PendingWrite(models.Model):
     """A task's write recorded against a checkpoint, not yet applied."""
 
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="writes")
+    # The composite unique key below starts with thread, so no index of its own.
+    thread = models.ForeignKey(
+        Thread, on_delete=models.CASCADE, related_name="writes", db_index=False
+    )
     checkpoint_ns = models.TextField(default="", blank=True)
     checkpoint_id = models.TextField()
     task_id = models.TextField()

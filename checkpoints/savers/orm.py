@@ -404,6 +404,10 @@ class OrmSaver(StoreSaver):
             type_, data = self._dump(value, f"write to channel {channel!r}")
             rows.append((WRITES_IDX_MAP.get(channel, idx), channel, type_, data))
         special = all(i < 0 for i, *_ in rows)
+        if self.provider == "postgres" and self._put_writes_pg(
+            thread_id, ns, checkpoint_id, str(task_id), task_path or "", rows, special
+        ):
+            return
         db = self.using
         with transaction.atomic(using=db):
             pk = self._thread_pk(thread_id, create=True)
@@ -431,13 +435,31 @@ class OrmSaver(StoreSaver):
             else:
                 PendingWrite.objects.using(db).bulk_create(objs, ignore_conflicts=True)
 
+    def _put_writes_pg(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+        """One statement; False when nothing could be written (no thread row, or all kept)."""
+        params = {
+            "thread_id": thread_id,
+            "ns": ns,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "task_path": task_path,
+            "idxs": [r[0] for r in rows],
+            "channels": [r[1] for r in rows],
+            "types": [r[2] for r in rows],
+            "blobs": [r[3] for r in rows],
+        }
+        sql = pg_sql.PUT_WRITES_REPLACE if special else pg_sql.PUT_WRITES_KEEP
+        with self._raw_cursor() as cur:
+            cur.execute(sql, params, prepare=self.prepare)
+            return bool(cur.fetchall())
+
     def _thread_pk(self, thread_id: str, *, create: bool = False) -> int | None:
-        pk = (
+        found = list(
             Thread.objects.using(self.using)
             .filter(thread_id=thread_id)
-            .values_list("pk", flat=True)
-            .first()
+            .values_list("pk", flat=True)[:1]
         )
+        pk = found[0] if found else None
         if pk is None and create:
             now = utcnow()
             thread = Thread(thread_id=thread_id, created_at=now, last_write_at=now)

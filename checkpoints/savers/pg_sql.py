@@ -45,10 +45,13 @@ SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
        c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions,
        (SELECT array_agg(array[convert_to(b.channel, 'UTF8'), convert_to(b.type, 'UTF8'), b.blob])
           FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
-          JOIN checkpoints_channelblob b
-            ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-           AND b.channel = v.channel AND b.version = v.version
-         WHERE b.type <> 'empty') AS blobs,
+          -- One probe of the blob key per channel, never a scan of the thread's blobs.
+          CROSS JOIN LATERAL (
+              SELECT bb.channel, bb.type, bb.blob FROM checkpoints_channelblob bb
+               WHERE bb.thread_id = c.thread_id AND bb.checkpoint_ns = c.checkpoint_ns
+                 AND bb.channel = v.channel AND bb.version = v.version AND bb.type <> 'empty'
+               LIMIT 1
+          ) AS b) AS blobs,
        (SELECT array_agg(array[convert_to(w.task_id, 'UTF8'), convert_to(w.task_path, 'UTF8'),
                                convert_to(w.idx::text, 'UTF8'), convert_to(w.channel, 'UTF8'),
                                convert_to(w.type, 'UTF8'), w.blob])
@@ -59,15 +62,18 @@ FROM checkpoints_checkpoint c
 JOIN checkpoints_thread t ON t.id = c.thread_id
 """
 
+# The thread's key is looked up first, so the planner walks checkpoint_key backwards.
+_THREAD = "c.thread_id = (SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s)"
+
 GET_LATEST = (
     _SELECT
-    + """WHERE t.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s
+    + f"""WHERE {_THREAD} AND c.checkpoint_ns = %(ns)s
 ORDER BY c.checkpoint_id DESC LIMIT 1"""
 )
 
 GET_BY_ID = (
     _SELECT
-    + """WHERE t.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s
+    + f"""WHERE {_THREAD} AND c.checkpoint_ns = %(ns)s
   AND c.checkpoint_id = %(checkpoint_id)s"""
 )
 
@@ -78,7 +84,7 @@ def list_page(
     """The list query for the given filters; every value is a bound parameter."""
     where = []
     if thread:
-        where.append("t.thread_id = %(thread_id)s")
+        where.append(_THREAD)
     if ns:
         where.append("c.checkpoint_ns = %(ns)s")
     if checkpoint_id:
@@ -92,3 +98,25 @@ def list_page(
         where.append("(c.checkpoint_id, c.id) < (%(cursor_id)s, %(cursor_pk)s)")
     clause = ("WHERE " + " AND ".join(where)) if where else ""
     return _SELECT + clause + "\nORDER BY c.checkpoint_id DESC, c.id DESC LIMIT %(limit)s"
+
+
+# One statement stores a task's writes: regular writes never overwrite an existing row,
+# special ones (errors, interrupts...) replace it. It writes nothing when the thread has no
+# row yet; the saver then makes the row and runs it again.
+PUT_WRITES = """
+WITH t AS (SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s)
+INSERT INTO checkpoints_pendingwrite (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+)
+SELECT t.id, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s, x.idx, x.channel, x.type,
+       x.blob
+FROM t, unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+     AS x(idx, channel, type, blob)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO {conflict}
+RETURNING 1
+"""
+PUT_WRITES_KEEP = PUT_WRITES.format(conflict="NOTHING")
+PUT_WRITES_REPLACE = PUT_WRITES.format(
+    conflict="UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, "
+    "blob = EXCLUDED.blob, task_path = EXCLUDED.task_path"
+)
