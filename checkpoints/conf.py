@@ -15,6 +15,7 @@ DEFAULTS: dict[str, Any] = {
     "INLINE_COMPRESS_BYTES": 65536,
     "MAX_CHECKPOINTS": 0,
     "PG_PREPARED_STATEMENTS": True,
+    "PG_POOL": True,
     "CODEC_ALLOWED_MODULES": [
         "langchain",
         "langchain_core",

@@ -58,6 +58,7 @@ from checkpoints.savers.base import (
     utcnow,
     validate_filter,
 )
+from checkpoints.savers.pg_pool import statement_cursor
 
 PAGE = 100
 EMPTY = "empty"
@@ -116,6 +117,7 @@ class OrmSaver(StoreSaver):
         # Server-side prepared statements for the hot-path SQL (PostgreSQL); turn them off
         # behind a transaction-pooling PgBouncer that cannot keep them.
         self.prepare = bool(setting("PG_PREPARED_STATEMENTS"))
+        self.pooled = bool(setting("PG_POOL"))
         self._durability: str | None = None
         self._owner_cache: dict[str, int | None] = {}
         self._owned: set[int] = set()
@@ -274,12 +276,8 @@ class OrmSaver(StoreSaver):
         return stored
 
     def _raw_cursor(self):
-        """A server-binding psycopg cursor on Django's connection (same transaction)."""
-        import psycopg
-
-        conn = connections[self.using]
-        conn.ensure_connection()
-        return psycopg.Cursor(conn.connection)
+        """A server-binding cursor: the caller's transaction if one is open, else pooled."""
+        return statement_cursor(self.using, pooled=self.pooled)
 
     def _put_pg(self, row: dict, blobs: list[tuple]) -> int:
         from psycopg.types.json import Jsonb

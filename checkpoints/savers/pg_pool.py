@@ -1,0 +1,77 @@
+"""Shared PostgreSQL connections for the ORM saver's single-statement hot paths.
+
+Django keeps one connection per thread, and LangGraph calls a saver from executor threads
+it makes anew for every run, so each run paid for fresh connections. Statements that run
+on their own (autocommit, outside any transaction the caller opened) borrow a connection
+from one pool per database and process instead.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+
+import psycopg
+from django.db import connections
+
+_pools: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+def _conninfo(settings_dict: dict) -> str:
+    parts = {
+        "dbname": settings_dict.get("NAME") or "postgres",
+        "user": settings_dict.get("USER") or None,
+        "password": settings_dict.get("PASSWORD") or None,
+        "host": settings_dict.get("HOST") or None,
+        "port": str(settings_dict.get("PORT") or "") or None,
+    }
+    options = settings_dict.get("OPTIONS") or {}
+    for key in ("sslmode", "sslrootcert", "sslcert", "sslkey", "application_name", "options"):
+        if options.get(key):
+            parts[key] = options[key]
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+
+
+def _pool_for(alias: str):
+    from psycopg_pool import ConnectionPool
+
+    settings_dict = connections[alias].settings_dict
+    key = (alias, settings_dict.get("NAME"), os.getpid())
+    pool = _pools.get(key)
+    if pool is None:
+        with _lock:
+            pool = _pools.get(key)
+            if pool is None:
+                pool = ConnectionPool(
+                    _conninfo(settings_dict),
+                    min_size=0,
+                    max_size=int(os.environ.get("CHECKPOINTS_PG_POOL_SIZE", "8")),
+                    kwargs={"autocommit": True},
+                    name=f"checkpoints-{alias}",
+                    open=True,
+                )
+                _pools[key] = pool
+    return pool
+
+
+@contextmanager
+def statement_cursor(alias: str, *, pooled: bool = True):
+    """A cursor for one statement: the caller's transaction when one is open, else pooled."""
+    conn = connections[alias]
+    if not pooled or conn.in_atomic_block:
+        conn.ensure_connection()
+        with psycopg.Cursor(conn.connection) as cur:
+            yield cur
+        return
+    with _pool_for(alias).connection() as pooled_conn, psycopg.Cursor(pooled_conn) as cur:
+        yield cur
+
+
+def close_pools() -> None:
+    """Close every pool this process opened (tests, and before a fork)."""
+    with _lock:
+        for pool in _pools.values():
+            pool.close()
+        _pools.clear()
