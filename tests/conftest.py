@@ -52,13 +52,19 @@ def make_saver(request, provider: str, **options):
     if provider == "sqlite":
         request.getfixturevalue("transactional_db")
         from checkpoints.savers import get_saver
+        from checkpoints.savers.orm import forget_format_checks
+
+        # The flush between tests empties StoreFormat too: record it again.
+        forget_format_checks()
 
         return get_saver("sqlite", using="default", **options)
     if provider == "postgres":
         need_service(settings.POSTGRES_UNAVAILABLE)
         request.getfixturevalue("transactional_db")
         from checkpoints.savers import get_saver
+        from checkpoints.savers.orm import forget_format_checks
 
+        forget_format_checks()
         return get_saver("postgres", using="pg", **options)
     if provider == "redis":
         url = request.getfixturevalue("redis_url")

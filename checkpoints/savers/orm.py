@@ -705,7 +705,11 @@ class OrmSaver(StoreSaver):
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         """Set-based deletes, one transaction per thousand threads."""
         db = self.using
-        for start in range(0, len(thread_ids), 1000):
+        if self.provider == "postgres":
+            for start in range(0, len(thread_ids), 1000):
+                with self._raw_cursor() as cur:
+                    cur.execute(pg_sql.DELETE_THREADS, {"ids": thread_ids[start : start + 1000]})
+        for start in range(0, len(thread_ids), 1000) if self.provider != "postgres" else ():
             chunk = thread_ids[start : start + 1000]
             with transaction.atomic(using=db):
                 pks = list(

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 import psycopg
 from django.db import connections
 
+from checkpoints.errors import StoreUnavailable
+
 _pools: dict[tuple, object] = {}
 _lock = threading.Lock()
 
@@ -60,13 +62,24 @@ def _pool_for(alias: str):
 def statement_cursor(alias: str, *, pooled: bool = True):
     """A cursor for one statement: the caller's transaction when one is open, else pooled."""
     conn = connections[alias]
-    if not pooled or conn.in_atomic_block:
-        conn.ensure_connection()
-        with psycopg.Cursor(conn.connection) as cur:
+    try:
+        if not pooled or conn.in_atomic_block:
+            raw = conn.connection
+            if raw is not None and raw.closed and not conn.in_atomic_block:
+                # A backend killed under a raw statement leaves a closed connection Django
+                # never noticed (raw cursors bypass its error wrapper): reconnect.
+                conn.close()
+            conn.ensure_connection()
+            with psycopg.Cursor(conn.connection) as cur:
+                yield cur
+            return
+        with _pool_for(alias).connection() as pooled_conn, psycopg.Cursor(pooled_conn) as cur:
             yield cur
-        return
-    with _pool_for(alias).connection() as pooled_conn, psycopg.Cursor(pooled_conn) as cur:
-        yield cur
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(
+            f"PostgreSQL database {alias!r} ({conn.settings_dict.get('HOST') or 'local'}:"
+            f"{conn.settings_dict.get('PORT') or 5432}) failed the statement: {exc}"
+        ) from exc
 
 
 def close_pools() -> None:

@@ -120,3 +120,19 @@ PUT_WRITES_REPLACE = PUT_WRITES.format(
     conflict="UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, "
     "blob = EXCLUDED.blob, task_path = EXCLUDED.task_path"
 )
+
+
+# Deletes threads whole in one statement. Django's foreign keys are DEFERRABLE INITIALLY
+# DEFERRED, so the thread rows may go first; returns the ids of the threads that went.
+DELETE_THREADS = """
+WITH t AS (
+    DELETE FROM checkpoints_thread WHERE thread_id = ANY(%(ids)s) RETURNING id, thread_id
+), w AS (
+    DELETE FROM checkpoints_pendingwrite WHERE thread_id IN (SELECT id FROM t)
+), b AS (
+    DELETE FROM checkpoints_channelblob WHERE thread_id IN (SELECT id FROM t)
+), c AS (
+    DELETE FROM checkpoints_checkpoint WHERE thread_id IN (SELECT id FROM t)
+)
+SELECT thread_id FROM t
+"""

@@ -482,6 +482,9 @@ class RedisSaver(StoreSaver):
     # -- running flows: one shared body of logic, a sync and an async driver --------------
     def _fail(self, exc: Exception) -> CheckpointStoreError:
         if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+            # A server that comes back may have lost its data, format key included: check
+            # the store again before the next write.
+            self._ready = False
             return StoreUnavailable(f"Redis at {self.address} is unreachable: {exc}")
         return CheckpointStoreError(f"Redis at {self.address} refused a command: {exc}")
 
