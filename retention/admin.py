@@ -235,20 +235,7 @@ class SweepRunAdmin(ReadMostly, admin.ModelAdmin):
     list_filter = ("provider",)
     inlines = [SparedThreadInline]
     change_list_template = "admin/retention/sweeprun/change_list.html"
-    readonly_fields = (
-        "started_at",
-        "finished_at",
-        "provider",
-        "dry_run",
-        "waiting_minutes",
-        "finished_minutes",
-        "swept_count",
-        "finished_swept",
-        "waiting_swept",
-        "skipped",
-        "error",
-        "triggered_by",
-    )
+    readonly_fields = SweepRun.RESULT_FIELDS
 
     def has_delete_permission(self, request, obj=None):
         return False

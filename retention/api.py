@@ -80,22 +80,7 @@ class SweepRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = SweepRun
-        fields = [
-            "id",
-            "started_at",
-            "finished_at",
-            "provider",
-            "dry_run",
-            "waiting_minutes",
-            "finished_minutes",
-            "swept_count",
-            "finished_swept",
-            "waiting_swept",
-            "skipped",
-            "error",
-            "triggered_by",
-            "spared",
-        ]
+        fields = ["id", *SweepRun.RESULT_FIELDS, "spared"]
 
 
 # --- views ----------------------------------------------------------------------------

@@ -24,6 +24,22 @@ class Park(models.Model):
 class SweepRun(models.Model):
     """One sweep that was not a dry run: what it deleted, spared, skipped or failed on."""
 
+    # What a finished run reports, in the order the admin and the API show it.
+    RESULT_FIELDS = (
+        "started_at",
+        "finished_at",
+        "provider",
+        "dry_run",
+        "waiting_minutes",
+        "finished_minutes",
+        "swept_count",
+        "finished_swept",
+        "waiting_swept",
+        "skipped",
+        "error",
+        "triggered_by",
+    )
+
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     provider = models.CharField(max_length=16)

@@ -408,20 +408,27 @@ class StoreSaver(BaseCheckpointSaver[str]):
         raise NotImplementedError(f"the {self.provider} store cannot list idle threads")
 
     # -- shared helpers -------------------------------------------------------------------
-    def _checkpoint_created(self, config: RunnableConfig, checkpoint, metadata) -> None:
+    def _acknowledge(self, thread_id: str, ns: str, checkpoint, metadata) -> RunnableConfig:
+        """The config a committed put returns; sends `checkpoint_created` with the envelope."""
         from checkpoints.signals import checkpoint_created
 
-        if not checkpoint_created.has_listeners():
-            return
-        thread_id, ns, checkpoint_id = config_keys(config)
-        checkpoint_created.send(
-            sender=type(self),
-            saver=self,
-            thread_id=thread_id,
-            checkpoint_ns=ns,
-            checkpoint_id=checkpoint_id,
-            envelope={"config": config, "checkpoint": checkpoint, "metadata": metadata},
-        )
+        stored = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": str(checkpoint["id"]),
+            }
+        }
+        if checkpoint_created.has_listeners():
+            checkpoint_created.send(
+                sender=type(self),
+                saver=self,
+                thread_id=thread_id,
+                checkpoint_ns=ns,
+                checkpoint_id=str(checkpoint["id"]),
+                envelope={"config": stored, "checkpoint": checkpoint, "metadata": metadata},
+            )
+        return stored
 
     @staticmethod
     def _blob_versions(checkpoint, new_versions: ChannelVersions):

@@ -124,15 +124,7 @@ class MemorySaver(StoreSaver):
                 record.last_write_at = now
             if self.max_checkpoints:
                 self._prune_locked(thread_id, self.max_checkpoints, only_ns=ns)
-        stored = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
-        self._checkpoint_created(stored, checkpoint, md)
-        return stored
+        return self._acknowledge(thread_id, ns, checkpoint, md)
 
     def put_writes(
         self,

@@ -265,15 +265,7 @@ class OrmSaver(StoreSaver):
                     thread_pk = self._put_orm(row, blobs)
                 if self.max_checkpoints:
                     self._prune_pk(thread_pk, self.max_checkpoints, only_ns=ns)
-        stored = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
-        self._checkpoint_created(stored, checkpoint, md)
-        return stored
+        return self._acknowledge(thread_id, ns, checkpoint, md)
 
     def _raw_cursor(self):
         """A server-binding cursor: the caller's transaction if one is open, else pooled."""

@@ -663,15 +663,7 @@ class RedisSaver(StoreSaver):
         )
         if self.max_checkpoints and int(size) > self.max_checkpoints:
             yield from self._prune_flow(thread_id, self.max_checkpoints, only_ns=ns)
-        stored = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-            }
-        }
-        self._checkpoint_created(stored, checkpoint, md)
-        return stored
+        return self._acknowledge(thread_id, ns, checkpoint, md)
 
     def _put_writes_flow(self, config, writes, task_id, task_path):
         thread_id, ns, checkpoint_id = config_keys(config, need_checkpoint=True)
