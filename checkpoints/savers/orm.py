@@ -12,7 +12,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -43,7 +43,7 @@ from checkpoints.models import (
 from checkpoints.models import (
     Checkpoint as CheckpointRow,
 )
-from checkpoints.savers import pg_sql
+from checkpoints.savers import pg_sql, sqlite_sql
 from checkpoints.savers.base import (
     _MISSING,
     FORMAT_ERROR_HINT,
@@ -120,7 +120,6 @@ class OrmSaver(StoreSaver):
         self.pooled = bool(setting("PG_POOL"))
         self._durability: str | None = None
         self._owner_cache: dict[str, int | None] = {}
-        self._owned: set[int] = set()
         if check_format:
             self.ensure_format()
 
@@ -262,7 +261,7 @@ class OrmSaver(StoreSaver):
                 if self.provider == "postgres":
                     thread_pk = self._put_pg(row, blobs)
                 else:
-                    thread_pk = self._put_orm(row, blobs)
+                    thread_pk = self._put_sqlite(row, blobs)
                 if self.max_checkpoints:
                     self._prune_pk(thread_pk, self.max_checkpoints, only_ns=ns)
         return self._acknowledge(thread_id, ns, checkpoint, md)
@@ -287,76 +286,26 @@ class OrmSaver(StoreSaver):
             cur.execute(pg_sql.PUT, params, prepare=self.prepare)
             return cur.fetchone()[0]
 
-    def _put_orm(self, row: dict, blobs: list[tuple]) -> int:
-        db = self.using
-        thread = Thread(
-            thread_id=row["thread_id"],
-            created_at=row["now"],
-            last_write_at=row["now"],
-            owner_id=row["owner_id"],
+    def _put_sqlite(self, row: dict, blobs: list[tuple]) -> int:
+        ops = connections[self.using].ops
+        params = dict(
+            row,
+            now=ops.adapt_datetimefield_value(row["now"]),
+            channel_versions=json.dumps(row["channel_versions"]),
+            metadata=json.dumps(row["metadata"]),
         )
-        Thread.objects.using(db).bulk_create(
-            [thread],
-            update_conflicts=True,
-            unique_fields=["thread_id"],
-            update_fields=["last_write_at"],
-        )
-        if row["owner_id"] is not None and thread.pk not in self._owned:
-            # A thread first created without an owner (by put_writes, or a declared
-            # retention) takes the first owner a write names.
-            Thread.objects.using(db).filter(pk=thread.pk, owner__isnull=True).update(
-                owner_id=row["owner_id"]
-            )
-            self._owned.add(thread.pk)
-        if blobs:
-            ChannelBlob.objects.using(db).bulk_create(
-                [
-                    ChannelBlob(
-                        thread_id=thread.pk,
-                        checkpoint_ns=row["ns"],
-                        channel=c,
-                        version=v,
-                        type=t,
-                        blob=b,
-                    )
-                    for c, v, t, b in blobs
-                ],
-                ignore_conflicts=True,
-            )
-        CheckpointRow.objects.using(db).bulk_create(
-            [
-                CheckpointRow(
-                    thread_id=thread.pk,
-                    checkpoint_ns=row["ns"],
-                    checkpoint_id=row["checkpoint_id"],
-                    parent_checkpoint_id=row["parent_id"],
-                    type=row["type"],
-                    checkpoint=row["body"],
-                    channel_versions=row["channel_versions"],
-                    metadata=row["metadata"],
-                    source=row["source"],
-                    step=row["step"],
-                    run_id=row["run_id"],
-                    durability=row["durability"],
-                    created_at=row["now"],
+        cur = self._sqlite_cursor()
+        try:
+            thread_pk = cur.execute(sqlite_sql.UPSERT_THREAD, params).fetchone()[0]
+            if blobs:
+                cur.executemany(
+                    sqlite_sql.INSERT_BLOB,
+                    [(thread_pk, row["ns"], c, v, t, b) for c, v, t, b in blobs],
                 )
-            ],
-            update_conflicts=True,
-            unique_fields=["thread", "checkpoint_ns", "checkpoint_id"],
-            update_fields=[
-                "parent_checkpoint_id",
-                "type",
-                "checkpoint",
-                "channel_versions",
-                "metadata",
-                "source",
-                "step",
-                "run_id",
-                "durability",
-                "created_at",
-            ],
-        )
-        return thread.pk
+            cur.execute(sqlite_sql.UPSERT_CHECKPOINT, dict(params, thread_pk=thread_pk))
+        finally:
+            cur.close()
+        return thread_pk
 
     def _owner_pk(self, config: RunnableConfig) -> int | None:
         user_id = (config.get("configurable") or {}).get("user_id")
@@ -394,9 +343,8 @@ class OrmSaver(StoreSaver):
             type_, data = self._dump(value, f"write to channel {channel!r}")
             rows.append((WRITES_IDX_MAP.get(channel, idx), channel, type_, data))
         special = all(i < 0 for i, *_ in rows)
-        if self.provider == "postgres" and self._put_writes_pg(
-            thread_id, ns, checkpoint_id, str(task_id), task_path or "", rows, special
-        ):
+        put_fast = self._put_writes_pg if self.provider == "postgres" else self._put_writes_sqlite
+        if put_fast(thread_id, ns, checkpoint_id, str(task_id), task_path or "", rows, special):
             return
         db = self.using
         with transaction.atomic(using=db):
@@ -442,6 +390,33 @@ class OrmSaver(StoreSaver):
         with self._raw_cursor() as cur:
             cur.execute(sql, params, prepare=self.prepare)
             return bool(cur.fetchall())
+
+    def _put_writes_sqlite(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+        """One statement per write; False when nothing could be written (no thread row)."""
+        sql = sqlite_sql.PUT_WRITE_REPLACE if special else sqlite_sql.PUT_WRITE_KEEP
+        cur = self._sqlite_cursor()
+        try:
+            with transaction.atomic(using=self.using):
+                cur.executemany(
+                    sql,
+                    [
+                        (
+                            ns,
+                            checkpoint_id,
+                            task_id,
+                            task_path,
+                            idx,
+                            channel,
+                            type_,
+                            blob,
+                            thread_id,
+                        )
+                        for idx, channel, type_, blob in rows
+                    ],
+                )
+                return cur.rowcount > 0
+        finally:
+            cur.close()
 
     def _thread_pk(self, thread_id: str, *, create: bool = False) -> int | None:
         found = list(
@@ -491,71 +466,22 @@ class OrmSaver(StoreSaver):
                 )
                 found = cur.fetchall()
         else:
-            rows = CheckpointRow.objects.using(self.using).filter(
-                thread__thread_id=thread_id, checkpoint_ns=ns
-            )
-            if checkpoint_id:
-                rows = rows.filter(checkpoint_id=checkpoint_id)
-            else:
-                rows = rows.order_by("-checkpoint_id")
-            found = self._with_blobs_and_writes(list(rows.values_list(*self._ROW_FIELDS)[:1]))
+            params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+            cur = self._sqlite_cursor()
+            try:
+                rows = cur.execute(
+                    sqlite_sql.GET_BY_ID if checkpoint_id else sqlite_sql.GET_LATEST, params
+                ).fetchall()
+                found = sqlite_sql.with_blobs_and_writes(cur, rows)
+            finally:
+                cur.close()
         return self._tuples(found)[0] if found else None
 
-    def _with_blobs_and_writes(self, rows: list[tuple]) -> list[tuple]:
-        """Add each row's blobs and writes, in the shape the PostgreSQL query returns them."""
-        if not rows:
-            return rows
-        wanted: dict[tuple[int, str], set[tuple[str, str]]] = defaultdict(set)
-        for row in rows:
-            for channel, version in (row[9] or {}).items():
-                wanted[(row[1], row[3])].add((channel, str(version)))
-        blobs: dict[tuple[int, str, str, str], tuple] = {}
-        for (tpk, ns), pairs in wanted.items():
-            found = (
-                ChannelBlob.objects.using(self.using)
-                .filter(
-                    thread_id=tpk,
-                    checkpoint_ns=ns,
-                    channel__in={c for c, _ in pairs},
-                    version__in={v for _, v in pairs},
-                )
-                .exclude(type=EMPTY)
-                .values_list("channel", "version", "type", "blob")
-            )
-            for channel, version, type_, data in found:
-                if (channel, version) in pairs:
-                    blobs[(tpk, ns, channel, version)] = (channel, type_, data)
-        writes: dict[tuple[int, str, str], list] = defaultdict(list)
-        by_thread: dict[int, set[str]] = defaultdict(set)
-        for row in rows:
-            by_thread[row[1]].add(row[4])
-        for tpk, ids in by_thread.items():
-            found = (
-                PendingWrite.objects.using(self.using)
-                .filter(thread_id=tpk, checkpoint_id__in=ids)
-                .values_list(
-                    "checkpoint_ns",
-                    "checkpoint_id",
-                    "task_id",
-                    "task_path",
-                    "idx",
-                    "channel",
-                    "type",
-                    "blob",
-                )
-            )
-            for ns, cid, task_id, task_path, idx, channel, type_, data in found:
-                writes[(tpk, ns, cid)].append((task_id, task_path, idx, channel, type_, data))
-        out = []
-        for row in rows:
-            tpk, ns = row[1], row[3]
-            row_blobs = [
-                blobs[key]
-                for key in ((tpk, ns, c, str(v)) for c, v in (row[9] or {}).items())
-                if key in blobs
-            ]
-            out.append((*row, row_blobs, writes.get((tpk, ns, row[4]), [])))
-        return out
+    def _sqlite_cursor(self):
+        """A cursor on Django's own sqlite3 connection (inside any transaction it holds)."""
+        conn = connections[self.using]
+        conn.ensure_connection()
+        return conn.connection.cursor()
 
     def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
         out = []
@@ -663,26 +589,26 @@ class OrmSaver(StoreSaver):
             with self._raw_cursor() as cur:
                 cur.execute(sql, values, binary=True, prepare=self.prepare)
                 return cur.fetchall()
-        rows = CheckpointRow.objects.using(self.using)
-        if params.get("thread_id") is not None:
-            rows = rows.filter(thread__thread_id=params["thread_id"])
-        if params.get("ns") is not None:
-            rows = rows.filter(checkpoint_ns=params["ns"])
-        if params.get("checkpoint_id") is not None:
-            rows = rows.filter(checkpoint_id=params["checkpoint_id"])
-        if params.get("before") is not None:
-            rows = rows.filter(checkpoint_id__lt=params["before"])
-        if "source" in wanted and isinstance(wanted["source"], str):
-            rows = rows.filter(source=wanted["source"])
         step = wanted.get("step")
-        if isinstance(step, int) and not isinstance(step, bool):
-            rows = rows.filter(step=step)
+        step = step if isinstance(step, int) and not isinstance(step, bool) else None
+        source = wanted.get("source") if isinstance(wanted.get("source"), str) else None
+        sql = sqlite_sql.list_page(
+            thread=params.get("thread_id") is not None,
+            ns=params.get("ns") is not None,
+            checkpoint_id=params.get("checkpoint_id") is not None,
+            before=params.get("before") is not None,
+            source=source is not None,
+            step=step is not None,
+            cursor=cursor is not None,
+        )
+        values = dict(params, limit=size, source=source, step=step)
         if cursor is not None:
-            rows = rows.filter(
-                Q(checkpoint_id__lt=cursor[0]) | Q(checkpoint_id=cursor[0], pk__lt=cursor[1])
-            )
-        rows = rows.order_by("-checkpoint_id", "-pk").values_list(*self._ROW_FIELDS)[:size]
-        return self._with_blobs_and_writes(list(rows))
+            values["cursor_id"], values["cursor_pk"] = cursor
+        cur = self._sqlite_cursor()
+        try:
+            return sqlite_sql.with_blobs_and_writes(cur, cur.execute(sql, values).fetchall())
+        finally:
+            cur.close()
 
     # -- deletes and copies ---------------------------------------------------------------
     def _count(self, thread_id: str) -> ThreadHoldings:
