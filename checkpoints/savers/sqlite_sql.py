@@ -25,7 +25,8 @@ GET_BY_ID = ROW + f"WHERE {_THREAD} AND c.checkpoint_ns = :ns AND c.checkpoint_i
 BLOBS = """
 SELECT b.channel, b.type, b.blob
 FROM json_each(:versions) AS v
-JOIN checkpoints_channelblob b
+-- CROSS JOIN keeps this order: one probe of the blob key per channel, not a thread scan.
+CROSS JOIN checkpoints_channelblob b
   ON b.thread_id = :thread_pk AND b.checkpoint_ns = :ns
  AND b.channel = v.key AND b.version = CAST(v.value AS TEXT)
 WHERE b.type <> 'empty'
