@@ -419,7 +419,7 @@ class StoreSaver(BaseCheckpointSaver[str]):
                 "checkpoint_id": str(checkpoint["id"]),
             }
         }
-        if checkpoint_created.has_listeners():
+        if checkpoint_created.has_listeners(type(self)):
             checkpoint_created.send(
                 sender=type(self),
                 saver=self,
