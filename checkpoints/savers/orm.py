@@ -624,10 +624,15 @@ class OrmSaver(StoreSaver):
         """Set-based deletes, one transaction per thousand threads."""
         db = self.using
         if self.provider == "postgres":
+            again = []
             for start in range(0, len(thread_ids), 1000):
+                chunk = {"ids": thread_ids[start : start + 1000]}
                 with self._raw_cursor() as cur:
-                    cur.execute(pg_sql.DELETE_THREADS, {"ids": thread_ids[start : start + 1000]})
-        for start in range(0, len(thread_ids), 1000) if self.provider != "postgres" else ():
+                    cur.execute(pg_sql.DELETE_THREADS, chunk, prepare=self.prepare)
+                    cur.execute(pg_sql.AFTER_DELETE, chunk, prepare=self.prepare)
+                    again += [row[0] for row in cur.fetchall()]
+            return {t: self._count(t) for t in again}
+        for start in range(0, len(thread_ids), 1000):
             chunk = thread_ids[start : start + 1000]
             with transaction.atomic(using=db):
                 pks = list(
@@ -647,6 +652,8 @@ class OrmSaver(StoreSaver):
         return {t: self._count(t) for t in again}
 
     def _forget_threads(self, thread_ids: list[str]) -> None:
+        if self.provider == "postgres":
+            return  # AFTER_DELETE already dropped the marks of the threads that went
         db = self.using
         for start in range(0, len(thread_ids), 1000):
             FinishedMark.objects.using(db).filter(

@@ -136,3 +136,15 @@ WITH t AS (
 )
 SELECT thread_id FROM t
 """
+
+# After a delete round: forget the marks of the threads that are gone, and name the ones a
+# writer re-created meanwhile (they go again in the next round).
+AFTER_DELETE = """
+WITH still AS (
+    SELECT thread_id FROM checkpoints_thread WHERE thread_id = ANY(%(ids)s)
+), marks AS (
+    DELETE FROM checkpoints_finishedmark
+    WHERE thread_id = ANY(%(ids)s) AND thread_id NOT IN (SELECT thread_id FROM still)
+)
+SELECT thread_id FROM still
+"""
