@@ -257,3 +257,22 @@ def test_bad_database_url_names_the_url(url, words):
         parse_database_url(url)
     for word in words:
         assert word in str(caught.value)
+
+
+def test_a_fresh_data_dir_is_created_for_the_embedded_sqlite(tmp_path):
+    """A fresh clone has no var/ folder: booting must make it, not fail to open the file."""
+    import subprocess
+    import sys
+
+    data_dir = tmp_path / "not-there-yet" / "var"
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("LLM_")}
+    env.update(CHECKPOINTS_DATA_DIR=str(data_dir), DJANGO_SETTINGS_MODULE="project.settings")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (data_dir / "checkpoints.sqlite3").exists()
