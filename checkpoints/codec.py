@@ -320,10 +320,30 @@ def decompress_typed(
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CheckpointCodecError(f"a {type_tag!r} value must be bytes")
     limit = sys.maxsize if max_bytes is None else max_bytes
+    data = bytes(data)
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise CheckpointCodecError(
+            f"a {type_tag!r} value is not a valid zstd frame: {exc}"
+        ) from exc
+    if declared > limit:
+        raise CheckpointCodecError(
+            f"a {type_tag!r} value expands past CODEC_MAX_BYTES ({max_bytes})"
+        )
+    if declared >= 0:
+        # The frame states its size (ours always do): one call, checked against that size
+        # by zstd itself, so the stated size is also the most it can produce.
+        try:
+            return type_tag[: -len(ZSTD_SUFFIX)], zstandard.ZstdDecompressor().decompress(data)
+        except zstandard.ZstdError as exc:
+            raise CheckpointCodecError(
+                f"a {type_tag!r} value is not a valid zstd frame: {exc}"
+            ) from exc
     chunks: list[bytes] = []
     size = 0
     try:
-        with zstandard.ZstdDecompressor().stream_reader(bytes(data)) as reader:
+        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
             while True:
                 chunk = reader.read(min(_READ_CHUNK, limit - size + 1))
                 if not chunk:
