@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from checkpoints.conf import setting
 from checkpoints.errors import (
     CheckpointCodecError,
+    CheckpointConfigError,
     CheckpointDeleteError,
     InvalidCheckpointInput,
 )
@@ -208,7 +210,7 @@ def _clean_json(value: Any, path: str) -> Any:
     )
 
 
-class StoreSaver(BaseCheckpointSaver[str]):
+class StoreSaver(BaseCheckpointSaver[str], metaclass=ABCMeta):
     """The contract shared by the ORM, Redis and memory savers."""
 
     provider: str = ""
@@ -242,9 +244,10 @@ class StoreSaver(BaseCheckpointSaver[str]):
 
     # -- durability -----------------------------------------------------------------------
     @property
+    @abstractmethod
     def durability(self) -> str:
         """The level this store guarantees for an acknowledged write."""
-        raise NotImplementedError
+        ...
 
     def _stamp(self, metadata: dict[str, Any]) -> dict[str, Any]:
         metadata[DURABILITY_KEY] = {"level": self.durability, "at": utcnow().isoformat()}
@@ -310,9 +313,10 @@ class StoreSaver(BaseCheckpointSaver[str]):
         for thread_id in thread_ids:
             self._forget_thread(thread_id)
 
+    @abstractmethod
     def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
         """Delete everything the thread holds once; return what is there afterwards."""
-        raise NotImplementedError
+        ...
 
     def _forget_thread(self, thread_id: str) -> None:
         """Drop the thread's ledger entries once it is empty."""
@@ -352,60 +356,67 @@ class StoreSaver(BaseCheckpointSaver[str]):
                 deleted += self._prune_thread(str(thread_id), keep_last or 1)
         return deleted
 
-    def _prune_thread(self, thread_id: str, keep_last: int) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _prune_thread(self, thread_id: str, keep_last: int) -> int: ...
 
-    def _count(self, thread_id: str) -> ThreadHoldings:
-        raise NotImplementedError
+    @abstractmethod
+    def _count(self, thread_id: str) -> ThreadHoldings: ...
 
     # -- reset ----------------------------------------------------------------------------
+    @abstractmethod
     def reset_store(self) -> int:
         """Delete everything this store holds and record the current format generation."""
-        raise NotImplementedError
+        ...
 
     # -- store-wide views -----------------------------------------------------------------
+    @abstractmethod
     def threads(self, *, limit: int | None = None) -> list[str]:
         """Thread ids the store holds checkpoints for, newest write first."""
-        raise NotImplementedError
+        ...
 
     def thread_holdings(self, thread_id: str) -> ThreadHoldings:
         return self._count(str(thread_id))
 
     # -- finished-marks ledger ------------------------------------------------------------
-    def mark_finished(self, thread_id: str, due_at: datetime, owner: str = "") -> FinishedEntry:
-        raise NotImplementedError
+    @abstractmethod
+    def mark_finished(self, thread_id: str, due_at: datetime, owner: str = "") -> FinishedEntry: ...
 
-    def unmark_finished(self, thread_id: str) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def unmark_finished(self, thread_id: str) -> bool: ...
 
-    def finished_mark(self, thread_id: str) -> FinishedEntry | None:
-        raise NotImplementedError
+    @abstractmethod
+    def finished_mark(self, thread_id: str) -> FinishedEntry | None: ...
 
+    @abstractmethod
     def finished_due(self, now: datetime, *, limit: int | None = None) -> list[FinishedEntry]:
         """Marks whose due time is at or before ``now``, earliest first."""
-        raise NotImplementedError
+        ...
 
     # -- thread version (rollback bumps it; API callers send it back in If-Match) ---------
+    @abstractmethod
     def thread_version(self, thread_id: str) -> int:
         """The thread's version, 0 when the store has no record of it."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
         """Add one to the version; raise ThreadVersionConflict when it is not ``expected``."""
-        raise NotImplementedError
+        ...
 
     # -- declared retention ---------------------------------------------------------------
-    def set_thread_retention(self, thread_id: str, retention: ThreadRetention) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def set_thread_retention(self, thread_id: str, retention: ThreadRetention) -> None: ...
 
-    def thread_retention(self, thread_id: str) -> ThreadRetention:
-        raise NotImplementedError
+    @abstractmethod
+    def thread_retention(self, thread_id: str) -> ThreadRetention: ...
 
     def idle_threads(
         self, now: datetime, waiting_minutes: int, *, limit: int | None = None
     ) -> list[str]:
         """Threads whose newest checkpoint is older than their waiting horizon (ORM only)."""
-        raise NotImplementedError(f"the {self.provider} store cannot list idle threads")
+        raise CheckpointConfigError(
+            f"the {self.provider} store cannot list idle threads: its keys expire instead"
+        )
 
     # -- shared helpers -------------------------------------------------------------------
     def _acknowledge(self, thread_id: str, ns: str, checkpoint, metadata) -> RunnableConfig:

@@ -620,6 +620,9 @@ class OrmSaver(StoreSaver):
             PendingWrite.objects.using(self.using).filter(thread_id=pk).count(),
         )
 
+    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
+        return self._delete_threads_round([thread_id]).get(thread_id, ThreadHoldings(0, 0))
+
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         """Set-based deletes, one transaction per thousand threads."""
         db = self.using
