@@ -1,7 +1,9 @@
 """Admin console for the checkpoint store: threads, checkpoints, changes, rollback and fork.
 
-Lists come from the ORM tables (fast, indexed); decoded values come from the deployment's
-saver (`get_saver().get_tuple`), so the admin shows exactly what a graph would load. Every
+Lists come from the ORM tables (fast, indexed); decoded values come from the saver of the
+same store (`store_saver().get_tuple`), so the admin shows exactly what a graph would load.
+The store is the deployment's own unless the provider filter names another ORM database;
+every link then carries that choice, so no page mixes rows of two databases. Every
 page here is read-only; rollback and fork go through a confirmation page and a POST.
 Retention (marks, parks, the sweep) is added by `retention/admin.py`, which imports this
 module, never the reverse.
@@ -10,6 +12,8 @@ module, never the reverse.
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import unquote
 from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import path, reverse
@@ -17,6 +21,7 @@ from django.utils.html import format_html, format_html_join
 
 from checkpoints import admin_views
 from checkpoints.admin_display import collapsible, collapsible_map, json_block
+from checkpoints.admin_views import keep_store, store_alias, store_choices, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import Checkpoint, FinishedMark, Thread
 from checkpoints.savers import get_saver
@@ -25,21 +30,72 @@ from checkpoints.timetravel import TimeTravel
 HEAD_ROWS = 10
 
 
-def store_alias() -> str:
-    """The database alias the deployment's ORM saver uses ("default" for other providers)."""
-    return getattr(get_saver(), "using", "default")
-
-
 def thread_change_url(thread_pk: int) -> str:
-    return reverse("admin:checkpoints_thread_change", args=[thread_pk])
+    return keep_store(reverse("admin:checkpoints_thread_change", args=[thread_pk]))
 
 
 def checkpoint_change_url(checkpoint_pk: int) -> str:
-    return reverse("admin:checkpoints_checkpoint_change", args=[checkpoint_pk])
+    return keep_store(reverse("admin:checkpoints_checkpoint_change", args=[checkpoint_pk]))
 
 
 def history_url(thread_pk: int) -> str:
-    return reverse("admin:checkpoints_checkpoint_changelist") + f"?thread__id__exact={thread_pk}"
+    url = reverse("admin:checkpoints_checkpoint_changelist") + f"?thread__id__exact={thread_pk}"
+    return keep_store(url, changelist=True)
+
+
+class ProviderFilter(admin.SimpleListFilter):
+    """Which ORM checkpoint store the list reads; the deployment's own when none is chosen.
+
+    The rows of two databases cannot be listed as one, so there is no "All" choice. The
+    query itself is switched by `admin_views.with_store_choice`; this filter offers the
+    stores and refuses an unknown one (Django answers that with its invalid-filter page).
+    """
+
+    title = "provider"
+    parameter_name = admin_views.PROVIDER_PARAM
+
+    def lookups(self, request, model_admin):
+        return store_choices()
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        if value not in dict(self.lookup_choices):
+            known = ", ".join(alias for alias, _ in self.lookup_choices)
+            raise IncorrectLookupParameters(
+                f"checkpoint store {value!r} is not available; choose one of {known}"
+            )
+        return queryset.using(value)
+
+    def choices(self, changelist):
+        current = self.value() or store_alias()
+        for alias, label in self.lookup_choices:
+            yield {
+                "selected": alias == current,
+                "query_string": changelist.get_query_string({self.parameter_name: alias}),
+                "display": label,
+            }
+
+    def get_facet_counts(self, pk_attname, filtered_qs):
+        # Counting across databases would need a cross-database subquery; show none.
+        return {}
+
+
+class StoreChoiceMixin:
+    """Every page of this admin reads the store the request names (see `ProviderFilter`)."""
+
+    @property
+    def urls(self):
+        # Wrapped here, not in get_urls, so the views subclasses add are covered too.
+        changelist = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
+        urls = self.get_urls()
+        for pattern in urls:
+            if hasattr(pattern, "callback"):
+                pattern.callback = admin_views.with_store_choice(
+                    pattern.callback, lenient=pattern.name == changelist
+                )
+        return urls
 
 
 class FinishedFilter(admin.SimpleListFilter):
@@ -73,7 +129,7 @@ class ReadOnlyMixin:
 
 
 @admin.register(Thread)
-class ThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "thread_id",
         "owner",
@@ -83,7 +139,7 @@ class ThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "due_at",
         "declared_retention",
     )
-    list_filter = [("owner", admin.RelatedFieldListFilter), FinishedFilter]
+    list_filter = [("owner", admin.RelatedFieldListFilter), FinishedFilter, ProviderFilter]
     search_fields = ("thread_id",)
     search_help_text = "Thread id, exactly or its beginning."
     list_select_related = ("owner",)
@@ -161,7 +217,7 @@ class ThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="lineage (forked from)")
     def lineage(self, obj):
         try:
-            steps = TimeTravel(get_saver()).lineage(obj.thread_id)
+            steps = TimeTravel(store_saver()).lineage(obj.thread_id)
         except CheckpointStoreError as exc:
             return f"unavailable: {exc}"
         if len(steps) < 2:
@@ -218,7 +274,7 @@ class ThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "checkpoint_id",
         "thread_link",
@@ -228,7 +284,7 @@ class CheckpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "durability",
     )
     list_display_links = ("checkpoint_id",)
-    list_filter = ("source", "durability")
+    list_filter = ("source", "durability", ProviderFilter)
     search_fields = ("checkpoint_id",)
     search_help_text = "Checkpoint id or thread id, exactly."
     list_select_related = ("thread",)
@@ -331,9 +387,13 @@ class CheckpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
         ]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        pk = unquote(object_id)
         extra = {
             "can_rollback": self.has_rollback_permission(request),
             "can_fork": self.has_fork_permission(request),
+            "changes_url": keep_store(reverse("admin:checkpoints_checkpoint_changes", args=[pk])),
+            "rollback_url": keep_store(reverse("admin:checkpoints_checkpoint_rollback", args=[pk])),
+            "fork_url": keep_store(reverse("admin:checkpoints_checkpoint_fork", args=[pk])),
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
@@ -396,7 +456,7 @@ class CheckpointAdmin(ReadOnlyMixin, admin.ModelAdmin):
             '<a href="{}">{}</a> · <a href="{}">what this checkpoint changed</a>',
             checkpoint_change_url(parent.pk),
             obj.parent_checkpoint_id,
-            reverse("admin:checkpoints_checkpoint_changes", args=[obj.pk]),
+            keep_store(reverse("admin:checkpoints_checkpoint_changes", args=[obj.pk])),
         )
 
     @admin.display(description="forked from")

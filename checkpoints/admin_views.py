@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 import uuid
+from contextvars import ContextVar
+from urllib.parse import parse_qs, urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db import connections
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -14,15 +20,120 @@ from django.utils.html import format_html
 from checkpoints.admin_display import pretty
 from checkpoints.diff import channel_changes
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import Checkpoint
+from checkpoints.models import Checkpoint, Thread
 from checkpoints.savers import get_saver
 from checkpoints.timetravel import TimeTravel
 
 CHILD_LINKS = 20
+PROVIDER_PARAM = "provider"
+ORM_VENDORS = {"postgresql": "postgres", "sqlite": "sqlite"}
+
+# The store the current admin request reads (a database alias), set by `with_store_choice`
+# around each admin view and its rendering; None means the deployment's own store.
+_chosen: ContextVar[str | None] = ContextVar("checkpoints_admin_store", default=None)
+_tables_seen: dict[tuple[str, str], bool] = {}
+_tables_lock = threading.Lock()
 
 
-def _alias() -> str:
+# -- which checkpoint store a page reads -------------------------------------------------
+def deployment_alias() -> str:
+    """The database alias the deployment's ORM saver uses ("default" for other providers)."""
     return getattr(get_saver(), "using", "default")
+
+
+def store_alias() -> str:
+    """The alias the current admin page reads: the chosen store, else the deployment's."""
+    return _chosen.get() or deployment_alias()
+
+
+def store_saver():
+    """The saver for `store_alias()`, so decoded values come from the store the rows did."""
+    chosen = _chosen.get()
+    if chosen is None or chosen == deployment_alias():
+        return get_saver()
+    return get_saver(ORM_VENDORS[connections[chosen].vendor], using=chosen)
+
+
+def _has_tables(alias: str) -> bool:
+    key = (alias, str(connections[alias].settings_dict.get("NAME")))
+    if key in _tables_seen:
+        return _tables_seen[key]
+    try:
+        with connections[alias].cursor() as cursor:
+            found = Thread._meta.db_table in connections[alias].introspection.table_names(cursor)
+    except Exception:  # noqa: BLE001 - a database that cannot answer is simply not offered
+        # Not remembered: it may answer on the next page load.
+        return False
+    with _tables_lock:
+        _tables_seen[key] = found
+    return found
+
+
+def store_choices() -> list[tuple[str, str]]:
+    """(alias, label) of every ORM database holding the checkpoint tables, deployment's first.
+
+    The deployment's own ORM store is offered without asking its database (its saver already
+    relies on the tables); other aliases are asked once whether they hold the tables.
+    """
+    own = getattr(get_saver(), "using", None)
+    aliases = ([own] if own else []) + [a for a in settings.DATABASES if a != own]
+    choices = []
+    for alias in aliases:
+        provider = ORM_VENDORS.get(connections[alias].vendor)
+        if provider is None or (alias != own and not _has_tables(alias)):
+            continue
+        choices.append((alias, f"{provider} ({alias})"))
+    return choices
+
+
+def requested_store(request) -> str | None:
+    """The alias named by ``provider`` in the query, directly or in the preserved filters."""
+    named = request.GET.get(PROVIDER_PARAM)
+    if named is None:
+        preserved = parse_qs(request.GET.get("_changelist_filters", ""))
+        named = (preserved.get(PROVIDER_PARAM) or [None])[-1]
+    return named
+
+
+def with_store_choice(view, *, lenient: bool = False):
+    """Run an admin view (and render its page) against the store the request names.
+
+    An unknown store is a 404, except where ``lenient`` (the change lists, whose provider
+    filter turns it into Django's invalid-filter redirect).
+    """
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        named = requested_store(request)
+        chosen = None
+        if named is not None:
+            if named in dict(store_choices()):
+                chosen = named
+            elif not lenient:
+                raise Http404(f"no checkpoint store {named!r} is available to this admin")
+        token = _chosen.set(chosen)
+        try:
+            response = view(request, *args, **kwargs)
+            # Read-only fields are computed while the page renders: do that here, in scope.
+            if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+                response.render()
+            return response
+        finally:
+            _chosen.reset(token)
+
+    return wrapped
+
+
+def keep_store(url: str, *, changelist: bool = False) -> str:
+    """``url`` carrying the chosen store, so the next page reads the same database."""
+    chosen = _chosen.get()
+    if chosen is None:
+        return url
+    if changelist:
+        query = urlencode({PROVIDER_PARAM: chosen})
+    else:
+        query = urlencode({"_changelist_filters": urlencode({PROVIDER_PARAM: chosen})})
+    return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
 def load_tuple(row: Checkpoint):
@@ -34,12 +145,12 @@ def load_tuple(row: Checkpoint):
             "checkpoint_id": row.checkpoint_id,
         }
     }
-    return get_saver().get_tuple(config)
+    return store_saver().get_tuple(config)
 
 
 def find_checkpoint(thread_id: str, checkpoint_id: str, ns: str = "") -> Checkpoint | None:
     return (
-        Checkpoint.objects.using(_alias())
+        Checkpoint.objects.using(store_alias())
         .defer("checkpoint")
         .filter(thread__thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
         .first()
@@ -48,7 +159,7 @@ def find_checkpoint(thread_id: str, checkpoint_id: str, ns: str = "") -> Checkpo
 
 def head_of(thread_id: str, ns: str = "") -> Checkpoint | None:
     return (
-        Checkpoint.objects.using(_alias())
+        Checkpoint.objects.using(store_alias())
         .defer("checkpoint")
         .select_related("thread")
         .filter(thread__thread_id=thread_id, checkpoint_ns=ns)
@@ -65,14 +176,14 @@ def checkpoint_link(thread_id: str, checkpoint_id: str):
         return f"{label}, no longer stored"
     return format_html(
         '<a href="{}">{}</a>',
-        reverse("admin:checkpoints_checkpoint_change", args=[found.pk]),
+        keep_store(reverse("admin:checkpoints_checkpoint_change", args=[found.pk])),
         label,
     )
 
 
 def children_of(row: Checkpoint) -> list[tuple[int, str, str]]:
     """(pk, checkpoint id, other thread id or "") of checkpoints whose parent is ``row``."""
-    rows = Checkpoint.objects.using(_alias())
+    rows = Checkpoint.objects.using(store_alias())
     same_thread = list(
         rows.filter(
             thread_id=row.thread_id,
@@ -100,7 +211,7 @@ def _summary(row: Checkpoint | None) -> dict | None:
         return None
     return {
         "row": row,
-        "url": reverse("admin:checkpoints_checkpoint_change", args=[row.pk]),
+        "url": keep_store(reverse("admin:checkpoints_checkpoint_change", args=[row.pk])),
     }
 
 
@@ -138,8 +249,12 @@ class _CheckpointPage:
                 "opts": opts,
                 "original": obj,
                 "object": obj,
-                "thread_url": reverse("admin:checkpoints_thread_change", args=[obj.thread_id]),
-                "checkpoint_url": reverse("admin:checkpoints_checkpoint_change", args=[obj.pk]),
+                "thread_url": keep_store(
+                    reverse("admin:checkpoints_thread_change", args=[obj.thread_id])
+                ),
+                "checkpoint_url": keep_store(
+                    reverse("admin:checkpoints_checkpoint_change", args=[obj.pk])
+                ),
                 **context,
             },
         )
@@ -213,14 +328,16 @@ class RollbackView(_CheckpointPage):
             head=_summary(head),
             target_is_head=head is not None and head.pk == target.pk,
             version=target.thread.version,
-            action_url=reverse("admin:checkpoints_checkpoint_rollback", args=[target.pk]),
+            action_url=keep_store(
+                reverse("admin:checkpoints_checkpoint_rollback", args=[target.pk])
+            ),
         )
 
     def perform(self, request, target: Checkpoint, thread_id: str):
 
         expected = request.POST.get("expected_version")
         try:
-            snapshot = TimeTravel(get_saver()).rollback(
+            snapshot = TimeTravel(store_saver()).rollback(
                 thread_id,
                 target.checkpoint_id,
                 expected_version=int(expected) if expected and expected.isdigit() else None,
@@ -228,7 +345,7 @@ class RollbackView(_CheckpointPage):
         except CheckpointStoreError as exc:
             messages.error(request, f"Rollback of thread {thread_id} failed: {exc}")
             return HttpResponseRedirect(
-                reverse("admin:checkpoints_checkpoint_change", args=[target.pk])
+                keep_store(reverse("admin:checkpoints_checkpoint_change", args=[target.pk]))
             )
         url = _result_url(snapshot)
         messages.success(
@@ -248,8 +365,8 @@ def _result_url(snapshot) -> str:
     """The admin page of the checkpoint a time-travel call wrote."""
     written = find_checkpoint(snapshot.thread_id, snapshot.checkpoint_id)
     if written is None:
-        return reverse("admin:checkpoints_thread_changelist")
-    return reverse("admin:checkpoints_checkpoint_change", args=[written.pk])
+        return keep_store(reverse("admin:checkpoints_thread_changelist"), changelist=True)
+    return keep_store(reverse("admin:checkpoints_checkpoint_change", args=[written.pk]))
 
 
 class ForkView(_CheckpointPage):
@@ -270,14 +387,14 @@ class ForkView(_CheckpointPage):
             title=f"Fork thread {source.thread.thread_id}?",
             source=_summary(source),
             new_thread_id=new_thread_id or str(uuid.uuid4()),
-            action_url=reverse("admin:checkpoints_checkpoint_fork", args=[source.pk]),
+            action_url=keep_store(reverse("admin:checkpoints_checkpoint_fork", args=[source.pk])),
         )
 
     def perform(self, request, source: Checkpoint, new_thread_id: str):
 
         thread_id = source.thread.thread_id
         try:
-            snapshot = TimeTravel(get_saver()).fork(
+            snapshot = TimeTravel(store_saver()).fork(
                 thread_id, source.checkpoint_id, new_thread_id=new_thread_id or None
             )
         except CheckpointStoreError as exc:

@@ -14,7 +14,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from checkpoints.admin import ThreadAdmin, store_alias
+from checkpoints.admin import ThreadAdmin
+from checkpoints.admin_views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
 from checkpoints.savers import get_saver
@@ -39,7 +40,9 @@ def thread_link(thread_id: str):
     if pk is None:
         return thread_id
     return format_html(
-        '<a href="{}">{}</a>', reverse("admin:checkpoints_thread_change", args=[pk]), thread_id
+        '<a href="{}">{}</a>',
+        keep_store(reverse("admin:checkpoints_thread_change", args=[pk])),
+        thread_id,
     )
 
 
@@ -77,14 +80,14 @@ class RetentionThreadAdmin(ThreadAdmin):
 
     @admin.display(description="retention in force")
     def retention_in_force(self, obj):
-        waiting, finished = effective_retention(get_saver(), obj.thread_id)
+        waiting, finished = effective_retention(store_saver(), obj.thread_id)
         return f"waiting {waiting} min after the last write, finished {finished} min after the mark"
 
     @admin.display(description="live-thread filters")
     def live_verdict(self, obj):
         try:
             claims = claimed_threads(
-                [obj.thread_id], filters=live_thread_filters(), saver=get_saver(), now=utcnow()
+                [obj.thread_id], filters=live_thread_filters(), saver=store_saver(), now=utcnow()
             )
         except CheckpointStoreError as exc:
             return format_html('<span class="cs-del">a filter failed: {}</span>', exc)
@@ -99,7 +102,7 @@ class RetentionThreadAdmin(ThreadAdmin):
 
     @admin.action(description="Mark selected threads finished", permissions=["mark"])
     def mark_finished_selected(self, request, queryset):
-        saver = get_saver()
+        saver = store_saver()
         owner = request.user.get_username()
         ids = list(queryset.values_list("thread_id", flat=True))
         for thread_id in ids:
@@ -117,7 +120,7 @@ class RetentionThreadAdmin(ThreadAdmin):
 
     @admin.action(description="Take selected threads out of the finished set", permissions=["mark"])
     def unmark_finished_selected(self, request, queryset):
-        saver = get_saver()
+        saver = store_saver()
         removed = sum(
             1 for t in queryset.values_list("thread_id", flat=True) if unmark_finished(saver, t)
         )
