@@ -688,13 +688,20 @@ def test_langchain_envelopes_outside_the_loaders_allowlist_are_refused(no_import
             {"$type": "model", "class": "langchain_core.messages.human:HumanMessage", "fields": {}},
             "not a pydantic model this codec revives",
         ),
-        ({"$type": "enum", "class": "checkpoints.codec:Enum", "value": 1}, "not a class defined"),
         (
-            {"$type": "dataclass", "class": "checkpoints.codec:Send", "fields": {}},
+            {"$type": "enum", "class": "checkpoints.codec.reader:Enum", "value": 1},
+            "not a class defined",
+        ),
+        (
+            {"$type": "dataclass", "class": "checkpoints.codec:FaithfulJSONCodec", "fields": {}},
+            "not a class defined there",
+        ),
+        (
+            {"$type": "dataclass", "class": "checkpoints.codec.reader:Send", "fields": {}},
             "names langgraph",
         ),
         (
-            {"$type": "dataclass", "class": "checkpoints.codec:importlib", "fields": {}},
+            {"$type": "dataclass", "class": "checkpoints.codec.envelope:importlib", "fields": {}},
             "does not name a class",
         ),
         ({"x": [{"$type": "uuid", "v": "nope"}]}, "cannot read value.x[0]"),
@@ -732,7 +739,8 @@ TAGS = [
 CLASS_PATHS = [
     "os:system", "subprocess:Popen", "evil_module_xyz:Thing", f"{samples.__name__}:Color",
     f"{samples.__name__}:Profile", f"{samples.__name__}:Box", f"{samples.__name__}:Pair",
-    "langgraph.types:Interrupt", "langgraph.types:Send", "checkpoints.codec:CheckpointedException",
+    "langgraph.types:Interrupt", "langgraph.types:Send",
+    "checkpoints.codec.exception:CheckpointedException",
 ]  # fmt: skip
 
 
