@@ -181,12 +181,13 @@ def _copy_plan(
     target: CheckpointTuple,
     rebuilt: Mapping[str, Any],
     *,
+    kind: str,
     checkpoint_id: str,
     same_thread: bool,
     metadata_extra: dict[str, Any],
     get_next_version: NextVersion,
 ) -> PlannedCheckpoint:
-    """A copy of ``target`` with its delta-chain channels stored whole."""
+    """A copy of ``target`` with its delta-chain channels stored whole, written by ``kind``."""
     source = target.checkpoint
     values = dict(source.get("channel_values") or {})
     versions = dict(source.get("channel_versions") or {})
@@ -207,7 +208,10 @@ def _copy_plan(
                 if node != SNAPSHOT_BUMPS_KEY and node_seen.get(name) == old:
                     node_seen[name] = versions[name]
     _set_counters(metadata, counters)
-    metadata.update(metadata_extra)
+    metadata.update(
+        {"source": kind, "step": target.metadata.get("step"), "written_by": [kind]},
+        **metadata_extra,
+    )
     checkpoint = _checkpoint(
         source, checkpoint_id, values, versions, seen, source.get("updated_channels")
     )
@@ -224,12 +228,10 @@ def rollback_plan(
     return _copy_plan(
         target,
         rebuilt,
+        kind="rollback",
         checkpoint_id=new_id(checkpoint_id_of(head)),
         same_thread=True,
         metadata_extra={
-            "source": "rollback",
-            "step": target.metadata.get("step"),
-            "written_by": ["rollback"],
             "rollback": {
                 "target": checkpoint_id_of(target),
                 "replaced_head": checkpoint_id_of(head),
@@ -249,12 +251,10 @@ def fork_plan(
     return _copy_plan(
         target,
         rebuilt,
+        kind="fork",
         checkpoint_id=new_id(""),
         same_thread=False,
         metadata_extra={
-            "source": "fork",
-            "step": target.metadata.get("step"),
-            "written_by": ["fork"],
             "forked_from": {
                 "thread_id": source_thread_id,
                 "checkpoint_id": checkpoint_id_of(target),

@@ -1,10 +1,10 @@
 """TimeTravel: read state, walk history, roll back, fork and bulk-update over any saver.
 
-Each operation is written once, as a *flow*: a generator that yields the I/O it needs
-(``GetTuple``, ``Put``, ...) and is sent back the result. A sync driver fulfils the requests
-with the saver's sync methods, an async driver with its async twins, so ``rollback`` and
-``arollback`` (and every other pair) run the same steps in the same order. Flows that
-stream (history) yield ``Emit`` for each snapshot.
+Each operation is written once, as a flow (see :mod:`checkpoints.timetravel.flow`): a
+generator that yields the I/O it needs (``GetTuple``, ``Put``, ...) and is sent back the
+result. ``_perform`` fulfils the requests with the saver's sync methods, ``_aperform`` with
+its async twins, so ``rollback`` and ``arollback`` (and every other pair) run the same
+steps in the same order. History streams: it yields ``Emit`` for each snapshot.
 
 Everything goes through the saver's public interface (get_tuple, list, put, put_writes,
 get_delta_channel_history, get_next_version, bump_thread_version), so it works the same on
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ from langgraph.channels.base import BaseChannel
 from langgraph.checkpoint.base import CheckpointTuple
 
 from checkpoints.errors import ThreadExists
+from checkpoints.timetravel.flow import Emit, Flow, arun, astream, run, stream
 from checkpoints.timetravel.planning import (
     bulk_plan,
     check_ids,
@@ -111,15 +112,7 @@ class FireForked:
     snapshot: StateSnapshot
 
 
-@dataclass(frozen=True)
-class Emit:
-    """A streaming flow's next item, handed to the caller rather than the saver."""
-
-    value: Any
-
-
 Request = GetTuple | DeltaHistory | Put | PutWrites | BumpVersion | OpenList | NextRow | FireForked
-Flow = Generator[Any, Any, T]
 
 
 class TimeTravel:
@@ -348,51 +341,18 @@ class TimeTravel:
             seen.add(step["thread_id"])
             current = step["thread_id"]
 
-    # -- drivers: the only code that differs between sync and async ---------------------------
-    def _stream(self, flow: Flow[T]) -> Generator[Any, None, T]:
-        """Fulfil ``flow``'s requests with sync I/O; yield what it emits, return its result."""
-        reply = None
-        while True:
-            try:
-                request = flow.send(reply)
-            except StopIteration as done:
-                return done.value
-            if isinstance(request, Emit):
-                yield request.value
-                reply = None
-            else:
-                reply = self._perform(request)
-
+    # -- I/O: the only code that differs between sync and async ------------------------------
     def _run(self, flow: Flow[T]) -> T:
-        stream = self._stream(flow)
-        while True:
-            try:
-                next(stream)  # only history emits; its callers use _stream directly
-            except StopIteration as done:
-                return done.value
+        return run(flow, self._perform)
 
-    async def _astream(self, flow: Flow[Any]) -> AsyncIterator[Any]:
-        """Fulfil ``flow``'s requests with async I/O; yield what it emits."""
-        reply = None
-        while True:
-            try:
-                request = flow.send(reply)
-            except StopIteration:
-                return
-            if isinstance(request, Emit):
-                yield request.value
-                reply = None
-            else:
-                reply = await self._aperform(request)
+    def _stream(self, flow: Flow[None]) -> Iterator[Any]:
+        return stream(flow, self._perform)
 
     async def _arun(self, flow: Flow[T]) -> T:
-        reply = None
-        while True:
-            try:
-                request = flow.send(reply)
-            except StopIteration as done:
-                return done.value
-            reply = await self._aperform(request)
+        return await arun(flow, self._aperform)
+
+    def _astream(self, flow: Flow[None]) -> AsyncIterator[Any]:
+        return astream(flow, self._aperform)
 
     def _perform(self, request: Request) -> Any:
         saver = self.saver
