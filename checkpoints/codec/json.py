@@ -20,7 +20,7 @@ Envelope types: ``int`` (integers too long for JSON's decimal form), ``bytes``,
 (pydantic v2), ``dataclass``, ``namedtuple``, ``send`` (LangGraph's ``Send``), ``lc``
 (objects LangChain's own loader revives) and ``exception``.
 
-Rules this module keeps:
+Rules the codec keeps (this module, with its ``writer`` and ``reader``):
 
 - Writing refuses, with :class:`CheckpointCodecError` naming the value's path (such as
   ``channel_values.messages[3].additional_kwargs.when``), any value it cannot read back
