@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from checkpoints.admin_display import collapsible, collapsible_map, pretty, preview, readable
-from checkpoints.diff import MISSING, channel_changes, value_change
+from checkpoints.admin_display import collapsible, collapsible_map
+from checkpoints.codec.render import pretty, preview, readable
+from checkpoints.timetravel.diff import MISSING, channel_changes, value_change
 
 
 def test_unchanged_channels_are_left_out():

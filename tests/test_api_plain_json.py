@@ -11,7 +11,7 @@ from enum import Enum
 
 from langchain_core.messages import AIMessage
 
-from checkpoints.api.plain_json import plain_mapping, to_plain
+from checkpoints.codec.render import plain_mapping, readable, render, to_plain
 
 
 class Colour(Enum):
@@ -79,3 +79,18 @@ def test_unencodable_value_is_named_not_raised():
     assert nested["items"][0] == 1 and nested["items"][2] == [2, 3]
     assert nested["items"][1]["$type"] == "unrenderable"
     assert nested["when"] == "2024-01-02"
+
+
+def test_admin_and_api_share_one_renderer_in_two_forms():
+    value = {"when": date(2024, 1, 2), "pair": (1, 2), "odd": Opaque()}
+    plain, stored = render(value, plain=True), render(value, plain=False)
+    assert to_plain(value) == plain and readable(value) == stored
+    assert plain["when"] == "2024-01-02"
+    assert stored["when"] == {"$type": "date", "v": "2024-01-02"}
+    assert plain["pair"] == [1, 2]
+    assert stored["pair"] == {"$type": "tuple", "items": [1, 2]}
+    assert plain["odd"]["$type"] == "unrenderable"
+    assert stored["odd"].startswith("<tests.test_api_plain_json.Opaque object")
+    # Keys a JSON object cannot hold keep the codec's pairs form in both.
+    assert render({1: Opaque()}, plain=False)["$type"] == "dict"
+    assert to_plain({1: Opaque()})["$type"] == "dict"

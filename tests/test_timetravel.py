@@ -385,3 +385,52 @@ def test_history_filters_on_metadata_as_data(store):
     assert steps == [2]
     assert list(travel.get_state_history("filtered", filter={"step__gt": 0})) == []
     assert len(list(travel.get_state_history("filtered", source="loop"))) == 4
+
+
+class RecordingSaver:
+    """Passes every call to a real saver, recording which saver methods were called."""
+
+    def __init__(self, saver):
+        self.saver = saver
+        self.calls = []
+
+    def __getattr__(self, name):
+        found = getattr(self.saver, name)
+        if not callable(found):
+            return found
+
+        def call(*args, **kwargs):
+            # An async twin counts as its sync name, so both sides compare step by step.
+            twin = name[1:] if name.startswith("a") and hasattr(self.saver, name[1:]) else name
+            self.calls.append(twin)
+            return found(*args, **kwargs)
+
+        return call
+
+
+def _sync_operations(store):
+    _, tt = seeded(store, "sync-side")
+    target = ids(tt, "sync-side")[1]
+    tt.saver = recorder = RecordingSaver(store)
+    tt.rollback("sync-side", target)
+    tt.fork("sync-side", target, "sync-fork")
+    tt.bulk_update_state("sync-fork", [[{"channel": "log", "value": ["k"]}]])
+    list(tt.get_state_history("sync-side", limit=3))
+    tt.lineage("sync-fork")
+    return recorder.calls
+
+
+@pytest.mark.asyncio
+async def test_sync_and_async_twins_make_the_same_saver_calls(store):
+    """Each operation is written once: both forms run the same steps in the same order."""
+    sync_calls = await sync_to_async(_sync_operations)(store)
+    _, tt = await sync_to_async(seeded)(store, "async-side")
+    target = (await sync_to_async(ids)(tt, "async-side"))[1]
+    tt.saver = recorder = RecordingSaver(store)
+    await tt.arollback("async-side", target)
+    await tt.afork("async-side", target, "async-fork")
+    await tt.abulk_update_state("async-fork", [[{"channel": "log", "value": ["k"]}]])
+    [s async for s in tt.aget_state_history("async-side", limit=3)]
+    await tt.alineage("async-fork")
+    assert "put" in sync_calls and "bump_thread_version" in sync_calls
+    assert recorder.calls == sync_calls

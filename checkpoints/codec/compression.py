@@ -1,0 +1,95 @@
+"""Zstd compression of stored ``(type, bytes)`` pairs, shared by every saver and the codec."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import zstandard
+
+from checkpoints.conf import setting
+from checkpoints.errors import CheckpointCodecError
+
+ZSTD_SUFFIX = "+zstd"
+"""Appended to a type tag when its bytes are zstd-compressed (``json+zstd``, ``msgpack+zstd``)."""
+_FROM_SETTINGS: Any = object()  # "not given": read the CHECKPOINTS setting at call time
+
+_local = threading.local()
+_READ_CHUNK = 1 << 20
+
+
+def compress_typed(
+    typed: tuple[str, bytes], threshold: int | None = _FROM_SETTINGS
+) -> tuple[str, bytes]:
+    """Zstd-compress ``(type, data)`` when data is over ``threshold`` bytes, tagging ``+zstd``.
+
+    ``threshold`` defaults to ``INLINE_COMPRESS_BYTES``; None leaves every value as it is, and
+    so does a tag that already says it is compressed.
+    """
+    type_tag, data = typed
+    if threshold is _FROM_SETTINGS:
+        threshold = setting("INLINE_COMPRESS_BYTES")
+    if threshold is None or len(data) <= threshold or type_tag.endswith(ZSTD_SUFFIX):
+        return typed
+    compressor = getattr(_local, "compressor", None)
+    if compressor is None:  # a ZstdCompressor must not be shared between threads
+        compressor = _local.compressor = zstandard.ZstdCompressor()
+    return type_tag + ZSTD_SUFFIX, compressor.compress(bytes(data))
+
+
+def decompress_typed(
+    typed: tuple[str, bytes], max_bytes: int | None = _FROM_SETTINGS
+) -> tuple[str, bytes]:
+    """Undo :func:`compress_typed`; values without the ``+zstd`` tag pass through unchanged.
+
+    Output is capped at ``max_bytes`` (default ``CODEC_MAX_BYTES``), so a small hostile frame
+    cannot expand without bound; any failure is a ``CheckpointCodecError``.
+    """
+    type_tag, data = typed
+    if not (isinstance(type_tag, str) and type_tag.endswith(ZSTD_SUFFIX)):
+        return typed
+    if max_bytes is _FROM_SETTINGS:
+        max_bytes = setting("CODEC_MAX_BYTES")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CheckpointCodecError(f"a {type_tag!r} value must be bytes")
+    limit = sys.maxsize if max_bytes is None else max_bytes
+    data = bytes(data)
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise CheckpointCodecError(
+            f"a {type_tag!r} value is not a valid zstd frame: {exc}"
+        ) from exc
+    if declared > limit:
+        raise CheckpointCodecError(
+            f"a {type_tag!r} value expands past CODEC_MAX_BYTES ({max_bytes})"
+        )
+    if declared >= 0:
+        # The frame states its size (ours always do): one call, checked against that size
+        # by zstd itself, so the stated size is also the most it can produce.
+        try:
+            return type_tag[: -len(ZSTD_SUFFIX)], zstandard.ZstdDecompressor().decompress(data)
+        except zstandard.ZstdError as exc:
+            raise CheckpointCodecError(
+                f"a {type_tag!r} value is not a valid zstd frame: {exc}"
+            ) from exc
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
+            while True:
+                chunk = reader.read(min(_READ_CHUNK, limit - size + 1))
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:
+                    raise CheckpointCodecError(
+                        f"a {type_tag!r} value expands past CODEC_MAX_BYTES ({max_bytes})"
+                    )
+                chunks.append(chunk)
+    except zstandard.ZstdError as exc:
+        raise CheckpointCodecError(
+            f"a {type_tag!r} value is not a valid zstd frame: {exc}"
+        ) from exc
+    return type_tag[: -len(ZSTD_SUFFIX)], b"".join(chunks)

@@ -1,0 +1,210 @@
+"""Show stored values to people and clients: the one renderer behind the admin and the API.
+
+A value goes through the faithful JSON codec first, so what is shown is what the store would
+write. It is then shaped for one of two readers:
+
+- ``plain`` (the API, :func:`to_plain`): envelopes are made plain where a plain JSON form
+  says the same thing (tuples and sets as lists, datetimes as ISO-8601 strings, decimals,
+  UUIDs and big integers as strings, enums as their value, models and dataclasses as their
+  fields, LangChain objects as LangChain's own ``{"lc": 1, "type": "constructor", ...}``
+  form). Envelopes with no plain form (bytes, timedeltas, time zones, exceptions, ``Send``)
+  are kept as they are.
+- ``stored`` (the admin, :func:`readable`): the envelopes as stored, so an operator sees the
+  real types, with LangChain objects shortened to their class name and non-empty fields.
+
+A value the codec refuses is rendered part by part (objects already in memory are shown
+field by field: that imports nothing), so one odd value never fails a page or a response;
+a part with no JSON form at all is an ``unrenderable`` envelope naming why (plain) or its
+``repr()`` (stored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+
+from checkpoints.codec.envelope import ENVELOPE_KEY
+from checkpoints.codec.json import FaithfulJSONCodec
+from checkpoints.errors import CheckpointCodecError
+
+__all__ = [
+    "PREVIEW_CHARS",
+    "plain_mapping",
+    "pretty",
+    "preview",
+    "readable",
+    "render",
+    "render_mapping",
+    "to_plain",
+]
+
+PREVIEW_CHARS = 80
+
+_codec = FaithfulJSONCodec(compress_bytes=None)
+
+
+def render(value: Any, *, plain: bool = True, path: str = "value") -> Any:
+    """``value`` as JSON data in the plain or the stored form; never raises for a value."""
+    try:
+        encoded = json.loads(_codec.dumps(value, path=path))
+    except CheckpointCodecError as exc:
+        return _piecewise(value, path, exc, plain)
+    return _shape(encoded, plain)
+
+
+def render_mapping(values: Mapping[str, Any] | None, *, plain: bool, path: str) -> dict[str, Any]:
+    """Each entry rendered on its own, so one bad entry spoils only itself."""
+    return {str(k): render(v, plain=plain, path=f"{path}.{k}") for k, v in (values or {}).items()}
+
+
+def to_plain(value: Any, *, path: str = "value") -> Any:
+    """``value`` as plain JSON data for API clients."""
+    return render(value, plain=True, path=path)
+
+
+def plain_mapping(values: Mapping[str, Any] | None, *, path: str) -> dict[str, Any]:
+    """Each entry as plain JSON data, rendered on its own."""
+    return render_mapping(values, plain=True, path=path)
+
+
+def readable(value: Any) -> Any:
+    """``value`` as JSON data in the stored form, for the admin."""
+    return render(value, plain=False)
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON text of ``value`` in the stored form."""
+    return json.dumps(readable(value), indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def preview(value: Any) -> str:
+    """A one-line hint of what ``value`` holds, at most ``PREVIEW_CHARS`` long."""
+    if isinstance(value, (list, tuple)):
+        return f"list of {len(value)} item(s)"
+    if isinstance(value, Mapping):
+        return f"object with {len(value)} key(s)"
+    text = json.dumps(readable(value), ensure_ascii=False)
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+# --- a value the codec refused -----------------------------------------------------------
+
+
+def _piecewise(value: Any, path: str, exc: CheckpointCodecError, plain: bool) -> Any:
+    """Render a refused value part by part, so only the parts at fault are marked.
+
+    Classes outside CODEC_ALLOWED_MODULES are refused for storage (they could not be read
+    back), but showing an object already in memory imports nothing, so its fields are shown.
+    """
+    if isinstance(value, Enum):
+        return render(value.value, plain=plain, path=f"{path}.value")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return render_mapping(fields, plain=plain, path=path)
+    if isinstance(value, BaseModel):
+        names = type(value).model_fields
+        fields = {k: v for k, v in value.__dict__.items() if k in names}
+        return render_mapping(fields, plain=plain, path=path)
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return render_mapping(value._asdict(), plain=plain, path=path)
+    if isinstance(value, Mapping):
+        if all(isinstance(k, str) for k in value) and ENVELOPE_KEY not in value:
+            return render_mapping(value, plain=plain, path=path)
+        # Keys JSON objects cannot hold keep the codec's pairs form in both readers.
+        return {
+            ENVELOPE_KEY: "dict",
+            "items": [
+                [render(k, plain=plain, path=path), render(v, plain=plain, path=path)]
+                for k, v in value.items()
+            ],
+        }
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [render(item, plain=plain, path=f"{path}[{i}]") for i, item in enumerate(value)]
+    if not plain:
+        return _repr(value)
+    return {
+        ENVELOPE_KEY: "unrenderable",
+        "type": f"{type(value).__module__}.{type(value).__qualname__}",
+        "reason": exc.message,
+    }
+
+
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a broken __repr__ must not break the page showing it
+        return f"<{type(value).__module__}.{type(value).__qualname__} object>"
+
+
+# --- shaping the codec's JSON --------------------------------------------------------------
+
+
+def _shape(data: Any, plain: bool) -> Any:
+    if isinstance(data, list):
+        return [_shape(item, plain) for item in data]
+    if not isinstance(data, dict):
+        return data
+    kind = data.get(ENVELOPE_KEY)
+    if kind == "lc":
+        return _plain_langchain(data) if plain else _short_langchain(data)
+    if plain and kind in _PLAIN_FORMS:
+        return _PLAIN_FORMS[kind](data)
+    return {key: _shape(item, plain) for key, item in data.items()}
+
+
+def _plain_langchain(env: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "lc": 1,
+        "type": "constructor",
+        "id": env.get("id"),
+        "kwargs": _shape(env.get("kwargs"), True),
+    }
+
+
+def _short_langchain(env: dict[str, Any]) -> dict[str, Any]:
+    ident = env.get("id")
+    if not isinstance(ident, list) or not ident:
+        return {key: _shape(item, False) for key, item in env.items()}
+    fields = env.get("kwargs") if isinstance(env.get("kwargs"), dict) else {}
+    # Empty lists and dicts (no tool calls, no extra kwargs) are noise on a message.
+    kept = {k: _shape(v, False) for k, v in fields.items() if v not in ([], {})}
+    return {ENVELOPE_KEY: str(ident[-1]), **kept}
+
+
+def _plain_items(env: dict[str, Any]) -> list[Any]:
+    return [_shape(item, True) for item in env.get("items", [])]
+
+
+def _plain_clock(env: dict[str, Any]) -> str:
+    return _codec.loads(json.dumps(env)).isoformat()
+
+
+def _plain_dict(env: dict[str, Any]) -> Any:
+    pairs = [(_shape(k, True), _shape(v, True)) for k, v in env.get("items", [])]
+    if all(isinstance(k, str) for k, _ in pairs) and not any(k == ENVELOPE_KEY for k, _ in pairs):
+        return dict(pairs)
+    # Keys JSON objects cannot hold (numbers, tuples, "$type") keep the pairs form.
+    return {ENVELOPE_KEY: "dict", "items": [[k, v] for k, v in pairs]}
+
+
+_PLAIN_FORMS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "tuple": _plain_items,
+    "set": _plain_items,
+    "frozenset": _plain_items,
+    "decimal": lambda env: env.get("v"),
+    "uuid": lambda env: env.get("v"),
+    "date": lambda env: env.get("v"),
+    "int": lambda env: str(int(env["hex"], 16)),
+    "datetime": _plain_clock,
+    "time": _plain_clock,
+    "enum": lambda env: _shape(env.get("value"), True),
+    "model": lambda env: _shape(env.get("fields"), True),
+    "dataclass": lambda env: _shape(env.get("fields"), True),
+    "namedtuple": lambda env: _shape(env.get("fields"), True),
+    "dict": _plain_dict,
+}

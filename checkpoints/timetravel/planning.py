@@ -1,0 +1,355 @@
+"""What time travel writes, decided without touching the store.
+
+Each plan takes the checkpoint tuples already read (and any delta-chain values rebuilt
+for them) and returns the checkpoint, metadata and new versions to ``put``: a rollback's
+new head, a fork's first checkpoint, a bulk update's replayed superstep. The argument
+checks every operation shares live here too, so they run before any I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from langgraph._internal._typing import MISSING
+from langgraph.channels.base import BaseChannel
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.errors import InvalidUpdateError
+
+from checkpoints.errors import CheckpointNotFound, InvalidCheckpointInput, ThreadNotFound
+from checkpoints.timetravel.snapshot import (
+    SNAPSHOT_BUMPS_KEY,
+    checkpoint_id_of,
+    thread_config,
+)
+
+# Metadata our own checkpoints must not inherit from the checkpoint they copy.
+NOT_INHERITED = ("_durability", "run_id", "rollback", "forked_from", "written_by")
+
+NextVersion = Callable[[Any, Any], Any]
+
+
+class PlannedCheckpoint(NamedTuple):
+    """What one ``put`` stores."""
+
+    checkpoint: dict[str, Any]
+    metadata: dict[str, Any]
+    new_versions: dict[str, Any]
+
+
+# -- argument checks ----------------------------------------------------------------------
+def check_ids(thread_id: Any, checkpoint_id: Any = None) -> None:
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidCheckpointInput(
+            f"thread_id must be a non-empty string, got {thread_id!r}", field="thread_id"
+        )
+    if checkpoint_id is not None and (not isinstance(checkpoint_id, str) or not checkpoint_id):
+        raise InvalidCheckpointInput(
+            f"checkpoint_id must be a non-empty string, got {checkpoint_id!r}",
+            field="checkpoint_id",
+        )
+
+
+def need_thread(tup: CheckpointTuple | None, thread_id: str) -> CheckpointTuple:
+    if tup is None:
+        raise ThreadNotFound(f"thread {thread_id!r} has no checkpoints", field="thread_id")
+    return tup
+
+
+def need_checkpoint(
+    tup: CheckpointTuple | None, thread_id: str, checkpoint_id: str
+) -> CheckpointTuple:
+    if tup is None:
+        raise CheckpointNotFound(
+            f"checkpoint {checkpoint_id!r} does not exist in thread {thread_id!r}",
+            field="checkpoint_id",
+        )
+    return tup
+
+
+def need_bulk_head(head: CheckpointTuple | None, thread_id: str) -> CheckpointTuple:
+    if head is None:
+        raise ThreadNotFound(
+            f"thread {thread_id!r} has no checkpoint to update; use fork to seed a new thread",
+            field="thread_id",
+        )
+    return head
+
+
+def history_args(
+    thread_id: Any, limit: Any, before: Any, source: Any, filter: Any = None
+) -> dict[str, Any]:
+    """The saver ``list`` arguments of a history walk, after checking each one."""
+    check_ids(thread_id, before)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise InvalidCheckpointInput(
+            f"limit must be a whole number >= 0, got {limit!r}", field="limit"
+        )
+    if source is not None and not isinstance(source, str):
+        raise InvalidCheckpointInput(f"source must be a string, got {source!r}", field="source")
+    if filter is not None and not isinstance(filter, dict):
+        raise InvalidCheckpointInput(
+            f"filter must be a dict of metadata key to value, got {filter!r}", field="filter"
+        )
+    wanted = {**(filter or {}), **({"source": source} if source else {})}
+    return {
+        "filter": wanted or None,
+        "before": thread_config(thread_id, before) if before else None,
+        # One extra row so the last snapshot can find its parent without another read.
+        "limit": None if limit is None else limit + 1,
+    }
+
+
+def validate_supersteps(supersteps: Any, specs: Mapping[str, BaseChannel]) -> None:
+    if not isinstance(supersteps, Sequence) or isinstance(supersteps, (str, bytes)):
+        raise InvalidCheckpointInput(
+            f"supersteps must be a list of lists of writes, got {type(supersteps).__name__}",
+            field="supersteps",
+        )
+    if not supersteps:
+        raise InvalidCheckpointInput("supersteps is empty: nothing to write", field="supersteps")
+    for i, step in enumerate(supersteps):
+        if not isinstance(step, Sequence) or isinstance(step, (str, bytes)):
+            raise InvalidCheckpointInput(
+                f"supersteps[{i}] must be a list of writes, got {type(step).__name__}",
+                field="supersteps",
+            )
+        for j, write in enumerate(step):
+            if not isinstance(write, Mapping) or "channel" not in write or "value" not in write:
+                raise InvalidCheckpointInput(
+                    f"supersteps[{i}][{j}] must be a dict with 'channel' and 'value', "
+                    f"got {write!r}",
+                    field="supersteps",
+                )
+            if write["channel"] not in specs:
+                known = ", ".join(sorted(specs)) or "none"
+                raise InvalidCheckpointInput(
+                    f"supersteps[{i}][{j}] writes to channel {write['channel']!r}, which "
+                    f"create_channels does not define (known: {known})",
+                    field="supersteps",
+                )
+
+
+def new_id(after: str) -> str:
+    """A fresh checkpoint id that sorts after ``after``."""
+    # uuid6 ids are time-ordered; a fresh one sorts after the head unless clocks tie.
+    for _ in range(10_000):
+        candidate = str(uuid6())
+        if candidate > after:
+            return candidate
+    raise InvalidCheckpointInput(
+        f"could not mint a checkpoint id newer than {after!r}: is the clock behind?"
+    )
+
+
+# -- plans ----------------------------------------------------------------------------------
+def _inherited_metadata(tup: CheckpointTuple) -> dict[str, Any]:
+    return {k: v for k, v in (tup.metadata or {}).items() if k not in NOT_INHERITED}
+
+
+def _set_counters(metadata: dict[str, Any], counters: dict[str, Any]) -> None:
+    if counters:
+        metadata["counters_since_delta_snapshot"] = counters
+    else:
+        metadata.pop("counters_since_delta_snapshot", None)
+
+
+def _checkpoint(
+    source: Mapping[str, Any],
+    checkpoint_id: str,
+    values: dict[str, Any],
+    versions: dict[str, Any],
+    seen: dict[str, Any],
+    updated: Any,
+) -> dict[str, Any]:
+    return {
+        "v": source.get("v", 4),
+        "id": checkpoint_id,
+        "ts": datetime.now(UTC).isoformat(),
+        "channel_values": values,
+        "channel_versions": versions,
+        "versions_seen": seen,
+        "updated_channels": updated,
+    }
+
+
+def _copy_plan(
+    target: CheckpointTuple,
+    rebuilt: Mapping[str, Any],
+    *,
+    kind: str,
+    checkpoint_id: str,
+    same_thread: bool,
+    metadata_extra: dict[str, Any],
+    get_next_version: NextVersion,
+) -> PlannedCheckpoint:
+    """A copy of ``target`` with its delta-chain channels stored whole, written by ``kind``."""
+    source = target.checkpoint
+    values = dict(source.get("channel_values") or {})
+    versions = dict(source.get("channel_versions") or {})
+    seen = {k: dict(v) for k, v in (source.get("versions_seen") or {}).items()}
+    metadata = _inherited_metadata(target)
+    counters = dict(metadata.get("counters_since_delta_snapshot") or {})
+    for name, value in rebuilt.items():
+        if value is MISSING:
+            continue
+        values[name] = _DeltaSnapshot(value)
+        counters.pop(name, None)
+        if same_thread:
+            # The blob at the old version is stored empty and savers never rewrite a
+            # stored version, so the materialised value needs a version of its own.
+            old = versions[name]
+            versions[name] = get_next_version(old, None)
+            for node, node_seen in seen.items():
+                if node != SNAPSHOT_BUMPS_KEY and node_seen.get(name) == old:
+                    node_seen[name] = versions[name]
+    _set_counters(metadata, counters)
+    metadata.update(
+        {"source": kind, "step": target.metadata.get("step"), "written_by": [kind]},
+        **metadata_extra,
+    )
+    checkpoint = _checkpoint(
+        source, checkpoint_id, values, versions, seen, source.get("updated_channels")
+    )
+    return PlannedCheckpoint(checkpoint, metadata, dict(versions))
+
+
+def rollback_plan(
+    head: CheckpointTuple,
+    target: CheckpointTuple,
+    rebuilt: Mapping[str, Any],
+    get_next_version: NextVersion,
+) -> PlannedCheckpoint:
+    """A new head on the same thread equal in state to ``target``."""
+    return _copy_plan(
+        target,
+        rebuilt,
+        kind="rollback",
+        checkpoint_id=new_id(checkpoint_id_of(head)),
+        same_thread=True,
+        metadata_extra={
+            "rollback": {
+                "target": checkpoint_id_of(target),
+                "replaced_head": checkpoint_id_of(head),
+            },
+        },
+        get_next_version=get_next_version,
+    )
+
+
+def fork_plan(
+    source_thread_id: str,
+    target: CheckpointTuple,
+    rebuilt: Mapping[str, Any],
+    get_next_version: NextVersion,
+) -> PlannedCheckpoint:
+    """The first checkpoint of a new thread copied from ``target``."""
+    return _copy_plan(
+        target,
+        rebuilt,
+        kind="fork",
+        checkpoint_id=new_id(""),
+        same_thread=False,
+        metadata_extra={
+            "forked_from": {
+                "thread_id": source_thread_id,
+                "checkpoint_id": checkpoint_id_of(target),
+            },
+            "last_event_sequence": target.metadata.get("last_event_sequence"),
+        },
+        get_next_version=get_next_version,
+    )
+
+
+def bulk_plan(
+    head: CheckpointTuple,
+    supersteps: Sequence[Sequence[Mapping[str, Any]]],
+    specs: Mapping[str, BaseChannel],
+    rebuilt: Mapping[str, Any],
+    get_next_version: NextVersion,
+) -> PlannedCheckpoint:
+    """Replay the supersteps through the channels; the checkpoint to store and its versions."""
+    thread_id = head.config["configurable"]["thread_id"]
+    source = head.checkpoint
+    stored = source.get("channel_values") or {}
+    versions = dict(source.get("channel_versions") or {})
+    channels: dict[str, BaseChannel] = {}
+    for name, spec in specs.items():
+        if name in rebuilt:
+            value = rebuilt[name]
+            channel = spec.from_checkpoint(MISSING if value is MISSING else _DeltaSnapshot(value))
+        else:
+            channel = spec.from_checkpoint(stored.get(name, MISSING))
+        channels[name] = channel
+    new_versions: dict[str, Any] = {}
+    touched: set[str] = set()
+    for i, step in enumerate(supersteps):
+        by_channel: dict[str, list[Any]] = {}
+        for write in step:
+            by_channel.setdefault(write["channel"], []).append(write["value"])
+        for name, values in by_channel.items():
+            try:
+                channels[name].update(values)
+            except (InvalidUpdateError, TypeError, ValueError) as exc:
+                raise InvalidCheckpointInput(
+                    f"supersteps[{i}] cannot update channel {name!r} of thread "
+                    f"{thread_id!r}: {exc}",
+                    field="supersteps",
+                ) from exc
+            versions[name] = get_next_version(versions.get(name), None)
+            new_versions[name] = versions[name]
+            touched.add(name)
+    values = dict(stored)
+    metadata = _inherited_metadata(head)
+    counters = dict(metadata.get("counters_since_delta_snapshot") or {})
+    for name in touched:
+        channel = channels[name]
+        if isinstance(channel, DeltaChannel):
+            # Stored whole so the new checkpoint never depends on a replay chain.
+            values[name] = _DeltaSnapshot(channel.get())
+            counters.pop(name, None)
+        else:
+            value = channel.checkpoint()
+            if value is MISSING:
+                values.pop(name, None)
+            else:
+                values[name] = value
+    _set_counters(metadata, counters)
+    step = head.metadata.get("step")
+    metadata.update(
+        {
+            "source": "bulk_update",
+            "step": (step if isinstance(step, int) else -1) + len(supersteps),
+            "written_by": ["bulk_update"],
+        }
+    )
+    seen = {k: dict(v) for k, v in (source.get("versions_seen") or {}).items()}
+    checkpoint = _checkpoint(
+        source, new_id(checkpoint_id_of(head)), values, versions, seen, sorted(touched)
+    )
+    return PlannedCheckpoint(checkpoint, metadata, new_versions)
+
+
+def writes_by_task(tup: CheckpointTuple) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """``tup``'s pending writes grouped per task, to copy them onto a new checkpoint."""
+    grouped: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in tup.pending_writes or []:
+        grouped.setdefault(task_id, []).append((channel, value))
+    return list(grouped.items())
+
+
+def lineage_step(tup: CheckpointTuple | None) -> dict[str, str] | None:
+    """Where a thread's first checkpoint was forked from, if it was."""
+    if tup is None:
+        return None
+    forked = tup.metadata.get("forked_from")
+    if isinstance(forked, Mapping) and forked.get("thread_id") and forked.get("checkpoint_id"):
+        return {
+            "thread_id": str(forked["thread_id"]),
+            "checkpoint_id": str(forked["checkpoint_id"]),
+        }
+    return None
