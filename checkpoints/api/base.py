@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.utils.functional import cached_property
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 
 from checkpoints.api.access import ThreadInfo, visible_thread
+from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.savers import get_saver
@@ -21,10 +21,10 @@ from checkpoints.savers.base import MAX_THREAD_ID_BYTES, StoreSaver
 class StoreAPIView(GenericAPIView):
     """Token first, so an anonymous caller gets 401 with ``WWW-Authenticate: Token``."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [StrictTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
     renderer_classes = [JSONRenderer]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     pagination_class = StrictLimitOffsetPagination
     # No OPTIONS introspection: it would answer with DRF's form metadata, not our schema.
     metadata_class = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from drf_spectacular.types import OpenApiTypes
@@ -14,6 +13,7 @@ from rest_framework.response import Response
 from checkpoints.api import serializers as s
 from checkpoints.api.access import ThreadInfo, find_owner, is_orm, record_owner, visible_rows
 from checkpoints.api.base import StoreAPIView, check_thread_id
+from checkpoints.api.limits import load_json_or_text
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.savers.base import MAX_THREAD_ID_BYTES
 from checkpoints.timetravel import TimeTravel
@@ -137,10 +137,7 @@ def metadata_filter(query) -> dict:
                 "'_' or '-'",
                 field=name,
             )
-        try:
-            wanted[key] = json.loads(value)
-        except ValueError:
-            wanted[key] = value
+        wanted[key] = load_json_or_text(value, field=name)
     return wanted
 
 
