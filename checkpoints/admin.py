@@ -23,7 +23,7 @@ from checkpoints import admin_views
 from checkpoints.admin_display import collapsible, collapsible_map, json_block
 from checkpoints.admin_views import keep_store, store_alias, store_choices, store_saver
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import Checkpoint, FinishedMark, Thread
+from checkpoints.models import AuditEvent, Checkpoint, FinishedMark, Thread
 from checkpoints.savers import get_saver
 from checkpoints.timetravel import TimeTravel
 
@@ -519,3 +519,18 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="metadata")
     def metadata_view(self, obj):
         return json_block(obj.metadata or {})
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """The audit trail, newest first: every change from admin, API, command or task."""
+
+    list_display = ("at_seconds", "action", "thread_id", "actor", "origin", "remote_addr")
+    list_filter = ("action", "origin", "provider")
+    search_fields = ("thread_id", "actor")
+    readonly_fields = [f.name for f in AuditEvent._meta.fields]
+    date_hierarchy = "at"
+
+    @admin.display(description="when", ordering="at")
+    def at_seconds(self, obj):
+        return obj.at.strftime("%Y-%m-%d %H:%M:%S")

@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from checkpoints import audit
 from checkpoints.admin_display import pretty
 from checkpoints.diff import channel_changes
 from checkpoints.errors import CheckpointStoreError
@@ -337,11 +338,12 @@ class RollbackView(_CheckpointPage):
 
         expected = request.POST.get("expected_version")
         try:
-            snapshot = TimeTravel(store_saver()).rollback(
-                thread_id,
-                target.checkpoint_id,
-                expected_version=int(expected) if expected and expected.isdigit() else None,
-            )
+            with audit.from_request(request, "admin"):
+                snapshot = TimeTravel(store_saver()).rollback(
+                    thread_id,
+                    target.checkpoint_id,
+                    expected_version=int(expected) if expected and expected.isdigit() else None,
+                )
         except CheckpointStoreError as exc:
             messages.error(request, f"Rollback of thread {thread_id} failed: {exc}")
             return HttpResponseRedirect(
@@ -394,9 +396,10 @@ class ForkView(_CheckpointPage):
 
         thread_id = source.thread.thread_id
         try:
-            snapshot = TimeTravel(store_saver()).fork(
-                thread_id, source.checkpoint_id, new_thread_id=new_thread_id or None
-            )
+            with audit.from_request(request, "admin"):
+                snapshot = TimeTravel(store_saver()).fork(
+                    thread_id, source.checkpoint_id, new_thread_id=new_thread_id or None
+                )
         except CheckpointStoreError as exc:
             messages.error(request, f"Fork of thread {thread_id} failed: {exc}")
             return None

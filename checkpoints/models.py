@@ -139,3 +139,26 @@ class StoreFormat(models.Model):
 
     def __str__(self) -> str:
         return f"generation {self.generation}"
+
+
+class AuditEvent(models.Model):
+    """Who changed a thread or ran the sweep, when, how and from where."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    action = models.CharField(max_length=32, db_index=True)
+    origin = models.CharField(max_length=16, help_text="admin, api, command, task or python")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    actor = models.CharField(max_length=150, blank=True, help_text="The user's name at the time.")
+    remote_addr = models.GenericIPAddressField(null=True, blank=True)
+    provider = models.CharField(max_length=16, blank=True)
+    thread_id = models.TextField(blank=True, db_index=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        who = self.actor or self.origin
+        return f"{self.action} {self.thread_id or ''} by {who} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -14,6 +14,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
+from checkpoints import audit
 from checkpoints.admin import ThreadAdmin
 from checkpoints.admin_views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
@@ -62,7 +63,7 @@ class HasParkFilter(admin.SimpleListFilter):
         return queryset
 
 
-class RetentionThreadAdmin(ThreadAdmin):
+class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
     """The thread admin with what retention knows: verdict, horizons, mark actions."""
 
     list_filter = [*ThreadAdmin.list_filter, HasParkFilter]
@@ -149,7 +150,7 @@ class ReadMostly:
 
 
 @admin.register(FinishedMark)
-class FinishedMarkAdmin(ReadMostly, admin.ModelAdmin):
+class FinishedMarkAdmin(audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin):
     list_display = ("thread", "marked_at", "due_at", "owner", "overdue")
     search_fields = ("=thread_id", "owner")
     ordering = ("due_at",)
@@ -276,9 +277,10 @@ class SweepRunAdmin(ReadMostly, admin.ModelAdmin):
         saver = get_saver()
         result = error = None
         try:
-            result = run_sweep(
-                dry_run=not run, saver=saver, triggered_by=request.user.get_username()
-            )
+            with audit.from_request(request, "admin"):
+                result = run_sweep(
+                    dry_run=not run, saver=saver, triggered_by=request.user.get_username()
+                )
         except CheckpointStoreError as exc:
             error = f"The sweep on the {saver.provider} store did not run: {exc}"
             messages.error(request, error)

@@ -6,6 +6,7 @@ shorten them; a longer value is refused naming both values, never shortened sile
 
 from __future__ import annotations
 
+from checkpoints import audit
 from checkpoints.conf import setting
 from checkpoints.savers.base import StoreSaver, ThreadRetention
 from retention.errors import InvalidRetention, RetentionTooLong
@@ -69,6 +70,15 @@ def declare_retention(
         waiting_minutes=waiting_minutes, finished_minutes=finished_minutes
     )
     saver.set_thread_retention(str(thread_id), retention)
+    audit.record(
+        "declare_retention",
+        thread_id=str(thread_id),
+        provider=saver.provider,
+        detail={
+            "waiting_minutes": retention.waiting_minutes,
+            "finished_minutes": retention.finished_minutes,
+        },
+    )
     return retention
 
 

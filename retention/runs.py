@@ -14,6 +14,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from checkpoints import audit
 from checkpoints.savers.base import FinishedEntry, StoreSaver, utcnow
 from retention.errors import ParkNotSupported, ParkRefused
 from retention.models import Park
@@ -28,12 +29,22 @@ def mark_finished(
     """Mark the thread finished; it is due its finished retention in force now."""
     now = now or utcnow()
     _, finished = effective_retention(saver, thread_id)
-    return saver.mark_finished(str(thread_id), now + timedelta(minutes=finished), owner or "")
+    entry = saver.mark_finished(str(thread_id), now + timedelta(minutes=finished), owner or "")
+    audit.record(
+        "mark_finished",
+        thread_id=str(thread_id),
+        provider=saver.provider,
+        detail={"due_at": entry.due_at.isoformat(), "owner": owner or ""},
+    )
+    return entry
 
 
 def unmark_finished(saver: StoreSaver, thread_id: str) -> bool:
     """Take the thread out of the finished set; True when it was there."""
-    return saver.unmark_finished(str(thread_id))
+    removed = saver.unmark_finished(str(thread_id))
+    if removed:
+        audit.record("unmark_finished", thread_id=str(thread_id), provider=saver.provider)
+    return removed
 
 
 def park(

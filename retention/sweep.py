@@ -25,6 +25,7 @@ from typing import Any
 from django.db import transaction
 from django.utils.module_loading import import_string
 
+from checkpoints import audit
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
 from checkpoints.savers.base import StoreSaver, utcnow
@@ -237,6 +238,18 @@ def _record(result: SweepResult, started: datetime, triggered_by: str, error: st
             [SparedThread(sweep_run=run, **entry) for entry in result.spared], batch_size=500
         )
     result.sweep_run_id = run.pk
+    if not result.dry_run:
+        audit.record(
+            "sweep",
+            provider=result.provider,
+            detail={
+                "sweep_run_id": run.pk,
+                "swept_count": result.swept_count,
+                "spared_count": len(result.spared),
+                "triggered_by": triggered_by[:150],
+                **({"error": error} if error else {}),
+            },
+        )
 
 
 def _run(

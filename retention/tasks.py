@@ -7,6 +7,7 @@ from typing import Any
 
 from celery import group, shared_task
 
+from checkpoints import audit
 from checkpoints.savers.base import utcnow
 from retention.sweep import candidate_batches, sweep_threads
 from retention.sweep import sweep_checkpoints as run_sweep
@@ -19,7 +20,8 @@ def _when(now: str | None) -> datetime | None:
 @shared_task(name="retention.tasks.sweep_checkpoints")
 def sweep_checkpoints(dry_run: bool = False, now: str | None = None) -> dict[str, Any]:
     """Run one sweep of the deployment's store; return its result as a dict."""
-    return run_sweep(dry_run=dry_run, now=_when(now), triggered_by="celery").as_dict()
+    with audit.acting(origin="task", name="retention.tasks.sweep_checkpoints"):
+        return run_sweep(dry_run=dry_run, now=_when(now), triggered_by="celery").as_dict()
 
 
 @shared_task(name="retention.tasks.sweep_thread_batch")
@@ -27,9 +29,10 @@ def sweep_thread_batch(
     thread_ids: list[str], dry_run: bool = False, now: str | None = None
 ) -> dict[str, Any]:
     """Sweep one batch of thread ids; each is re-checked against its horizon first."""
-    return sweep_threads(
-        thread_ids, dry_run=dry_run, now=_when(now), triggered_by="celery-batch"
-    ).as_dict()
+    with audit.acting(origin="task", name="retention.tasks.sweep_thread_batch"):
+        return sweep_threads(
+            thread_ids, dry_run=dry_run, now=_when(now), triggered_by="celery-batch"
+        ).as_dict()
 
 
 @shared_task(name="retention.tasks.fan_out_sweep")

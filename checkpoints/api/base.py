@@ -10,6 +10,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 
+from checkpoints import audit
 from checkpoints.api.access import ThreadInfo, visible_thread
 from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
@@ -33,8 +34,7 @@ class StoreAPIView(GenericAPIView):
     def saver(self) -> StoreSaver:
         return get_saver()
 
-    def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
+    def _check_body_size(self, request) -> None:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         # DRF's JSON parser reads the raw stream, skipping Django's body limit; check it here.
         try:
@@ -45,6 +45,25 @@ class StoreAPIView(GenericAPIView):
             raise RequestDataTooBig(
                 f"{length} bytes is over DATA_UPLOAD_MAX_MEMORY_SIZE ({limit} bytes)"
             )
+
+    def initial(self, request, *args, **kwargs):
+        # Every change this request makes is recorded as the API's, by the caller.
+        self._audit_token = audit.bind(
+            audit.Actor(
+                origin="api",
+                remote_addr=audit.client_address(request),
+                resolve_user=lambda: request.user,
+            )
+        )
+        super().initial(request, *args, **kwargs)
+        self._check_body_size(request)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        token = getattr(self, "_audit_token", None)
+        if token is not None:
+            audit.unbind(token)
+            self._audit_token = None
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def thread(self, thread_id: str) -> ThreadInfo:
         """The thread named in the URL, when the requester may see it."""

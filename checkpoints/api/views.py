@@ -16,6 +16,7 @@ from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.api.limits import load_json_or_text
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.savers.base import MAX_THREAD_ID_BYTES
+from checkpoints.threads import delete_thread
 from checkpoints.timetravel import TimeTravel
 
 THREAD_ID = OpenApiParameter(
@@ -111,7 +112,7 @@ class ThreadDetailView(StoreAPIView):
     )
     def delete(self, request, thread_id):
         info = self.thread(thread_id)
-        self.saver.delete_thread(info.thread_id)
+        delete_thread(saver=self.saver, thread_id=info.thread_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -23,6 +23,7 @@ from asgiref.sync import sync_to_async
 from langgraph.channels.base import BaseChannel
 from langgraph.checkpoint.base import CheckpointTuple
 
+from checkpoints import audit
 from checkpoints.errors import ThreadExists
 from checkpoints.timetravel.flow import Emit, Flow, arun, astream, run, stream
 from checkpoints.timetravel.planning import (
@@ -160,19 +161,25 @@ class TimeTravel:
         self, thread_id: str, checkpoint_id: str, expected_version: int | None = None
     ) -> StateSnapshot:
         """Write a new head equal in state to ``checkpoint_id``; bump the thread version."""
-        return self._run(self._rollback(thread_id, checkpoint_id, expected_version))
+        snapshot = self._run(self._rollback(thread_id, checkpoint_id, expected_version))
+        audit.record(**self._rolled_back(thread_id, checkpoint_id, snapshot))
+        return snapshot
 
     def fork(
         self, source_thread_id: str, checkpoint_id: str, new_thread_id: str | None = None
     ) -> StateSnapshot:
         """Copy the state at ``checkpoint_id`` into a new thread; the source is untouched."""
-        return self._run(self._fork(source_thread_id, checkpoint_id, new_thread_id))
+        snapshot = self._run(self._fork(source_thread_id, checkpoint_id, new_thread_id))
+        audit.record(**self._forked(source_thread_id, checkpoint_id, snapshot))
+        return snapshot
 
     def bulk_update_state(
         self, thread_id: str, supersteps: Sequence[Sequence[Mapping[str, Any]]]
     ) -> StateSnapshot:
         """Replay synthetic supersteps through the reducers; store one bulk_update checkpoint."""
-        return self._run(self._bulk_update(thread_id, supersteps))
+        snapshot = self._run(self._bulk_update(thread_id, supersteps))
+        audit.record(**self._bulk_updated(thread_id, supersteps, snapshot))
+        return snapshot
 
     def lineage(self, thread_id: str) -> list[dict[str, str]]:
         """The thread at its head, then each checkpoint it was forked from, back to the origin."""
@@ -199,20 +206,56 @@ class TimeTravel:
     async def arollback(
         self, thread_id: str, checkpoint_id: str, expected_version: int | None = None
     ) -> StateSnapshot:
-        return await self._arun(self._rollback(thread_id, checkpoint_id, expected_version))
+        snapshot = await self._arun(self._rollback(thread_id, checkpoint_id, expected_version))
+        await audit.arecord(**self._rolled_back(thread_id, checkpoint_id, snapshot))
+        return snapshot
 
     async def afork(
         self, source_thread_id: str, checkpoint_id: str, new_thread_id: str | None = None
     ) -> StateSnapshot:
-        return await self._arun(self._fork(source_thread_id, checkpoint_id, new_thread_id))
+        snapshot = await self._arun(self._fork(source_thread_id, checkpoint_id, new_thread_id))
+        await audit.arecord(**self._forked(source_thread_id, checkpoint_id, snapshot))
+        return snapshot
 
     async def abulk_update_state(
         self, thread_id: str, supersteps: Sequence[Sequence[Mapping[str, Any]]]
     ) -> StateSnapshot:
-        return await self._arun(self._bulk_update(thread_id, supersteps))
+        snapshot = await self._arun(self._bulk_update(thread_id, supersteps))
+        await audit.arecord(**self._bulk_updated(thread_id, supersteps, snapshot))
+        return snapshot
 
     async def alineage(self, thread_id: str) -> list[dict[str, str]]:
         return await self._arun(self._lineage(thread_id))
+
+    # -- audit: what each change records ---------------------------------------------------------
+    def _audit(self, action: str, thread_id: str, **detail: Any) -> dict[str, Any]:
+        provider = getattr(self.saver, "provider", "") or ""
+        return {"action": action, "thread_id": thread_id, "provider": provider, "detail": detail}
+
+    def _rolled_back(self, thread_id: str, target: str, snapshot: StateSnapshot) -> dict:
+        head = snapshot.config["configurable"]["checkpoint_id"]
+        return self._audit("rollback", thread_id, target=target, new_head=head)
+
+    def _forked(self, source: str, checkpoint_id: str, snapshot: StateSnapshot) -> dict:
+        configurable = snapshot.config["configurable"]
+        return self._audit(
+            "fork",
+            configurable["thread_id"],
+            source_thread_id=source,
+            source_checkpoint_id=checkpoint_id,
+            new_head=configurable["checkpoint_id"],
+        )
+
+    def _bulk_updated(self, thread_id: str, supersteps, snapshot: StateSnapshot) -> dict:
+        channels = sorted({w["channel"] for step in supersteps for w in step if "channel" in w})
+        head = snapshot.config["configurable"]["checkpoint_id"]
+        return self._audit(
+            "bulk_update",
+            thread_id,
+            supersteps=len(supersteps),
+            channels=channels,
+            new_head=head,
+        )
 
     # -- flows: each operation once ------------------------------------------------------------
     def _specs(self) -> dict[str, BaseChannel]:

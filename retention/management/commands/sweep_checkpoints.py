@@ -6,6 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from checkpoints import audit
 from checkpoints.errors import CheckpointStoreError
 from retention.sweep import sweep_checkpoints
 
@@ -26,7 +27,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, dry_run: bool = False, as_json: bool = False, **options):
         try:
-            result = sweep_checkpoints(dry_run=dry_run, triggered_by="command")
+            with audit.acting(origin="command", name="manage.py sweep_checkpoints"):
+                result = sweep_checkpoints(dry_run=dry_run, triggered_by="command")
         except CheckpointStoreError as exc:
             raise CommandError(f"checkpoint sweep failed ({exc.code}): {exc}") from exc
         if as_json:

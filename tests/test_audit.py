@@ -1,0 +1,155 @@
+"""The audit trail: each change from the API, the admin, a command, a task or plain Python
+leaves one record naming who, when, what and from where."""
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.core.management import call_command
+
+from checkpoints.models import AuditEvent, Checkpoint, Thread
+from checkpoints.savers import get_saver
+from checkpoints.timetravel import TimeTravel
+from retention.runs import mark_finished
+from tests.admin_fixtures import run_chat, saver, superuser  # noqa: F401
+from tests.api_fixtures import clients, threads, users  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def events(**where) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(**where).order_by("id"))
+
+
+def checkpoint_ids(thread_id: str) -> list[str]:
+    saver = get_saver()
+    return [
+        t.config["configurable"]["checkpoint_id"]
+        for t in saver.list({"configurable": {"thread_id": thread_id}})
+    ]
+
+
+def test_api_changes_are_recorded_with_user_and_address(clients, users, threads):
+    alice, staff = clients["alice"], clients["sweeper"]
+    target = checkpoint_ids("alice-1")[2]
+    assert (
+        alice.post(
+            "/api/threads/alice-1/rollback/", {"checkpoint_id": target}, format="json"
+        ).status_code
+        == 200
+    )
+    assert (
+        alice.post(
+            "/api/threads/alice-1/fork/",
+            {"checkpoint_id": target, "new_thread_id": "alice-fork"},
+            format="json",
+        ).status_code
+        == 201
+    )
+    body = {"supersteps": [[{"channel": "topic", "value": "audited"}]]}
+    assert alice.post("/api/threads/alice-1/bulk-update/", body, format="json").status_code == 200
+    assert alice.post("/api/threads/alice-1/finish/").status_code == 200
+    assert alice.delete("/api/threads/alice-1/finish/").status_code in (200, 204)
+    assert (
+        alice.post(
+            "/api/threads/alice-1/retention/", {"waiting_minutes": 60}, format="json"
+        ).status_code
+        == 200
+    )
+    assert alice.delete("/api/threads/alice-fork/").status_code == 204
+    assert staff.post("/api/checkpoints/sweep/", {}, format="json").status_code == 200
+
+    recorded = [(e.action, e.thread_id) for e in events(origin="api")]
+    assert recorded == [
+        ("rollback", "alice-1"),
+        ("fork", "alice-fork"),
+        ("bulk_update", "alice-1"),
+        ("mark_finished", "alice-1"),
+        ("unmark_finished", "alice-1"),
+        ("declare_retention", "alice-1"),
+        ("delete_thread", "alice-fork"),
+        ("sweep", ""),
+    ]
+    for event in events(origin="api"):
+        expected = users["sweeper"] if event.action == "sweep" else users["alice"]
+        assert event.user == expected and event.actor == expected.username
+        assert event.remote_addr == "127.0.0.1"
+        assert event.provider == "sqlite"
+    rollback, fork, bulk = events(origin="api")[:3]
+    assert rollback.detail["target"] == target
+    assert rollback.detail["new_head"] in checkpoint_ids("alice-1")
+    assert fork.detail["source_thread_id"] == "alice-1"
+    assert fork.detail["source_checkpoint_id"] == target
+    assert bulk.detail == {
+        "supersteps": 1,
+        "channels": ["topic"],
+        "new_head": bulk.detail["new_head"],
+    }
+    assert events(action="sweep")[0].detail["sweep_run_id"] > 0
+
+
+def test_a_refused_change_records_nothing(clients, threads):
+    response = clients["bob"].post(
+        "/api/threads/alice-1/rollback/", {"checkpoint_id": "nope"}, format="json"
+    )
+    assert response.status_code == 404
+    assert events() == []
+
+
+def test_admin_rollback_and_mark_write_the_trail_and_django_admin_log(saver, superuser, client):
+    thread_id = run_chat(saver, "chat-audit", turns=2)
+    client.force_login(superuser)
+    target = Checkpoint.objects.filter(thread__thread_id=thread_id).order_by("checkpoint_id")[1]
+    response = client.post(
+        f"/admin/checkpoints/checkpoint/{target.pk}/rollback/", {"post": "yes"}, follow=True
+    )
+    assert response.status_code == 200
+    thread = Thread.objects.get(thread_id=thread_id)
+    response = client.post(
+        "/admin/checkpoints/thread/",
+        {"action": "mark_finished_selected", "_selected_action": [thread.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    recorded = [(e.action, e.origin, e.actor) for e in events()]
+    assert recorded == [
+        ("rollback", "admin", "root"),
+        ("mark_finished", "admin", "root"),
+    ]
+    logged = list(LogEntry.objects.order_by("id"))
+    assert [entry.object_id for entry in logged] == [str(thread.pk)] * 2
+    assert logged[0].change_message.startswith("rollback: new_head=")
+    assert f"target={target.checkpoint_id}" in logged[0].change_message
+    # The admin's own "Recent actions" and the audit list both show them.
+    assert "rollback chat-audit" in client.get("/admin/").content.decode()
+    page = client.get("/admin/checkpoints/auditevent/").content.decode()
+    assert "chat-audit" in page and "mark_finished" in page
+
+
+def test_command_sweep_and_plain_python_calls_are_recorded(saver):
+    thread_id = run_chat(saver, "py-audit", turns=1)
+    head, *_rest, first = saver.list({"configurable": {"thread_id": thread_id}})
+    TimeTravel(saver).rollback(thread_id, first.config["configurable"]["checkpoint_id"])
+    mark_finished(saver, thread_id)
+    call_command("sweep_checkpoints", "--json")
+    call_command("sweep_checkpoints", "--dry-run")
+    recorded = [(e.action, e.origin, e.actor) for e in events()]
+    assert recorded == [
+        ("rollback", "python", ""),
+        ("mark_finished", "python", ""),
+        ("sweep", "command", "manage.py sweep_checkpoints"),
+    ]
+
+
+async def test_async_time_travel_is_recorded(saver):
+    from asgiref.sync import sync_to_async
+
+    thread_id = await sync_to_async(run_chat)(saver, "async-audit", 1)
+    first = [t async for t in saver.alist({"configurable": {"thread_id": thread_id}})][-1]
+    snapshot = await TimeTravel(saver).afork(
+        thread_id, first.config["configurable"]["checkpoint_id"], new_thread_id="async-fork"
+    )
+    assert snapshot.config["configurable"]["thread_id"] == "async-fork"
+    recorded = await sync_to_async(lambda: [(e.action, e.thread_id) for e in events()])()
+    assert recorded == [("fork", "async-fork")]
