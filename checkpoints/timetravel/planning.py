@@ -187,7 +187,16 @@ def _copy_plan(
     metadata_extra: dict[str, Any],
     get_next_version: NextVersion,
 ) -> PlannedCheckpoint:
-    """A copy of ``target`` with its delta-chain channels stored whole, written by ``kind``."""
+    """A copy of ``target`` with its delta-chain channels stored whole, written by ``kind``.
+
+    It is what LangGraph's ``update_state(target_config, None)`` leaves: the target's
+    channels, versions and versions_seen on a new checkpoint that has no pending writes.
+    None of the target's writes may follow: resume values would answer interrupts that
+    must be asked again, task results and errors would stand for tasks that run again
+    (the copy gets a new checkpoint id, so every task gets a new id), and ``Send``
+    packets are already in the ``__pregel_tasks`` channel value. ``updated_channels`` is
+    cleared as ``update_state`` clears it, so the next step considers every node.
+    """
     source = target.checkpoint
     values = dict(source.get("channel_values") or {})
     versions = dict(source.get("channel_versions") or {})
@@ -212,9 +221,7 @@ def _copy_plan(
         {"source": kind, "step": target.metadata.get("step"), "written_by": [kind]},
         **metadata_extra,
     )
-    checkpoint = _checkpoint(
-        source, checkpoint_id, values, versions, seen, source.get("updated_channels")
-    )
+    checkpoint = _checkpoint(source, checkpoint_id, values, versions, seen, None)
     return PlannedCheckpoint(checkpoint, metadata, dict(versions))
 
 
@@ -332,14 +339,6 @@ def bulk_plan(
         source, new_id(checkpoint_id_of(head)), values, versions, seen, sorted(touched)
     )
     return PlannedCheckpoint(checkpoint, metadata, new_versions)
-
-
-def writes_by_task(tup: CheckpointTuple) -> list[tuple[str, list[tuple[str, Any]]]]:
-    """``tup``'s pending writes grouped per task, to copy them onto a new checkpoint."""
-    grouped: dict[str, list[tuple[str, Any]]] = {}
-    for task_id, channel, value in tup.pending_writes or []:
-        grouped.setdefault(task_id, []).append((channel, value))
-    return list(grouped.items())
 
 
 def lineage_step(tup: CheckpointTuple | None) -> dict[str, str] | None:

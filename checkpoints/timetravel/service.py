@@ -6,7 +6,7 @@ result. ``_perform`` fulfils the requests with the saver's sync methods, ``_aper
 its async twins, so ``rollback`` and ``arollback`` (and every other pair) run the same
 steps in the same order. History streams: it yields ``Emit`` for each snapshot.
 
-Everything goes through the saver's public interface (get_tuple, list, put, put_writes,
+Everything goes through the saver's public interface (get_tuple, list, put,
 get_delta_channel_history, get_next_version, bump_thread_version), so it works the same on
 every provider.
 """
@@ -37,7 +37,6 @@ from checkpoints.timetravel.planning import (
     need_thread,
     rollback_plan,
     validate_supersteps,
-    writes_by_task,
 )
 from checkpoints.timetravel.snapshot import (
     StateSnapshot,
@@ -78,13 +77,6 @@ class Put:
 
 
 @dataclass(frozen=True)
-class PutWrites:
-    config: dict[str, Any]
-    writes: list[tuple[str, Any]]
-    task_id: str
-
-
-@dataclass(frozen=True)
 class BumpVersion:
     thread_id: str
     expected: int | None
@@ -113,7 +105,7 @@ class FireForked:
     snapshot: StateSnapshot
 
 
-Request = GetTuple | DeltaHistory | Put | PutWrites | BumpVersion | OpenList | NextRow | FireForked
+Request = GetTuple | DeltaHistory | Put | BumpVersion | OpenList | NextRow | FireForked
 
 
 class TimeTravel:
@@ -134,6 +126,22 @@ class TimeTravel:
         self.saver = saver
         self.create_channels = create_channels
         self.node_subscriptions = {k: list(v) for k, v in (node_subscriptions or {}).items()}
+
+    @classmethod
+    def for_graph(cls, saver, graph) -> TimeTravel:
+        """Time travel over ``saver`` that knows a compiled graph's channels and nodes.
+
+        The graph's own channel specs give the reducers (delta chains, bulk updates) and
+        its nodes' triggers drive ``next``.
+        """
+        channels = {
+            name: spec for name, spec in graph.channels.items() if isinstance(spec, BaseChannel)
+        }
+        return cls(
+            saver,
+            create_channels=lambda: dict(channels),
+            node_subscriptions={name: list(node.triggers) for name, node in graph.nodes.items()},
+        )
 
     # -- sync API ---------------------------------------------------------------------------
     def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
@@ -318,10 +326,6 @@ class TimeTravel:
             produced += 1
             current = ahead
 
-    def _copy_writes(self, stored: dict[str, Any], source: CheckpointTuple) -> Flow[None]:
-        for task_id, writes in writes_by_task(source):
-            yield PutWrites(stored, writes, task_id)
-
     def _rollback(
         self, thread_id: str, checkpoint_id: str, expected_version: int | None
     ) -> Flow[StateSnapshot]:
@@ -331,8 +335,8 @@ class TimeTravel:
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = rollback_plan(head, target, rebuilt, self.saver.get_next_version)
         yield BumpVersion(thread_id, expected_version)
-        stored = yield Put(thread_config(thread_id, checkpoint_id), *plan)
-        yield from self._copy_writes(stored, target)
+        # The target's pending writes stay behind: see planning._copy_plan.
+        yield Put(thread_config(thread_id, checkpoint_id), *plan)
         return (yield from self._get_state(thread_id, plan.checkpoint["id"]))
 
     def _fork(
@@ -350,8 +354,7 @@ class TimeTravel:
             )
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = fork_plan(source_thread_id, target, rebuilt, self.saver.get_next_version)
-        stored = yield Put(thread_config(new_thread_id), *plan)
-        yield from self._copy_writes(stored, target)
+        yield Put(thread_config(new_thread_id), *plan)
         snapshot = yield from self._get_state(new_thread_id, plan.checkpoint["id"])
         yield FireForked(source_thread_id, checkpoint_id, new_thread_id, snapshot)
         return snapshot
@@ -406,8 +409,6 @@ class TimeTravel:
                 return saver.get_delta_channel_history(config=config, channels=channels)
             case Put(config, checkpoint, metadata, new_versions):
                 return saver.put(config, checkpoint, metadata, new_versions)
-            case PutWrites(config, writes, task_id):
-                return saver.put_writes(config, writes, task_id)
             case BumpVersion(thread_id, expected):
                 return saver.bump_thread_version(thread_id, expected=expected)
             case OpenList(config, options):
@@ -427,8 +428,6 @@ class TimeTravel:
                 return await saver.aget_delta_channel_history(config=config, channels=channels)
             case Put(config, checkpoint, metadata, new_versions):
                 return await saver.aput(config, checkpoint, metadata, new_versions)
-            case PutWrites(config, writes, task_id):
-                return await saver.aput_writes(config, writes, task_id)
             case BumpVersion(thread_id, expected):
                 abump = getattr(saver, "abump_thread_version", None)
                 if abump is not None:

@@ -26,6 +26,10 @@ ROOT_NS = ""
 TASKS_CHANNEL = "__pregel_tasks"
 SNAPSHOT_BUMPS_KEY = "__snapshot_bumps__"
 PULL = "__pregel_pull"
+PUSH = "__pregel_push"
+INTERRUPT_CHANNEL = "__interrupt__"
+ERROR_CHANNEL = "__error__"
+START_CHANNEL = "__start__"
 
 
 @dataclass
@@ -39,6 +43,8 @@ class StateSnapshot:
     config: dict[str, Any]
     next: list[str]
     channel_versions: dict[str, Any] = field(default_factory=dict)
+    # Pending interrupts as {"value", "id", "node"}: what a resume must answer.
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def thread_id(self) -> str:
@@ -59,6 +65,7 @@ class StateSnapshot:
                 "config": self.config,
                 "next": self.next,
                 "channel_versions": self.channel_versions,
+                "interrupts": self.interrupts,
             }
         )
 
@@ -164,12 +171,21 @@ def _parents(tup: CheckpointTuple) -> list[str]:
     return []
 
 
-def _task_id(checkpoint_id: str, step: int, name: str, triggers: Sequence[str]) -> str:
-    # LangGraph's own id for a pull task, so pending writes line up with pending tasks.
-    namespace = binascii.unhexlify(checkpoint_id.replace("-", ""))
-    parts = [name, str(step), name, PULL, *sorted(triggers)]
-    digest = xxh3_128_hexdigest(namespace + "".join(parts).encode())
+def _uuid_text(digest: str) -> str:
     return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def _task_id(checkpoint_id: str, step: int, name: str, *parts: str) -> str:
+    # LangGraph's own task id (root namespace), so pending writes and interrupts line up
+    # with the tasks they belong to: pull tasks hash (PULL, *triggers), Send tasks
+    # (PUSH, index in __pregel_tasks).
+    namespace = binascii.unhexlify(checkpoint_id.replace("-", ""))
+    joined = "".join([name, str(step), name, *parts])
+    return _uuid_text(xxh3_128_hexdigest(namespace + joined.encode()))
+
+
+def _pull_task_id(checkpoint_id: str, step: int, name: str, triggers: Sequence[str]) -> str:
+    return _task_id(checkpoint_id, step, name, PULL, *sorted(triggers))
 
 
 def next_nodes(
@@ -187,10 +203,126 @@ def next_nodes(
         seen = seen_all.get(node) or {}
         for channel in channels:
             available = channel in values or channel in rebuilt
+            if channel.startswith("join:") and not _join_complete(channel, values.get(channel)):
+                available = False
             if available and channel in versions and _newer(versions[channel], seen.get(channel)):
                 found.append(node)
                 break
     return sorted(found)
+
+
+def _join_complete(name: str, value: Any) -> bool:
+    # join:a+b:c is a barrier: c runs once every one of a, b has written to it.
+    sources = name.split(":", 2)[1].split("+")
+    return isinstance(value, (set, frozenset, list, tuple)) and set(sources) <= set(value)
+
+
+def stored_pulls(tup: CheckpointTuple) -> dict[str, list[str]]:
+    """Nodes that run next, read from the stored channel names alone, with their triggers.
+
+    StateGraph routes through channels named for their target: ``__start__`` triggers
+    the node of that name, ``branch:to:x`` triggers x, and ``join:a+b:x`` triggers x once
+    a and b both wrote it. A node is next when one of these holds a value newer than the
+    version the node last saw. The triggers feed LangGraph's task id.
+    """
+    checkpoint = tup.checkpoint
+    values = checkpoint.get("channel_values") or {}
+    versions = checkpoint.get("channel_versions") or {}
+    seen_all = seen_nodes(checkpoint.get("versions_seen") or {})
+    triggers: dict[str, list[str]] = {}
+    fired: set[str] = set()
+    for name, version in versions.items():
+        if name == START_CHANNEL:
+            node, ready = START_CHANNEL, True
+        elif name.startswith("branch:to:"):
+            node, ready = name[len("branch:to:") :], True
+        elif name.startswith("join:") and name.count(":") >= 2:
+            node = name.rsplit(":", 1)[1]
+            ready = _join_complete(name, values.get(name))
+        else:
+            continue
+        triggers.setdefault(node, []).append(name)
+        seen = (seen_all.get(node) or {}).get(name)
+        if ready and name in values and _newer(version, seen):
+            fired.add(node)
+    return {node: triggers[node] for node in sorted(fired)}
+
+
+def _sends(tup: CheckpointTuple) -> list[Send]:
+    packets = (tup.checkpoint.get("channel_values") or {}).get(TASKS_CHANNEL)
+    return list(packets) if isinstance(packets, (list, tuple)) else []
+
+
+def pending_tasks_of(
+    tup: CheckpointTuple,
+    rebuilt: Mapping[str, Any],
+    node_subscriptions: Mapping[str, Sequence[str]],
+) -> list[dict[str, Any]]:
+    """The tasks the next step runs, as LangGraph's ``get_state().tasks`` lists them.
+
+    Pull tasks come from the graph's subscriptions when given, else from the stored
+    channel names; Send tasks from the ``__pregel_tasks`` value. Each carries its
+    interrupts, error and whether it already finished, read from the pending writes.
+    """
+    checkpoint_id = checkpoint_id_of(tup)
+    step = tup.metadata.get("step")
+    step = (step if isinstance(step, int) else -1) + 1
+    if node_subscriptions:
+        pulls = {
+            n: list(node_subscriptions[n]) for n in next_nodes(tup, rebuilt, node_subscriptions)
+        }
+    else:
+        pulls = stored_pulls(tup)
+    tasks = [
+        {"id": _pull_task_id(checkpoint_id, step, node, triggers), "name": node, "input": None}
+        for node, triggers in sorted(pulls.items())
+    ]
+    for index, packet in enumerate(_sends(tup)):
+        if isinstance(packet, Send):
+            task_id = _task_id(checkpoint_id, step, packet.node, PUSH, str(index))
+            tasks.append({"id": task_id, "name": packet.node, "input": packet.arg})
+    by_id = {task["id"]: task for task in tasks}
+    for task in tasks:
+        task.update({"interrupts": [], "error": None, "finished": False})
+    for task_id, channel, value in tup.pending_writes or []:
+        task = by_id.get(task_id)
+        if task is None:
+            continue
+        if channel == INTERRUPT_CHANNEL:
+            task["interrupts"].extend(_interrupt(v, task["name"]) for v in _as_list(value))
+        elif channel == ERROR_CHANNEL:
+            task["error"] = repr(value)
+        elif not channel.startswith("__"):
+            task["finished"] = True
+    return tasks
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _interrupt(value: Any, node: str | None) -> dict[str, Any]:
+    return {
+        "value": getattr(value, "value", value),
+        "id": getattr(value, "id", None),
+        "node": node,
+    }
+
+
+def pending_interrupts(
+    tup: CheckpointTuple, tasks: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The interrupts stored at this checkpoint, with the node that raised each when known.
+
+    As in LangGraph's ``get_state().interrupts``, an interrupt stays listed on its
+    checkpoint after it was answered: the answer moved the thread on to a new one.
+    """
+    names = {task["id"]: task["name"] for task in tasks}
+    found = []
+    for task_id, channel, value in tup.pending_writes or []:
+        if channel == INTERRUPT_CHANNEL:
+            found.extend(_interrupt(v, names.get(task_id)) for v in _as_list(value))
+    return found
 
 
 def build_snapshot(
@@ -210,25 +342,11 @@ def build_snapshot(
     values.update({k: v for k, v in rebuilt.items() if not _is_internal_channel(k)})
     checkpoint_id = checkpoint_id_of(tup)
     step = metadata.get("step")
-    nxt = next_nodes(tup, rebuilt, node_subscriptions)
-    pending_tasks = [
-        {
-            "id": _task_id(
-                checkpoint_id,
-                (step if isinstance(step, int) else -1) + 1,
-                node,
-                node_subscriptions[node],
-            ),
-            "name": node,
-            "input": None,
-        }
-        for node in nxt
+    pending_tasks = pending_tasks_of(tup, rebuilt, node_subscriptions)
+    pending_writes = [
+        {"task_id": task_id, "channel": channel, "value": value}
+        for task_id, channel, value in tup.pending_writes or []
     ]
-    pending_writes = []
-    for task_id, channel, value in tup.pending_writes or []:
-        pending_writes.append({"task_id": task_id, "channel": channel, "value": value})
-        if channel == TASKS_CHANNEL and isinstance(value, Send):
-            pending_tasks.append({"id": task_id, "name": value.node, "input": value.arg})
     snap_meta: dict[str, Any] = {
         "step": step,
         "timestamp": checkpoint.get("ts"),
@@ -246,6 +364,7 @@ def build_snapshot(
         pending_writes=pending_writes,
         metadata=snap_meta,
         config=thread_config(tup.config["configurable"]["thread_id"], checkpoint_id),
-        next=nxt,
+        next=sorted(task["name"] for task in pending_tasks),
         channel_versions=dict(checkpoint.get("channel_versions") or {}),
+        interrupts=pending_interrupts(tup, pending_tasks),
     )
