@@ -19,7 +19,7 @@ from django.utils.html import format_html
 
 from checkpoints import audit
 from checkpoints.admin_display import pretty
-from checkpoints.diff import channel_changes
+from checkpoints.diff import baseline, channel_changes
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import Checkpoint, Thread
 from checkpoints.savers import get_saver
@@ -273,10 +273,9 @@ class ChangesView(_CheckpointPage):
             raise Http404(f"the saver holds no checkpoint {obj.checkpoint_id!r}")
         parent_row = None
         parent_values: dict = {}
-        if obj.parent_checkpoint_id:
-            parent_row = find_checkpoint(
-                obj.thread.thread_id, obj.parent_checkpoint_id, obj.checkpoint_ns
-            )
+        against, relation = baseline(saved.metadata, obj.parent_checkpoint_id)
+        if against:
+            parent_row = find_checkpoint(obj.thread.thread_id, against, obj.checkpoint_ns)
             if parent_row is not None:
                 parent_row.thread = obj.thread
                 parent_saved = load_tuple(parent_row)
@@ -289,6 +288,7 @@ class ChangesView(_CheckpointPage):
             obj,
             title=f"What checkpoint {obj.checkpoint_id} changed",
             parent=_summary(parent_row),
+            relation=relation,
             changes=[_readable_change(c) for c in changes],
             unchanged=sorted(set(values) - {c.channel for c in changes}),
         )

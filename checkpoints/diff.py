@@ -3,6 +3,7 @@
 from checkpoints.timetravel.diff import (  # noqa: F401
     MISSING,
     ChannelChange,
+    baseline,
     channel_changes,
     value_change,
 )

@@ -191,6 +191,19 @@ def test_rollback_confirmation_then_post_writes_a_new_head(admin_client, chat):
     assert Thread.objects.get(thread_id=chat).version == 2
 
 
+def test_changes_of_a_rollback_compare_with_the_head_it_replaced(admin_client, chat):
+    head, target = checkpoints_of(chat)[0], checkpoints_of(chat)[3]
+    admin_client.post(f"{CHECKPOINTS}{target.pk}/rollback/", {"post": "yes"})
+    rolled = checkpoints_of(chat)[0]
+    assert rolled.source == "rollback" and rolled.parent_checkpoint_id == target.checkpoint_id
+    page = admin_client.get(f"{CHECKPOINTS}{rolled.pk}/changes/").content.decode()
+    # Against its parent (the target) a rollback changes nothing; against the head it
+    # replaced it drops the later turn's messages.
+    assert "against replaced head <a" in page and head.checkpoint_id in page
+    assert "Nothing changed" not in page
+    assert 'data-channel="messages"' in page and "item(s) removed" in page
+
+
 def test_rollback_with_a_stale_version_is_refused_with_a_message(admin_client, chat):
     target = checkpoints_of(chat)[2]
     before = len(checkpoints_of(chat))

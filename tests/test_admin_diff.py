@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from checkpoints.admin_display import collapsible, collapsible_map
 from checkpoints.codec.render import pretty, preview, readable
-from checkpoints.timetravel.diff import MISSING, channel_changes, value_change
+from checkpoints.timetravel.diff import MISSING, baseline, channel_changes, value_change
 
 
 def test_unchanged_channels_are_left_out():
@@ -98,3 +98,10 @@ def test_preview_and_pretty():
     assert preview({"a": 1}) == "object with 1 key(s)"
     assert preview("x" * 200).endswith("…") and len(preview("x" * 200)) == 80
     assert pretty({"a": [1]}) == '{\n  "a": [\n    1\n  ]\n}'
+
+
+def test_a_rollback_is_measured_against_the_head_it_replaced():
+    rolled = {"source": "rollback", "rollback": {"target": "t1", "replaced_head": "h9"}}
+    assert baseline(rolled, "t1") == ("h9", "replaced head")
+    assert baseline({"source": "loop"}, "p1") == ("p1", "parent")
+    assert baseline({}, None) == (None, "parent")

@@ -152,6 +152,10 @@ class StateSnapshotSerializer(serializers.Serializer):
     config = serializers.DictField()
     next = serializers.ListField(child=serializers.CharField())
     channel_versions = serializers.DictField()
+    interrupts = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Interrupts stored at this checkpoint: {value, id, node}.",
+    )
 
     def to_representation(self, snapshot):
         data = snapshot.as_dict() if hasattr(snapshot, "as_dict") else dict(snapshot)
@@ -180,6 +184,7 @@ class StateSnapshotSerializer(serializers.Serializer):
             "channel_versions": {
                 str(k): str(v) for k, v in (data.get("channel_versions") or {}).items()
             },
+            "interrupts": to_plain(list(data.get("interrupts") or []), path="interrupts"),
         }
 
 

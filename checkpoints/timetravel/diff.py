@@ -54,6 +54,19 @@ class ChannelChange:
         return "value replaced"
 
 
+def baseline(metadata: Mapping[str, Any] | None, parent_id: str | None) -> tuple[str | None, str]:
+    """The checkpoint whose values a checkpoint's changes are measured against, and its role.
+
+    A rollback's parent is its target, whose values it copies, so against the parent it
+    always changed nothing; what a rollback changed is what the thread lost or regained,
+    against the head it replaced (recorded in its ``rollback`` metadata).
+    """
+    rollback = (metadata or {}).get("rollback")
+    if isinstance(rollback, Mapping) and rollback.get("replaced_head"):
+        return str(rollback["replaced_head"]), "replaced head"
+    return parent_id, "parent"
+
+
 def channel_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[ChannelChange]:
     """Every channel whose value differs between ``before`` and ``after``, sorted by name."""
     changes = []
