@@ -21,9 +21,9 @@ from checkpoints import audit
 from checkpoints.admin_display import pretty
 from checkpoints.diff import baseline, channel_changes
 from checkpoints.errors import CheckpointStoreError
+from checkpoints.graphs import time_travel_for
 from checkpoints.models import Checkpoint, Thread
 from checkpoints.savers import get_saver
-from checkpoints.timetravel import TimeTravel
 
 CHILD_LINKS = 20
 PROVIDER_PARAM = "provider"
@@ -339,7 +339,7 @@ class RollbackView(_CheckpointPage):
         expected = request.POST.get("expected_version")
         try:
             with audit.from_request(request, "admin"):
-                snapshot = TimeTravel(store_saver()).rollback(
+                snapshot = time_travel_for(store_saver(), thread_id).rollback(
                     thread_id,
                     target.checkpoint_id,
                     expected_version=int(expected) if expected and expected.isdigit() else None,
@@ -397,7 +397,7 @@ class ForkView(_CheckpointPage):
         thread_id = source.thread.thread_id
         try:
             with audit.from_request(request, "admin"):
-                snapshot = TimeTravel(store_saver()).fork(
+                snapshot = time_travel_for(store_saver(), thread_id).fork(
                     thread_id, source.checkpoint_id, new_thread_id=new_thread_id or None
                 )
         except CheckpointStoreError as exc:

@@ -86,6 +86,7 @@ def configuration_errors() -> list[Error]:
                 )
             )
     errors.extend(_encryption_errors(conf.get("ENCRYPTION_KEYS") or []))
+    errors.extend(_graph_errors(conf.get("GRAPHS")))
     if numbers_ok:
         waiting = conf["RETENTION_WAITING_MINUTES"]
         finished = conf["RETENTION_FINISHED_MINUTES"]
@@ -99,6 +100,30 @@ def configuration_errors() -> list[Error]:
                 )
             )
     return errors
+
+
+def _graph_errors(graphs) -> list[Error]:
+    # The shape only: importing a graph at check time would run the project's graph code.
+    if not isinstance(graphs, dict):
+        return [
+            Error(
+                f"CHECKPOINTS['GRAPHS'] is {graphs!r}, not a dict of name to graph path.",
+                hint='Use {"name": "pkg.module:graph"}.',
+                id="checkpoints.E020",
+            )
+        ]
+    return [
+        Error(
+            f"CHECKPOINTS['GRAPHS'][{name!r}] is {path!r}, not \"pkg.module:attribute\".",
+            hint="Name the module and the compiled graph (or StateGraph builder) in it.",
+            id="checkpoints.E020",
+        )
+        for name, path in graphs.items()
+        if not isinstance(name, str)
+        or not isinstance(path, str)
+        or path.count(":") != 1
+        or not all(path.split(":"))
+    ]
 
 
 def _encryption_errors(keys) -> list[Error]:

@@ -33,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "SWEEP_SCHEDULE": None,
     "ENCRYPTION_KEYS": [],
     "REMOVED_VARIABLES_SET": [],
+    # name -> "pkg.module:attribute" of a compiled graph or StateGraph builder.
+    "GRAPHS": {},
 }
 
 _cache: dict[str, Any] | None = None

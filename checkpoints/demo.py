@@ -46,3 +46,7 @@ def build_demo_graph(checkpointer):
     builder.add_edge("write", "review")
     builder.add_edge("review", END)
     return builder.compile(checkpointer=checkpointer)
+
+
+# The demo graph as CHECKPOINTS["GRAPHS"] registers it: {"demo": "checkpoints.demo:graph"}.
+graph = build_demo_graph(None)

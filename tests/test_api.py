@@ -389,12 +389,12 @@ def test_fork_bad_input(clients, threads):
 
 
 def test_bulk_update_applies_last_value_writes(clients, threads):
+    messages = clients["alice"].get(url("alice-1", "state")).json()["values"]["messages"]
     supersteps = [
         [{"channel": "topic", "value": "rewritten"}, {"channel": "extra", "value": {"k": [1]}}],
         [],
         [
             {"channel": "topic", "value": "overwritten"},
-            {"channel": "messages", "value": ["only"]},
             {"channel": "topic", "value": "final"},
         ],
     ]
@@ -407,11 +407,44 @@ def test_bulk_update_applies_last_value_writes(clients, threads):
     assert body["metadata"]["step"] == 6
     assert body["values"]["topic"] == "final"
     assert body["values"]["extra"] == {"k": [1]}
-    # Last-value semantics: the list is replaced, not appended to.
-    assert body["values"]["messages"] == ["only"]
+    assert body["values"]["messages"] == messages
     assert body["values"]["approved"] is True
     state = clients["alice"].get(url("alice-1", "state")).json()
     assert state["values"] == body["values"]
+
+
+def test_bulk_update_of_a_reducer_channel_without_the_graph_is_refused(clients, threads):
+    """The demo's `messages` appends (operator.add): without the graph a write would
+    replace the whole list, so it is refused naming the channel, and nothing is written."""
+    before = history_ids(clients["alice"], "alice-1", limit=100)
+    supersteps = [[{"channel": "topic", "value": "t"}, {"channel": "messages", "value": ["x"]}]]
+    response = clients["alice"].post(
+        url("alice-1", "bulk-update"), {"supersteps": supersteps}, format="json"
+    )
+    error = assert_error(response, 400, "invalid_input", "supersteps")
+    assert "'messages'" in error["message"] and "'topic'" not in error["message"]
+    assert 'CHECKPOINTS["GRAPHS"]' in error["message"]
+    assert history_ids(clients["alice"], "alice-1", limit=100) == before
+
+
+@override_settings(CHECKPOINTS={"GRAPHS": {"demo": "checkpoints.demo:graph"}})
+def test_bulk_update_with_a_registered_graph_uses_its_reducers(clients, threads):
+    messages = clients["alice"].get(url("alice-1", "state")).json()["values"]["messages"]
+    supersteps = [
+        [{"channel": "messages", "value": ["m1"]}],
+        [{"channel": "messages", "value": ["m2"]}],
+    ]
+    response = clients["alice"].post(
+        url("alice-1", "bulk-update"),
+        {"supersteps": supersteps, "graph": "demo"},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["values"]["messages"] == [*messages, "m1", "m2"]
+    unknown = clients["alice"].post(
+        url("alice-1", "bulk-update"), {"supersteps": supersteps, "graph": "nope"}, format="json"
+    )
+    assert_error(unknown, 400, "invalid_input", "graph")
 
 
 @pytest.mark.parametrize(

@@ -458,16 +458,19 @@ def _langgraph_view(snap) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize("knows_graph", [False, True], ids=["stored-only", "registered"])
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
-def test_snapshots_without_the_graph_match_get_state(store, scenario: Scenario):
-    """next, tasks (ids, interrupts, errors) and interrupts (value, id, node) come from
-    what is stored alone, and equal LangGraph's get_state at every checkpoint."""
+def test_snapshots_match_get_state(store, scenario: Scenario, knows_graph: bool):
+    """next, tasks (ids, interrupts, errors) and interrupts (value, id, node) equal
+    LangGraph's get_state at every checkpoint: from what is stored alone, and from the
+    graph's own nodes when it is known."""
     calls: list[str] = []
     graph = scenario.build(store, calls)
     config = {"configurable": {"thread_id": "bare"}}
     for action in scenario.before:
         perform(graph, config, action, calls)
-    bare = TimeTravel(store, create_channels=TimeTravel.for_graph(store, graph).create_channels)
+    known = TimeTravel.for_graph(store, graph)
+    bare = known if knows_graph else TimeTravel(store, create_channels=known.create_channels)
     history = list(graph.get_state_history(config))
     # Every scenario pauses or fails somewhere, so interrupts or errors are compared.
     assert any(s.interrupts or any(t.error for t in s.tasks) for s in history)

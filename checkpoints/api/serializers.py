@@ -250,10 +250,11 @@ _CHANNEL_WRITE_SCHEMA = {
         "maxItems": MAX_SUPERSTEPS,
         "items": {"type": "array", "maxItems": MAX_SUPERSTEPS, "items": _CHANNEL_WRITE_SCHEMA},
         "description": (
-            "Each superstep is a list of channel writes. The server has no graph, so it "
-            "cannot know a channel's reducer: every write is applied as a last-value update "
+            "Each superstep is a list of channel writes. With a registered graph they run "
+            "through its reducers; without one every write is applied as a last-value update "
             "(the channel holds the written value; when one superstep writes a channel "
-            "twice, the later write wins). One `bulk_update` checkpoint is persisted at the "
+            "twice, the later write wins) and channels with a reducer are refused. One "
+            "`bulk_update` checkpoint is persisted at the "
             "end."
         ),
     }
@@ -264,3 +265,8 @@ class SuperstepsField(serializers.ListField):
 
 class BulkUpdateRequestSerializer(serializers.Serializer):
     supersteps = SuperstepsField(allow_empty=False, max_length=MAX_SUPERSTEPS)
+    graph = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text='A graph registered in CHECKPOINTS["GRAPHS"] whose reducers apply the writes.',
+    )

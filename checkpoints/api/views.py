@@ -6,7 +6,6 @@ import re
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from langgraph.channels.last_value import LastValue
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -15,9 +14,9 @@ from checkpoints.api.access import ThreadInfo, find_owner, is_orm, record_owner,
 from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.api.limits import load_json_or_text
 from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.graphs import time_travel_for
 from checkpoints.savers.base import MAX_THREAD_ID_BYTES
 from checkpoints.threads import delete_thread
-from checkpoints.timetravel import TimeTravel
 
 THREAD_ID = OpenApiParameter(
     "thread_id",
@@ -196,7 +195,7 @@ class ThreadHistoryView(StoreAPIView):
 
 def history(saver, thread_id, *, limit, before, source, metadata):
     """TimeTravel's history walk; the metadata filter reaches the saver as plain data."""
-    return TimeTravel(saver).get_state_history(
+    return time_travel_for(saver, thread_id).get_state_history(
         thread_id, limit=limit, before=before, source=source, filter=metadata or None
     )
 
@@ -217,7 +216,8 @@ class ThreadStateView(StoreAPIView):
     def get(self, request, thread_id):
         info = self.thread(thread_id)
         query = s.read_query(StateQuerySerializer, request.query_params)
-        snapshot = TimeTravel(self.saver).get_state(info.thread_id, query.get("checkpoint_id"))
+        travel = time_travel_for(self.saver, info.thread_id)
+        snapshot = travel.get_state(info.thread_id, query.get("checkpoint_id"))
         return Response(s.StateSnapshotSerializer(snapshot).data, headers=etag(info.version))
 
 
@@ -274,7 +274,7 @@ class RollbackView(StoreAPIView):
         body = s.RollbackRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         expected = if_match_version(request)
-        snapshot = TimeTravel(self.saver).rollback(
+        snapshot = time_travel_for(self.saver, info.thread_id).rollback(
             info.thread_id, body.validated_data["checkpoint_id"], expected_version=expected
         )
         version = self.saver.thread_version(info.thread_id)
@@ -300,26 +300,12 @@ class ForkView(StoreAPIView):
         new_id = body.validated_data.get("new_thread_id") or None
         if new_id is not None:
             check_thread_id(new_id, "new_thread_id")
-        snapshot = TimeTravel(self.saver).fork(
+        snapshot = time_travel_for(self.saver, info.thread_id).fork(
             info.thread_id, body.validated_data["checkpoint_id"], new_id
         )
         new_id = snapshot.config["configurable"]["thread_id"]
         record_owner(self.saver, new_id, request.user)
         return Response(s.StateSnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
-
-
-def last_write_per_channel(step):
-    """One write per channel: a last-value channel keeps the later of two writes."""
-    last = {}
-    for write in step:
-        last.pop(write["channel"], None)
-        last[write["channel"]] = write
-    return list(last.values())
-
-
-def last_value_channels(names):
-    """Without a graph no reducer is known: every written channel keeps its last value."""
-    return {name: LastValue(object) for name in names}
 
 
 class BulkUpdateView(StoreAPIView):
@@ -330,11 +316,14 @@ class BulkUpdateView(StoreAPIView):
         operation_id="threads_bulk_update",
         summary="Apply synthetic supersteps and persist one `bulk_update` checkpoint.",
         description=(
-            "The server has no graph, so it does not know the channels' reducers: each write "
-            "replaces the channel's value (last-value semantics; within one superstep the "
-            "later write to a channel wins). The thread must already have a checkpoint. A value "
-            "the store's serializer cannot hold (such as an integer beyond 64 bits) is "
-            "refused with 400 codec_error."
+            'When the graph that wrote the thread is registered in `CHECKPOINTS["GRAPHS"]` '
+            "(named by `graph`, or by the thread's `graph_id` metadata), writes run through "
+            "its real reducers. Without one, writes are last-value updates: each replaces the "
+            "channel's value (within "
+            "one superstep the later write to a channel wins), and a write to a channel the "
+            "stored history shows to have a reducer is refused with 400 naming the channel. "
+            "The thread must already have a checkpoint. A value the store's serializer "
+            "cannot hold (such as an integer beyond 64 bits) is refused with 400 codec_error."
         ),
         parameters=[THREAD_ID],
         request=s.BulkUpdateRequestSerializer,
@@ -344,8 +333,7 @@ class BulkUpdateView(StoreAPIView):
         info = self.thread(thread_id)
         body = s.BulkUpdateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        supersteps = [last_write_per_channel(step) for step in body.validated_data["supersteps"]]
-        written = sorted({w["channel"] for step in supersteps for w in step})
-        travel = TimeTravel(self.saver, create_channels=lambda: last_value_channels(written))
-        snapshot = travel.bulk_update_state(info.thread_id, [list(step) for step in supersteps])
+        travel = time_travel_for(self.saver, info.thread_id, body.validated_data.get("graph"))
+        supersteps = [list(step) for step in body.validated_data["supersteps"]]
+        snapshot = travel.bulk_update_state(info.thread_id, supersteps)
         return Response(s.StateSnapshotSerializer(snapshot).data)

@@ -104,7 +104,8 @@ def history_args(
     }
 
 
-def validate_supersteps(supersteps: Any, specs: Mapping[str, BaseChannel]) -> None:
+def validate_supersteps(supersteps: Any, specs: Mapping[str, BaseChannel] | None) -> None:
+    """The shape of ``supersteps``; and, given ``specs``, that each channel is defined."""
     if not isinstance(supersteps, Sequence) or isinstance(supersteps, (str, bytes)):
         raise InvalidCheckpointInput(
             f"supersteps must be a list of lists of writes, got {type(supersteps).__name__}",
@@ -125,7 +126,7 @@ def validate_supersteps(supersteps: Any, specs: Mapping[str, BaseChannel]) -> No
                     f"got {write!r}",
                     field="supersteps",
                 )
-            if write["channel"] not in specs:
+            if specs is not None and write["channel"] not in specs:
                 known = ", ".join(sorted(specs)) or "none"
                 raise InvalidCheckpointInput(
                     f"supersteps[{i}][{j}] writes to channel {write['channel']!r}, which "
@@ -339,6 +340,67 @@ def bulk_plan(
         source, new_id(checkpoint_id_of(head)), values, versions, seen, sorted(touched)
     )
     return PlannedCheckpoint(checkpoint, metadata, new_versions)
+
+
+# -- channels without a known reducer -------------------------------------------------------
+# How many of a thread's newest checkpoints are read for evidence of a reducer.
+EVIDENCE_ROWS = 1000
+
+
+def last_write_per_channel(step: Sequence[Mapping[str, Any]], names: set[str]) -> list:
+    """One write per channel in ``names`` (the later wins), as a last-value channel keeps."""
+    kept: dict[Any, Mapping[str, Any]] = {}
+    for i, write in enumerate(step):
+        key = write["channel"] if write["channel"] in names else ("#", i)
+        kept.pop(key, None)
+        kept[key] = write
+    return list(kept.values())
+
+
+def reducer_evidence(rows: Sequence[CheckpointTuple], names: Sequence[str]) -> dict[str, str]:
+    """Channels among ``names`` that the stored history shows to have a reducer, and why.
+
+    Read from what is stored alone: a DeltaChannel leaves its marks (a snapshot value,
+    a counter in the metadata); any other reducer shows where a step's writes did not
+    simply replace the value: the channel took several writes in one step, which a
+    last-value channel refuses, or its new value differs from the one value written.
+    ``rows`` are the thread's checkpoints, in any order.
+    """
+    wanted = set(names)
+    found: dict[str, str] = {}
+    by_id = {checkpoint_id_of(row): row for row in rows}
+    for row in rows:
+        values = row.checkpoint.get("channel_values") or {}
+        counters = row.metadata.get("counters_since_delta_snapshot") or {}
+        for name in wanted - set(found):
+            if name in counters or isinstance(values.get(name), _DeltaSnapshot):
+                found[name] = "it is a DeltaChannel"
+        parent_config = (row.parent_config or {}).get("configurable") or {}
+        parent = by_id.get(parent_config.get("checkpoint_id"))
+        if parent is None:
+            continue
+        before = parent.checkpoint.get("channel_versions") or {}
+        after = row.checkpoint.get("channel_versions") or {}
+        written: dict[str, list[Any]] = {}
+        for _, channel, value in parent.pending_writes or []:
+            if channel in wanted and channel not in found:
+                written.setdefault(channel, []).append(value)
+        step = row.metadata.get("step")
+        for channel, writes in written.items():
+            if after.get(channel) == before.get(channel) or channel not in values:
+                continue  # this child did not apply the parent's writes (a copy, a fork)
+            if len(writes) > 1:
+                found[channel] = f"it took {len(writes)} writes in step {step}"
+            elif not _equal(values[channel], writes[0]):
+                found[channel] = f"in step {step} its new value is not the value written"
+    return found
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a value whose __eq__ fails is no proof of a reducer
+        return True
 
 
 def lineage_step(tup: CheckpointTuple | None) -> dict[str, str] | None:

@@ -21,20 +21,24 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from langgraph.channels.base import BaseChannel
+from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.base import CheckpointTuple
 
 from checkpoints import audit
-from checkpoints.errors import ThreadExists
+from checkpoints.errors import InvalidCheckpointInput, ThreadExists
 from checkpoints.timetravel.flow import Emit, Flow, arun, astream, run, stream
 from checkpoints.timetravel.planning import (
+    EVIDENCE_ROWS,
     bulk_plan,
     check_ids,
     fork_plan,
     history_args,
+    last_write_per_channel,
     lineage_step,
     need_bulk_head,
     need_checkpoint,
     need_thread,
+    reducer_evidence,
     rollback_plan,
     validate_supersteps,
 )
@@ -122,10 +126,16 @@ class TimeTravel:
         saver,
         create_channels: ChannelFactory | None = None,
         node_subscriptions: Mapping[str, Sequence[str]] | None = None,
+        *,
+        last_value_fallback: bool = False,
     ) -> None:
         self.saver = saver
         self.create_channels = create_channels
         self.node_subscriptions = {k: list(v) for k, v in (node_subscriptions or {}).items()}
+        # Without the graph: bulk updates treat channels create_channels does not define
+        # as last-value ones (the later write in a step wins), after the stored history
+        # shows no reducer on them; a channel that has one is refused, never overwritten.
+        self.last_value_fallback = last_value_fallback
 
     @classmethod
     def for_graph(cls, saver, graph) -> TimeTravel:
@@ -364,12 +374,35 @@ class TimeTravel:
     ) -> Flow[StateSnapshot]:
         check_ids(thread_id)
         specs = self._specs()
+        if self.last_value_fallback:
+            validate_supersteps(supersteps, None)
+            unknown = sorted({w["channel"] for step in supersteps for w in step} - set(specs))
+            if unknown:
+                yield from self._refuse_reducers(thread_id, unknown)
+                specs.update({name: LastValue(object) for name in unknown})
+                supersteps = [last_write_per_channel(step, set(unknown)) for step in supersteps]
         validate_supersteps(supersteps, specs)
         head = need_bulk_head((yield GetTuple(thread_config(thread_id))), thread_id)
         rebuilt = yield from self._rebuilt(head, specs, required=False)
         plan = bulk_plan(head, supersteps, specs, rebuilt, self.saver.get_next_version)
         yield Put(head.config, *plan)
         return (yield from self._get_state(thread_id, plan.checkpoint["id"]))
+
+    def _refuse_reducers(self, thread_id: str, names: list[str]) -> Flow[None]:
+        rows = yield OpenList(thread_config(thread_id), {"limit": EVIDENCE_ROWS})
+        seen = []
+        while (row := (yield NextRow(rows))) is not None:
+            seen.append(row)
+        evidence = reducer_evidence(seen, names)
+        if evidence:
+            reasons = "; ".join(f"{name!r}: {why}" for name, why in sorted(evidence.items()))
+            raise InvalidCheckpointInput(
+                f"refusing a bulk update of thread {thread_id!r}: channel(s) "
+                f"{', '.join(repr(n) for n in sorted(evidence))} have a reducer ({reasons}), "
+                "and without the graph that wrote the thread a write would overwrite the "
+                'value instead of reducing it; register the graph in CHECKPOINTS["GRAPHS"]',
+                field="supersteps",
+            )
 
     def _lineage(self, thread_id: str) -> Flow[list[dict[str, str]]]:
         head = yield from self._load(thread_id, None)
