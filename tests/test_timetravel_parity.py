@@ -478,6 +478,8 @@ def test_snapshots_match_get_state(store, scenario: Scenario, knows_graph: bool)
         checkpoint_id = lg.config["configurable"]["checkpoint_id"]
         ours = bare.get_state("bare", checkpoint_id)
         assert _stored_view(ours) == _langgraph_view(lg), f"{scenario.name} at {checkpoint_id}"
+        if knows_graph:  # the graph's channels also give the values get_state shows
+            assert _plain(ours.values) == _plain(lg.values), f"{scenario.name} at {checkpoint_id}"
 
 
 def test_the_old_answer_is_not_replayed(store):
@@ -506,3 +508,59 @@ def test_the_old_answer_is_not_replayed(store):
     ]
     # The target itself is untouched: its writes still record the first run.
     assert store.get_tuple(before_approve.config).pending_writes == target_writes
+
+
+# -- subgraph namespaces ---------------------------------------------------------------------
+def _paused_in_subgraph(saver, thread_id: str):
+    """The subgraph scenario paused at s2's question; its namespace and its history."""
+    calls: list[str] = []
+    graph = subgraph_interrupt(saver, calls)
+    config = {"configurable": {"thread_id": thread_id}}
+    graph.invoke({"log": []}, config)
+    sub = graph.get_state(config, subgraphs=True).tasks[0].state
+    ns = sub.config["configurable"]["checkpoint_ns"]
+    sub_config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    return graph, calls, config, ns, list(graph.get_state_history(sub_config))
+
+
+def test_subgraph_namespace_state_and_history_match_langgraph(store):
+    graph, _, _, ns, lg_history = _paused_in_subgraph(store, "t")
+    tt = TimeTravel.for_graph(store, graph)
+    assert tt.namespaces("t") == ["", ns] and ns.startswith("sub:")
+    ours = list(tt.get_state_history("t", checkpoint_ns=ns))
+    assert [s.checkpoint_id for s in ours] == [
+        s.config["configurable"]["checkpoint_id"] for s in lg_history
+    ]
+    for mine, theirs in zip(ours, lg_history, strict=True):
+        assert mine.config["configurable"]["checkpoint_ns"] == ns
+        assert _plain(mine.values) == _plain(theirs.values)
+        assert _stored_view(mine) == _langgraph_view(theirs)
+    head = tt.get_state("t", checkpoint_ns=ns)
+    assert head.next == ["s2"] and [i["value"] for i in head.interrupts] == ["inside?"]
+    assert tt.get_state("t").next == ["sub"]
+
+
+@pytest.mark.parametrize("target_next", [("s1",), ("s2",)])
+def test_rollback_inside_a_subgraph_matches_langgraph(store, target_next):
+    """update_state on a subgraph checkpoint, then the parent resumes the subgraph from it."""
+
+    def travel_and_continue(saver, thread_id, travel):
+        graph, calls, config, ns, history = _paused_in_subgraph(saver, thread_id)
+        target = next(s for s in history if s.next == target_next)
+        travel(graph, target, ns)
+        seen = [{"state": observe_state(graph, config)}]
+        actions = [("none",), ("resume", "again")]
+        return seen + [perform(graph, config, a, calls) for a in actions]
+
+    expected = travel_and_continue(
+        InMemorySaver(), "ref", lambda graph, target, ns: graph.update_state(target.config, None)
+    )
+    got = travel_and_continue(
+        store,
+        "ours",
+        lambda graph, target, ns: TimeTravel.for_graph(store, graph).rollback(
+            "ours", target.config["configurable"]["checkpoint_id"], checkpoint_ns=ns
+        ),
+    )
+    for i, (want, have) in enumerate(zip(expected, got, strict=True)):
+        assert have == want, f"subgraph rollback differs at step {i}"

@@ -42,7 +42,7 @@ class PlannedCheckpoint(NamedTuple):
 
 
 # -- argument checks ----------------------------------------------------------------------
-def check_ids(thread_id: Any, checkpoint_id: Any = None) -> None:
+def check_ids(thread_id: Any, checkpoint_id: Any = None, checkpoint_ns: Any = "") -> None:
     if not isinstance(thread_id, str) or not thread_id:
         raise InvalidCheckpointInput(
             f"thread_id must be a non-empty string, got {thread_id!r}", field="thread_id"
@@ -52,10 +52,19 @@ def check_ids(thread_id: Any, checkpoint_id: Any = None) -> None:
             f"checkpoint_id must be a non-empty string, got {checkpoint_id!r}",
             field="checkpoint_id",
         )
+    if not isinstance(checkpoint_ns, str):
+        raise InvalidCheckpointInput(
+            f"checkpoint_ns must be a string, got {checkpoint_ns!r}", field="checkpoint_ns"
+        )
 
 
-def need_thread(tup: CheckpointTuple | None, thread_id: str) -> CheckpointTuple:
+def need_thread(tup: CheckpointTuple | None, thread_id: str, ns: str = "") -> CheckpointTuple:
     if tup is None:
+        if ns:
+            raise ThreadNotFound(
+                f"thread {thread_id!r} has no checkpoints in namespace {ns!r}",
+                field="checkpoint_ns",
+            )
         raise ThreadNotFound(f"thread {thread_id!r} has no checkpoints", field="thread_id")
     return tup
 
@@ -81,10 +90,10 @@ def need_bulk_head(head: CheckpointTuple | None, thread_id: str) -> CheckpointTu
 
 
 def history_args(
-    thread_id: Any, limit: Any, before: Any, source: Any, filter: Any = None
+    thread_id: Any, limit: Any, before: Any, source: Any, filter: Any = None, ns: Any = ""
 ) -> dict[str, Any]:
     """The saver ``list`` arguments of a history walk, after checking each one."""
-    check_ids(thread_id, before)
+    check_ids(thread_id, before, ns)
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
         raise InvalidCheckpointInput(
             f"limit must be a whole number >= 0, got {limit!r}", field="limit"
@@ -98,7 +107,7 @@ def history_args(
     wanted = {**(filter or {}), **({"source": source} if source else {})}
     return {
         "filter": wanted or None,
-        "before": thread_config(thread_id, before) if before else None,
+        "before": thread_config(thread_id, before, ns) if before else None,
         # One extra row so the last snapshot can find its parent without another read.
         "limit": None if limit is None else limit + 1,
     }

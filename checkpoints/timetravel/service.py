@@ -43,9 +43,11 @@ from checkpoints.timetravel.planning import (
     validate_supersteps,
 )
 from checkpoints.timetravel.snapshot import (
+    ROOT_NS,
     StateSnapshot,
     build_snapshot,
     checkpoint_id_of,
+    empty_values,
     materialised,
     parent_id,
     replay_needed,
@@ -154,9 +156,14 @@ class TimeTravel:
         )
 
     # -- sync API ---------------------------------------------------------------------------
-    def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
-        """The state at ``checkpoint_id``, or at the thread's newest checkpoint."""
-        return self._run(self._get_state(thread_id, checkpoint_id))
+    def get_state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, checkpoint_ns: str = ROOT_NS
+    ) -> StateSnapshot:
+        """The state at ``checkpoint_id``, or at the newest checkpoint of the namespace.
+
+        ``checkpoint_ns`` addresses a subgraph's checkpoints (see :meth:`namespaces`).
+        """
+        return self._run(self._get_state(thread_id, checkpoint_id, checkpoint_ns))
 
     def get_state_history(
         self,
@@ -165,47 +172,79 @@ class TimeTravel:
         before: str | None = None,
         source: str | None = None,
         filter: dict | None = None,
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> Iterator[StateSnapshot]:
         """Snapshots newest first, read lazily; ``before`` is a checkpoint id to page from.
 
         ``filter`` matches checkpoint metadata keys exactly, as data (``source`` joins it).
         Bad arguments and a missing thread or ``before`` raise here, before any iteration.
         """
-        args = history_args(thread_id, limit, before, source, filter)
-        self._run(self._load(thread_id, before))
-        return self._stream(self._history(thread_id, limit, args))
+        args = history_args(thread_id, limit, before, source, filter, checkpoint_ns)
+        self._run(self._load(thread_id, before, checkpoint_ns))
+        return self._stream(self._history(thread_id, limit, args, checkpoint_ns))
 
     def rollback(
-        self, thread_id: str, checkpoint_id: str, expected_version: int | None = None
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        expected_version: int | None = None,
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
-        """Write a new head equal in state to ``checkpoint_id``; bump the thread version."""
-        snapshot = self._run(self._rollback(thread_id, checkpoint_id, expected_version))
+        """Write a new head equal in state to ``checkpoint_id``; bump the thread version.
+
+        In a subgraph's namespace the new head is that subgraph's: the parent's task
+        resumes the subgraph from it, as after LangGraph's ``update_state`` on it.
+        """
+        flow = self._rollback(thread_id, checkpoint_id, expected_version, checkpoint_ns)
+        snapshot = self._run(flow)
         audit.record(**self._rolled_back(thread_id, checkpoint_id, snapshot))
         return snapshot
 
     def fork(
-        self, source_thread_id: str, checkpoint_id: str, new_thread_id: str | None = None
+        self,
+        source_thread_id: str,
+        checkpoint_id: str,
+        new_thread_id: str | None = None,
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
-        """Copy the state at ``checkpoint_id`` into a new thread; the source is untouched."""
-        snapshot = self._run(self._fork(source_thread_id, checkpoint_id, new_thread_id))
+        """Copy the state at ``checkpoint_id`` into a new thread; the source is untouched.
+
+        A subgraph's checkpoint (``checkpoint_ns``) becomes the root of the new thread: a
+        thread of the subgraph alone.
+        """
+        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns)
+        snapshot = self._run(flow)
         audit.record(**self._forked(source_thread_id, checkpoint_id, snapshot))
         return snapshot
 
     def bulk_update_state(
-        self, thread_id: str, supersteps: Sequence[Sequence[Mapping[str, Any]]]
+        self,
+        thread_id: str,
+        supersteps: Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
         """Replay synthetic supersteps through the reducers; store one bulk_update checkpoint."""
-        snapshot = self._run(self._bulk_update(thread_id, supersteps))
+        snapshot = self._run(self._bulk_update(thread_id, supersteps, checkpoint_ns))
         audit.record(**self._bulk_updated(thread_id, supersteps, snapshot))
         return snapshot
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        """The thread's checkpoint namespaces: "" (the root), then each subgraph's."""
+        return self._run(self._namespaces(thread_id))
 
     def lineage(self, thread_id: str) -> list[dict[str, str]]:
         """The thread at its head, then each checkpoint it was forked from, back to the origin."""
         return self._run(self._lineage(thread_id))
 
     # -- async API: the same flows through the saver's async methods ----------------------------
-    async def aget_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
-        return await self._arun(self._get_state(thread_id, checkpoint_id))
+    async def aget_state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, checkpoint_ns: str = ROOT_NS
+    ) -> StateSnapshot:
+        return await self._arun(self._get_state(thread_id, checkpoint_id, checkpoint_ns))
 
     async def aget_state_history(
         self,
@@ -214,33 +253,55 @@ class TimeTravel:
         before: str | None = None,
         source: str | None = None,
         filter: dict | None = None,
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> AsyncIterator[StateSnapshot]:
         """Async twin of get_state_history; bad arguments raise at the first iteration."""
-        args = history_args(thread_id, limit, before, source, filter)
-        await self._arun(self._load(thread_id, before))
-        async for snapshot in self._astream(self._history(thread_id, limit, args)):
+        args = history_args(thread_id, limit, before, source, filter, checkpoint_ns)
+        await self._arun(self._load(thread_id, before, checkpoint_ns))
+        flow = self._history(thread_id, limit, args, checkpoint_ns)
+        async for snapshot in self._astream(flow):
             yield snapshot
 
     async def arollback(
-        self, thread_id: str, checkpoint_id: str, expected_version: int | None = None
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        expected_version: int | None = None,
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
-        snapshot = await self._arun(self._rollback(thread_id, checkpoint_id, expected_version))
+        flow = self._rollback(thread_id, checkpoint_id, expected_version, checkpoint_ns)
+        snapshot = await self._arun(flow)
         await audit.arecord(**self._rolled_back(thread_id, checkpoint_id, snapshot))
         return snapshot
 
     async def afork(
-        self, source_thread_id: str, checkpoint_id: str, new_thread_id: str | None = None
+        self,
+        source_thread_id: str,
+        checkpoint_id: str,
+        new_thread_id: str | None = None,
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
-        snapshot = await self._arun(self._fork(source_thread_id, checkpoint_id, new_thread_id))
+        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns)
+        snapshot = await self._arun(flow)
         await audit.arecord(**self._forked(source_thread_id, checkpoint_id, snapshot))
         return snapshot
 
     async def abulk_update_state(
-        self, thread_id: str, supersteps: Sequence[Sequence[Mapping[str, Any]]]
+        self,
+        thread_id: str,
+        supersteps: Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
-        snapshot = await self._arun(self._bulk_update(thread_id, supersteps))
+        snapshot = await self._arun(self._bulk_update(thread_id, supersteps, checkpoint_ns))
         await audit.arecord(**self._bulk_updated(thread_id, supersteps, snapshot))
         return snapshot
+
+    async def anamespaces(self, thread_id: str) -> list[str]:
+        return await self._arun(self._namespaces(thread_id))
 
     async def alineage(self, thread_id: str) -> list[dict[str, str]]:
         return await self._arun(self._lineage(thread_id))
@@ -248,11 +309,14 @@ class TimeTravel:
     # -- audit: what each change records ---------------------------------------------------------
     def _audit(self, action: str, thread_id: str, **detail: Any) -> dict[str, Any]:
         provider = getattr(self.saver, "provider", "") or ""
+        if detail.get("checkpoint_ns") == ROOT_NS:
+            del detail["checkpoint_ns"]
         return {"action": action, "thread_id": thread_id, "provider": provider, "detail": detail}
 
     def _rolled_back(self, thread_id: str, target: str, snapshot: StateSnapshot) -> dict:
         head = snapshot.config["configurable"]["checkpoint_id"]
-        return self._audit("rollback", thread_id, target=target, new_head=head)
+        ns = snapshot.config["configurable"]["checkpoint_ns"]
+        return self._audit("rollback", thread_id, target=target, new_head=head, checkpoint_ns=ns)
 
     def _forked(self, source: str, checkpoint_id: str, snapshot: StateSnapshot) -> dict:
         configurable = snapshot.config["configurable"]
@@ -279,13 +343,15 @@ class TimeTravel:
     def _specs(self) -> dict[str, BaseChannel]:
         return dict(self.create_channels()) if self.create_channels else {}
 
-    def _load(self, thread_id: str, checkpoint_id: str | None) -> Flow[CheckpointTuple]:
-        check_ids(thread_id, checkpoint_id)
+    def _load(
+        self, thread_id: str, checkpoint_id: str | None, ns: str = ROOT_NS
+    ) -> Flow[CheckpointTuple]:
+        check_ids(thread_id, checkpoint_id, ns)
         if checkpoint_id is None:
-            return need_thread((yield GetTuple(thread_config(thread_id))), thread_id)
-        found = yield GetTuple(thread_config(thread_id, checkpoint_id))
+            return need_thread((yield GetTuple(thread_config(thread_id, None, ns))), thread_id, ns)
+        found = yield GetTuple(thread_config(thread_id, checkpoint_id, ns))
         if found is None:
-            need_thread((yield GetTuple(thread_config(thread_id))), thread_id)
+            need_thread((yield GetTuple(thread_config(thread_id, None, ns))), thread_id, ns)
         return need_checkpoint(found, thread_id, checkpoint_id)
 
     def _rebuilt(
@@ -311,7 +377,8 @@ class TimeTravel:
             return None
         if ahead is not None and checkpoint_id_of(ahead) == parent:
             return ahead.checkpoint.get("versions_seen") or {}
-        found = yield GetTuple(thread_config(tup.config["configurable"]["thread_id"], parent))
+        conf = tup.config["configurable"]
+        found = yield GetTuple(thread_config(conf["thread_id"], parent, conf.get("checkpoint_ns")))
         return (found.checkpoint.get("versions_seen") or {}) if found else None
 
     def _snapshot(
@@ -319,15 +386,21 @@ class TimeTravel:
     ) -> Flow[StateSnapshot]:
         parent_seen = yield from self._parent_seen(tup, ahead)
         rebuilt = yield from self._rebuilt(tup, specs, required=False)
-        return build_snapshot(tup, parent_seen, rebuilt, self.node_subscriptions)
+        return build_snapshot(
+            tup, parent_seen, rebuilt, self.node_subscriptions, empty_values(specs)
+        )
 
-    def _get_state(self, thread_id: str, checkpoint_id: str | None) -> Flow[StateSnapshot]:
-        tup = yield from self._load(thread_id, checkpoint_id)
+    def _get_state(
+        self, thread_id: str, checkpoint_id: str | None, ns: str = ROOT_NS
+    ) -> Flow[StateSnapshot]:
+        tup = yield from self._load(thread_id, checkpoint_id, ns)
         return (yield from self._snapshot(tup, None, self._specs()))
 
-    def _history(self, thread_id: str, limit: int | None, args: dict[str, Any]) -> Flow[None]:
+    def _history(
+        self, thread_id: str, limit: int | None, args: dict[str, Any], ns: str
+    ) -> Flow[None]:
         specs = self._specs()
-        rows = yield OpenList(thread_config(thread_id), args)
+        rows = yield OpenList(thread_config(thread_id, None, ns), args)
         current = yield NextRow(rows)
         produced = 0
         while current is not None and (limit is None or produced < limit):
@@ -337,25 +410,25 @@ class TimeTravel:
             current = ahead
 
     def _rollback(
-        self, thread_id: str, checkpoint_id: str, expected_version: int | None
+        self, thread_id: str, checkpoint_id: str, expected_version: int | None, ns: str
     ) -> Flow[StateSnapshot]:
-        check_ids(thread_id, checkpoint_id)
-        head = yield from self._load(thread_id, None)
-        target = yield from self._load(thread_id, checkpoint_id)
+        check_ids(thread_id, checkpoint_id, ns)
+        head = yield from self._load(thread_id, None, ns)
+        target = yield from self._load(thread_id, checkpoint_id, ns)
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = rollback_plan(head, target, rebuilt, self.saver.get_next_version)
         yield BumpVersion(thread_id, expected_version)
         # The target's pending writes stay behind: see planning._copy_plan.
-        yield Put(thread_config(thread_id, checkpoint_id), *plan)
-        return (yield from self._get_state(thread_id, plan.checkpoint["id"]))
+        yield Put(thread_config(thread_id, checkpoint_id, ns), *plan)
+        return (yield from self._get_state(thread_id, plan.checkpoint["id"], ns))
 
     def _fork(
-        self, source_thread_id: str, checkpoint_id: str, new_thread_id: str | None
+        self, source_thread_id: str, checkpoint_id: str, new_thread_id: str | None, ns: str
     ) -> Flow[StateSnapshot]:
-        check_ids(source_thread_id, checkpoint_id)
+        check_ids(source_thread_id, checkpoint_id, ns)
         new_thread_id = str(uuid.uuid4()) if new_thread_id is None else new_thread_id
         check_ids(new_thread_id)
-        target = yield from self._load(source_thread_id, checkpoint_id)
+        target = yield from self._load(source_thread_id, checkpoint_id, ns)
         if (yield GetTuple(thread_config(new_thread_id))) is not None:
             raise ThreadExists(
                 f"cannot fork {source_thread_id!r} at {checkpoint_id!r} onto thread "
@@ -370,26 +443,26 @@ class TimeTravel:
         return snapshot
 
     def _bulk_update(
-        self, thread_id: str, supersteps: Sequence[Sequence[Mapping[str, Any]]]
+        self, thread_id: str, supersteps: Sequence[Sequence[Mapping[str, Any]]], ns: str
     ) -> Flow[StateSnapshot]:
-        check_ids(thread_id)
+        check_ids(thread_id, None, ns)
         specs = self._specs()
         if self.last_value_fallback:
             validate_supersteps(supersteps, None)
             unknown = sorted({w["channel"] for step in supersteps for w in step} - set(specs))
             if unknown:
-                yield from self._refuse_reducers(thread_id, unknown)
+                yield from self._refuse_reducers(thread_id, unknown, ns)
                 specs.update({name: LastValue(object) for name in unknown})
                 supersteps = [last_write_per_channel(step, set(unknown)) for step in supersteps]
         validate_supersteps(supersteps, specs)
-        head = need_bulk_head((yield GetTuple(thread_config(thread_id))), thread_id)
+        head = need_bulk_head((yield GetTuple(thread_config(thread_id, None, ns))), thread_id)
         rebuilt = yield from self._rebuilt(head, specs, required=False)
         plan = bulk_plan(head, supersteps, specs, rebuilt, self.saver.get_next_version)
         yield Put(head.config, *plan)
-        return (yield from self._get_state(thread_id, plan.checkpoint["id"]))
+        return (yield from self._get_state(thread_id, plan.checkpoint["id"], ns))
 
-    def _refuse_reducers(self, thread_id: str, names: list[str]) -> Flow[None]:
-        rows = yield OpenList(thread_config(thread_id), {"limit": EVIDENCE_ROWS})
+    def _refuse_reducers(self, thread_id: str, names: list[str], ns: str) -> Flow[None]:
+        rows = yield OpenList(thread_config(thread_id, None, ns), {"limit": EVIDENCE_ROWS})
         seen = []
         while (row := (yield NextRow(rows))) is not None:
             seen.append(row)
@@ -403,6 +476,15 @@ class TimeTravel:
                 'value instead of reducing it; register the graph in CHECKPOINTS["GRAPHS"]',
                 field="supersteps",
             )
+
+    def _namespaces(self, thread_id: str) -> Flow[list[str]]:
+        yield from self._load(thread_id, None)
+        # A config without checkpoint_ns lists every namespace of the thread.
+        rows = yield OpenList({"configurable": {"thread_id": thread_id}}, {})
+        found = set()
+        while (row := (yield NextRow(rows))) is not None:
+            found.add(row.config["configurable"].get("checkpoint_ns") or ROOT_NS)
+        return sorted(found)
 
     def _lineage(self, thread_id: str) -> Flow[list[dict[str, str]]]:
         head = yield from self._load(thread_id, None)

@@ -70,9 +70,12 @@ class StateSnapshot:
         )
 
 
-def thread_config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    """The saver config addressing a thread's root namespace, or one of its checkpoints."""
-    conf: dict[str, Any] = {"thread_id": str(thread_id), "checkpoint_ns": ROOT_NS}
+def thread_config(
+    thread_id: str, checkpoint_id: str | None = None, checkpoint_ns: str | None = ROOT_NS
+) -> dict[str, Any]:
+    """The saver config addressing a thread's namespace (the root by default), or one of
+    its checkpoints."""
+    conf: dict[str, Any] = {"thread_id": str(thread_id), "checkpoint_ns": checkpoint_ns or ROOT_NS}
     if checkpoint_id:
         conf["checkpoint_id"] = str(checkpoint_id)
     return {"configurable": conf}
@@ -130,6 +133,22 @@ def rebuild(spec: BaseChannel, history: Mapping[str, Any]) -> Any:
     return channel.get() if channel.is_available() else MISSING
 
 
+def empty_values(specs: Mapping[str, BaseChannel]) -> dict[str, Any]:
+    """What the graph shows for a channel that holds nothing yet: a reducer's empty value.
+
+    LangGraph's ``get_state`` reads every state channel, and a reducer channel such as
+    ``Annotated[list, operator.add]`` starts available, as ``[]``.
+    """
+    found = {}
+    for name, spec in specs.items():
+        if _is_internal_channel(name):
+            continue
+        channel = spec.from_checkpoint(MISSING)
+        if channel.is_available():
+            found[name] = channel.get()
+    return found
+
+
 def materialised(
     names: list[str], histories: Mapping[str, Any], specs: Mapping[str, BaseChannel]
 ) -> dict[str, Any]:
@@ -175,17 +194,20 @@ def _uuid_text(digest: str) -> str:
     return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
-def _task_id(checkpoint_id: str, step: int, name: str, *parts: str) -> str:
-    # LangGraph's own task id (root namespace), so pending writes and interrupts line up
-    # with the tasks they belong to: pull tasks hash (PULL, *triggers), Send tasks
-    # (PUSH, index in __pregel_tasks).
+def _task_id(checkpoint_id: str, ns: str, step: int, name: str, *parts: str) -> str:
+    # LangGraph's own task id, so pending writes and interrupts line up with the tasks
+    # they belong to: pull tasks hash (PULL, *triggers), Send tasks (PUSH, index in
+    # __pregel_tasks); inside a subgraph the task's namespace is "<subgraph ns>|<node>".
     namespace = binascii.unhexlify(checkpoint_id.replace("-", ""))
-    joined = "".join([name, str(step), name, *parts])
+    task_ns = f"{ns}|{name}" if ns else name
+    joined = "".join([task_ns, str(step), name, *parts])
     return _uuid_text(xxh3_128_hexdigest(namespace + joined.encode()))
 
 
-def _pull_task_id(checkpoint_id: str, step: int, name: str, triggers: Sequence[str]) -> str:
-    return _task_id(checkpoint_id, step, name, PULL, *sorted(triggers))
+def _pull_task_id(
+    checkpoint_id: str, ns: str, step: int, name: str, triggers: Sequence[str]
+) -> str:
+    return _task_id(checkpoint_id, ns, step, name, PULL, *sorted(triggers))
 
 
 def next_nodes(
@@ -265,21 +287,23 @@ def pending_tasks_of(
     interrupts, error and whether it already finished, read from the pending writes.
     """
     checkpoint_id = checkpoint_id_of(tup)
+    ns = tup.config["configurable"].get("checkpoint_ns") or ROOT_NS
     step = tup.metadata.get("step")
     step = (step if isinstance(step, int) else -1) + 1
-    if node_subscriptions:
+    # The subscriptions are the root graph's nodes; a subgraph's are read from its store.
+    if node_subscriptions and ns == ROOT_NS:
         pulls = {
             n: list(node_subscriptions[n]) for n in next_nodes(tup, rebuilt, node_subscriptions)
         }
     else:
         pulls = stored_pulls(tup)
     tasks = [
-        {"id": _pull_task_id(checkpoint_id, step, node, triggers), "name": node, "input": None}
+        {"id": _pull_task_id(checkpoint_id, ns, step, node, triggers), "name": node, "input": None}
         for node, triggers in sorted(pulls.items())
     ]
     for index, packet in enumerate(_sends(tup)):
         if isinstance(packet, Send):
-            task_id = _task_id(checkpoint_id, step, packet.node, PUSH, str(index))
+            task_id = _task_id(checkpoint_id, ns, step, packet.node, PUSH, str(index))
             tasks.append({"id": task_id, "name": packet.node, "input": packet.arg})
     by_id = {task["id"]: task for task in tasks}
     for task in tasks:
@@ -330,6 +354,7 @@ def build_snapshot(
     parent_seen: Mapping[str, Any] | None,
     rebuilt: Mapping[str, Any] | None,
     node_subscriptions: Mapping[str, Sequence[str]],
+    defaults: Mapping[str, Any] | None = None,
 ) -> StateSnapshot:
     """The snapshot of ``tup``; ``parent_seen`` is its parent's versions_seen, when known."""
     rebuilt = {k: v for k, v in (rebuilt or {}).items() if v is not MISSING}
@@ -340,6 +365,8 @@ def build_snapshot(
         if not _is_internal_channel(name):
             values[name] = value.value if isinstance(value, _DeltaSnapshot) else value
     values.update({k: v for k, v in rebuilt.items() if not _is_internal_channel(k)})
+    for name, value in (defaults or {}).items():
+        values.setdefault(name, value)
     checkpoint_id = checkpoint_id_of(tup)
     step = metadata.get("step")
     pending_tasks = pending_tasks_of(tup, rebuilt, node_subscriptions)
@@ -363,7 +390,11 @@ def build_snapshot(
         pending_tasks=pending_tasks,
         pending_writes=pending_writes,
         metadata=snap_meta,
-        config=thread_config(tup.config["configurable"]["thread_id"], checkpoint_id),
+        config=thread_config(
+            tup.config["configurable"]["thread_id"],
+            checkpoint_id,
+            tup.config["configurable"].get("checkpoint_ns"),
+        ),
         next=sorted(task["name"] for task in pending_tasks),
         channel_versions=dict(checkpoint.get("channel_versions") or {}),
         interrupts=pending_interrupts(tup, pending_tasks),
