@@ -158,6 +158,7 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         "finished_state",
         "due_at",
         "lineage",
+        "namespaces",
         "recent_checkpoints",
     )
     readonly_fields = fields
@@ -227,6 +228,17 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             "{}",
             ((admin_views.checkpoint_link(s["thread_id"], s["checkpoint_id"]),) for s in steps),
         )
+
+    @admin.display(description="checkpoint namespaces")
+    def namespaces(self, obj):
+        try:
+            found = TimeTravel(store_saver()).namespaces(obj.thread_id)
+        except CheckpointStoreError as exc:
+            return f"unavailable: {exc}"
+        children = [ns for ns in found if ns]
+        if not children:
+            return "root only (no subgraph checkpoints)"
+        return format_html_join(", ", "<code>{}</code>", ((ns,) for ns in ["(root)", *children]))
 
     @admin.display(description="newest checkpoints")
     def recent_checkpoints(self, obj):

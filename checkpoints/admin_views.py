@@ -343,6 +343,7 @@ class RollbackView(_CheckpointPage):
                     thread_id,
                     target.checkpoint_id,
                     expected_version=int(expected) if expected and expected.isdigit() else None,
+                    checkpoint_ns=target.checkpoint_ns,
                 )
         except CheckpointStoreError as exc:
             messages.error(request, f"Rollback of thread {thread_id} failed: {exc}")
@@ -365,7 +366,8 @@ class RollbackView(_CheckpointPage):
 
 def _result_url(snapshot) -> str:
     """The admin page of the checkpoint a time-travel call wrote."""
-    written = find_checkpoint(snapshot.thread_id, snapshot.checkpoint_id)
+    ns = snapshot.config["configurable"].get("checkpoint_ns") or ""
+    written = find_checkpoint(snapshot.thread_id, snapshot.checkpoint_id, ns)
     if written is None:
         return keep_store(reverse("admin:checkpoints_thread_changelist"), changelist=True)
     return keep_store(reverse("admin:checkpoints_checkpoint_change", args=[written.pk]))
@@ -398,7 +400,10 @@ class ForkView(_CheckpointPage):
         try:
             with audit.from_request(request, "admin"):
                 snapshot = time_travel_for(store_saver(), thread_id).fork(
-                    thread_id, source.checkpoint_id, new_thread_id=new_thread_id or None
+                    thread_id,
+                    source.checkpoint_id,
+                    new_thread_id=new_thread_id or None,
+                    checkpoint_ns=source.checkpoint_ns,
                 )
         except CheckpointStoreError as exc:
             messages.error(request, f"Fork of thread {thread_id} failed: {exc}")

@@ -204,6 +204,40 @@ def test_changes_of_a_rollback_compare_with_the_head_it_replaced(admin_client, c
     assert 'data-channel="messages"' in page and "item(s) removed" in page
 
 
+def test_thread_page_lists_namespaces_and_a_subgraph_checkpoint_rolls_back_in_it(
+    admin_client,
+    saver,  # noqa: F811
+):
+    from tests.test_timetravel_parity import subgraph_interrupt
+
+    graph = subgraph_interrupt(saver, [])
+    config = {"configurable": {"thread_id": "nested"}}
+    graph.invoke({"log": []}, config)
+    ns = (
+        graph.get_state(config, subgraphs=True)
+        .tasks[0]
+        .state.config["configurable"]["checkpoint_ns"]
+    )
+    page = admin_client.get(f"{THREADS}{thread_pk('nested')}/change/").content.decode()
+    assert "Checkpoint namespaces:" in page and f"<code>{ns}</code>" in page
+    target = (
+        Checkpoint.objects.filter(thread__thread_id="nested", checkpoint_ns=ns)
+        .order_by("checkpoint_id")
+        .first()
+    )
+    response = admin_client.post(
+        f"{CHECKPOINTS}{target.pk}/rollback/", {"post": "yes"}, follow=True
+    )
+    assert "rolled back to" in response.content.decode()
+    head = (
+        Checkpoint.objects.filter(thread__thread_id="nested", checkpoint_ns=ns)
+        .order_by("-checkpoint_id")
+        .first()
+    )
+    assert head.source == "rollback" and head.parent_checkpoint_id == target.checkpoint_id
+    assert response.redirect_chain[-1][0] == f"{CHECKPOINTS}{head.pk}/change/"
+
+
 def test_rollback_with_a_stale_version_is_refused_with_a_message(admin_client, chat):
     target = checkpoints_of(chat)[2]
     before = len(checkpoints_of(chat))

@@ -538,6 +538,15 @@ def test_subgraph_namespace_state_and_history_match_langgraph(store):
     head = tt.get_state("t", checkpoint_ns=ns)
     assert head.next == ["s2"] and [i["value"] for i in head.interrupts] == ["inside?"]
     assert tt.get_state("t").next == ["sub"]
+    # A subgraph checkpoint forks into the root of a new thread: the subgraph's state alone.
+    fork = tt.fork("t", head.checkpoint_id, "sub-alone", checkpoint_ns=ns)
+    assert fork.config["configurable"] == {
+        "thread_id": "sub-alone",
+        "checkpoint_ns": "",
+        "checkpoint_id": fork.checkpoint_id,
+    }
+    assert fork.values == head.values and fork.next == ["s2"] and fork.interrupts == []
+    assert tt.namespaces("sub-alone") == [""]
 
 
 @pytest.mark.parametrize("target_next", [("s1",), ("s2",)])

@@ -9,7 +9,7 @@ answers 404 exactly like a missing one, so ids of other users' threads do not le
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -61,6 +61,8 @@ class ThreadInfo:
     finished_minutes: int | None = None
     finished_marked_at: datetime | None = None
     finished_due_at: datetime | None = None
+    # Read from the saver only for one thread's detail, never for a list.
+    namespaces: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:

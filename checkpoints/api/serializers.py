@@ -124,6 +124,15 @@ class ThreadSerializer(serializers.Serializer):
         return {"id": info.owner.pk, "username": info.owner_name}
 
 
+class ThreadDetailSerializer(ThreadSerializer):
+    """One thread, with its checkpoint namespaces."""
+
+    namespaces = serializers.ListField(
+        child=serializers.CharField(allow_blank=True),
+        help_text='"" is the root; each other one holds a subgraph\'s checkpoints.',
+    )
+
+
 # --- state snapshots ------------------------------------------------------------------
 
 
@@ -207,12 +216,21 @@ class HistoryPageSerializer(serializers.Serializer):
 _THREAD_ID_HELP = "Any characters except NUL; at most 1024 bytes of UTF-8."
 
 
+_NS_HELP = "A subgraph's checkpoint namespace (see the thread's `namespaces`); the root if absent."
+
+
+def namespace_field() -> StrictText:
+    return text(required=False, help_text=_NS_HELP)
+
+
 class RollbackRequestSerializer(serializers.Serializer):
     checkpoint_id = text()
+    checkpoint_ns = namespace_field()
 
 
 class ForkRequestSerializer(serializers.Serializer):
     checkpoint_id = text()
+    checkpoint_ns = namespace_field()
     new_thread_id = text(1024, required=False, allow_null=True, help_text=_THREAD_ID_HELP)
 
 

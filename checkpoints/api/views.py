@@ -90,18 +90,19 @@ class ThreadListView(StoreAPIView):
 
 
 class ThreadDetailView(StoreAPIView):
-    serializer_class = s.ThreadSerializer
+    serializer_class = s.ThreadDetailSerializer
     pagination_class = None
 
     @extend_schema(
         operation_id="threads_retrieve",
-        summary="Read one thread; its version comes back in ETag.",
+        summary="Read one thread and its checkpoint namespaces; its version comes back in ETag.",
         parameters=[THREAD_ID, ETAG],
-        responses={200: s.ThreadSerializer, **s.error_responses(*s.READ_ERRORS)},
+        responses={200: s.ThreadDetailSerializer, **s.error_responses(*s.READ_ERRORS)},
     )
     def get(self, request, thread_id):
         info = self.thread(thread_id)
-        return Response(s.ThreadSerializer(info).data, headers=etag(info.version))
+        info.namespaces = time_travel_for(self.saver).namespaces(info.thread_id)
+        return Response(s.ThreadDetailSerializer(info).data, headers=etag(info.version))
 
     @extend_schema(
         operation_id="threads_destroy",
@@ -122,6 +123,7 @@ class HistoryQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=HISTORY_MAX, default=20)
     before = s.text(required=False, help_text="A checkpoint id: start after it.")
     source = s.text(64, required=False, help_text="Keep checkpoints with this source.")
+    checkpoint_ns = s.namespace_field()
 
 
 def metadata_filter(query) -> dict:
@@ -179,6 +181,7 @@ class ThreadHistoryView(StoreAPIView):
                 before=params.get("before"),
                 source=params.get("source"),
                 metadata=metadata_filter(request.query_params),
+                checkpoint_ns=params.get("checkpoint_ns") or "",
             )
         )
         next_before = None
@@ -193,15 +196,21 @@ class ThreadHistoryView(StoreAPIView):
         )
 
 
-def history(saver, thread_id, *, limit, before, source, metadata):
+def history(saver, thread_id, *, limit, before, source, metadata, checkpoint_ns=""):
     """TimeTravel's history walk; the metadata filter reaches the saver as plain data."""
     return time_travel_for(saver, thread_id).get_state_history(
-        thread_id, limit=limit, before=before, source=source, filter=metadata or None
+        thread_id,
+        limit=limit,
+        before=before,
+        source=source,
+        filter=metadata or None,
+        checkpoint_ns=checkpoint_ns,
     )
 
 
 class StateQuerySerializer(serializers.Serializer):
     checkpoint_id = s.text(required=False)
+    checkpoint_ns = s.namespace_field()
 
 
 class ThreadStateView(StoreAPIView):
@@ -217,7 +226,11 @@ class ThreadStateView(StoreAPIView):
         info = self.thread(thread_id)
         query = s.read_query(StateQuerySerializer, request.query_params)
         travel = time_travel_for(self.saver, info.thread_id)
-        snapshot = travel.get_state(info.thread_id, query.get("checkpoint_id"))
+        snapshot = travel.get_state(
+            info.thread_id,
+            query.get("checkpoint_id"),
+            checkpoint_ns=query.get("checkpoint_ns") or "",
+        )
         return Response(s.StateSnapshotSerializer(snapshot).data, headers=etag(info.version))
 
 
@@ -275,7 +288,10 @@ class RollbackView(StoreAPIView):
         body.is_valid(raise_exception=True)
         expected = if_match_version(request)
         snapshot = time_travel_for(self.saver, info.thread_id).rollback(
-            info.thread_id, body.validated_data["checkpoint_id"], expected_version=expected
+            info.thread_id,
+            body.validated_data["checkpoint_id"],
+            expected_version=expected,
+            checkpoint_ns=body.validated_data.get("checkpoint_ns") or "",
         )
         version = self.saver.thread_version(info.thread_id)
         return Response(s.StateSnapshotSerializer(snapshot).data, headers=etag(version))
@@ -301,7 +317,10 @@ class ForkView(StoreAPIView):
         if new_id is not None:
             check_thread_id(new_id, "new_thread_id")
         snapshot = time_travel_for(self.saver, info.thread_id).fork(
-            info.thread_id, body.validated_data["checkpoint_id"], new_id
+            info.thread_id,
+            body.validated_data["checkpoint_id"],
+            new_id,
+            checkpoint_ns=body.validated_data.get("checkpoint_ns") or "",
         )
         new_id = snapshot.config["configurable"]["thread_id"]
         record_owner(self.saver, new_id, request.user)

@@ -3,9 +3,10 @@ and write synthetic supersteps.
 
 ``snapshot`` builds what is shown, ``planning`` decides what is written (pure), ``service``
 holds :class:`TimeTravel`, whose operations are each written once and driven sync or async,
-and ``diff`` compares the values of two checkpoints. Only the root namespace ("") is
-addressed: subgraph checkpoints ride along with their parents' and are not navigated on
-their own.
+and ``diff`` compares the values of two checkpoints. Every operation addresses the root
+namespace ("") unless given a subgraph's ``checkpoint_ns`` (``TimeTravel.namespaces``
+lists them). Rollback and fork behave as LangGraph's own ``update_state(target, None)``:
+tests/test_timetravel_parity.py proves it against InMemorySaver.
 """
 
 from checkpoints.timetravel.planning import NOT_INHERITED

@@ -382,19 +382,18 @@ class TimeTravel:
         return (found.checkpoint.get("versions_seen") or {}) if found else None
 
     def _snapshot(
-        self, tup: CheckpointTuple, ahead: CheckpointTuple | None, specs
+        self, tup: CheckpointTuple, ahead: CheckpointTuple | None, specs, own_graph: bool = True
     ) -> Flow[StateSnapshot]:
         parent_seen = yield from self._parent_seen(tup, ahead)
         rebuilt = yield from self._rebuilt(tup, specs, required=False)
-        return build_snapshot(
-            tup, parent_seen, rebuilt, self.node_subscriptions, empty_values(specs)
-        )
+        nodes = self.node_subscriptions if own_graph else {}
+        return build_snapshot(tup, parent_seen, rebuilt, nodes, empty_values(specs))
 
     def _get_state(
-        self, thread_id: str, checkpoint_id: str | None, ns: str = ROOT_NS
+        self, thread_id: str, checkpoint_id: str | None, ns: str = ROOT_NS, own_graph: bool = True
     ) -> Flow[StateSnapshot]:
         tup = yield from self._load(thread_id, checkpoint_id, ns)
-        return (yield from self._snapshot(tup, None, self._specs()))
+        return (yield from self._snapshot(tup, None, self._specs(), own_graph))
 
     def _history(
         self, thread_id: str, limit: int | None, args: dict[str, Any], ns: str
@@ -438,7 +437,11 @@ class TimeTravel:
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = fork_plan(source_thread_id, target, rebuilt, self.saver.get_next_version)
         yield Put(thread_config(new_thread_id), *plan)
-        snapshot = yield from self._get_state(new_thread_id, plan.checkpoint["id"])
+        # A subgraph's checkpoint is the root of the new thread, but not of our graph: its
+        # tasks are read from what is stored.
+        snapshot = yield from self._get_state(
+            new_thread_id, plan.checkpoint["id"], own_graph=ns == ROOT_NS
+        )
         yield FireForked(source_thread_id, checkpoint_id, new_thread_id, snapshot)
         return snapshot
 

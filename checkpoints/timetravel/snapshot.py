@@ -1,6 +1,8 @@
 """What time travel shows: :class:`StateSnapshot`, built from what a saver returned.
 
-Pure: nothing here reads or writes the store. Only the root namespace ("") is addressed.
+Pure: nothing here reads or writes the store. Without the graph, ``next``, the pending
+tasks and the interrupts are read from what is stored (routing channels, ``__pregel_tasks``,
+pending writes), as LangGraph's ``get_state`` would list them.
 """
 
 from __future__ import annotations
