@@ -99,6 +99,13 @@ def park(
     )
 
 
+def has_live_park(saver: StoreSaver, thread_id: str, now: datetime | None = None) -> bool:
+    """True when a park on this store holds the thread past ``now``."""
+    return Park.objects.filter(
+        thread_id=str(thread_id), provider=saver.provider, deadline__gt=now or utcnow()
+    ).exists()
+
+
 class ThreadRun:
     """One run on a thread; use with ``with`` or ``async with``.
 
@@ -129,8 +136,9 @@ class ThreadRun:
             unmark_finished(self.saver, self.thread_id)
 
     def _end(self) -> None:
-        # Success or error alike: a minted thread nobody parked is done with.
-        if self.minted and self.parked is None:
+        # Success or error alike: a minted thread nobody parked is done with. A park made
+        # any way (run.park or retention.runs.park) counts while its deadline is ahead.
+        if self.minted and not has_live_park(self.saver, self.thread_id):
             mark_finished(self.saver, self.thread_id, owner=self.owner)
 
     def __enter__(self) -> ThreadRun:
