@@ -6,7 +6,7 @@ import json
 import re
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter
 from langgraph.channels.last_value import LastValue
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from checkpoints.api import serializers as s
 from checkpoints.api.access import ThreadInfo, find_owner, is_orm, record_owner, visible_rows
 from checkpoints.api.base import StoreAPIView, check_thread_id
+from checkpoints.api.openapi import extend_schema
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.savers.base import MAX_THREAD_ID_BYTES
 from checkpoints.timetravel import TimeTravel
