@@ -14,17 +14,20 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
-from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
+from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import admin_views
+from checkpoints import admin_views, status
 from checkpoints.admin_display import collapsible, collapsible_map, json_block
 from checkpoints.admin_views import keep_store, store_alias, store_choices, store_saver
+from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import AuditEvent, Checkpoint, FinishedMark, Thread
+from checkpoints.models import AuditEvent, Checkpoint, FinishedMark, PendingWrite, Thread
 from checkpoints.savers import get_saver
+from checkpoints.savers.base import utcnow
 from checkpoints.timetravel import TimeTravel
 
 HEAD_ROWS = 10
@@ -85,6 +88,22 @@ class ProviderFilter(admin.SimpleListFilter):
 class StoreChoiceMixin:
     """Every page of this admin reads the store the request names (see `ProviderFilter`)."""
 
+    def changelist_view(self, request, extra_context=None):
+        named = request.GET.get(admin_views.PROVIDER_PARAM)
+        choices = dict(store_choices())
+        if named is not None and named not in choices:
+            # Django would quietly drop the bad filter and show the default store.
+            self.message_user(
+                request,
+                f"There is no checkpoint store {named!r} in this admin; choose one of "
+                f"{', '.join(choices)}. Showing the deployment's own store instead.",
+                messages.ERROR,
+            )
+            query = request.GET.copy()
+            del query[admin_views.PROVIDER_PARAM]
+            return HttpResponseRedirect(f"{request.path}?{query.urlencode()}")
+        return super().changelist_view(request, extra_context)
+
     @property
     def urls(self):
         # Wrapped here, not in get_urls, so the views subclasses add are covered too.
@@ -114,6 +133,35 @@ class FinishedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class StatusFilter(admin.SimpleListFilter):
+    """Filter by the status column's rule (checkpoints/status.py), in the same order."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [(kind, label) for kind, label in status.KINDS.items() if kind != "parked"]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        now = utcnow()
+        marked = Exists(FinishedMark.objects.filter(thread_id=OuterRef("thread_id")))
+        waiting = Q(has_interrupt=True, has_resume=False)
+        recent = Q(last_write_at__gte=now - status.RECENT)
+        rules = {
+            "finished": Q(marked),
+            "waiting_on_human": ~Q(marked) & waiting,
+            "failed": ~Q(marked) & ~waiting & Q(has_error=True),
+            "recent": ~Q(marked) & ~waiting & Q(has_error=False) & recent,
+            "idle": ~Q(marked) & ~waiting & Q(has_error=False) & ~recent,
+        }
+        if value not in rules:
+            raise IncorrectLookupParameters(f"status {value!r} is not one of {', '.join(rules)}")
+        return queryset.filter(rules[value])
+
+
 class ReadOnlyMixin:
     """Pages to read, not forms to edit: the store's own operations are the only writers."""
 
@@ -132,14 +180,19 @@ class ReadOnlyMixin:
 class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "thread_id",
+        "status",
         "owner",
-        "last_write_at",
+        "last_write_seconds",
         "checkpoint_count",
-        "finished_state",
         "due_at",
         "declared_retention",
     )
-    list_filter = [("owner", admin.RelatedFieldListFilter), FinishedFilter, ProviderFilter]
+    list_filter = [
+        StatusFilter,
+        ("owner", admin.RelatedFieldListFilter),
+        FinishedFilter,
+        ProviderFilter,
+    ]
     search_fields = ("thread_id",)
     search_help_text = "Thread id, exactly or its beginning."
     list_select_related = ("owner",)
@@ -148,8 +201,10 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     # A COUNT(*) over a million-row table on every page load is the slow part; skip it.
     show_full_result_count = False
     change_form_template = "admin/checkpoints/thread/change_form.html"
+    change_list_template = "admin/checkpoints/thread/change_list.html"
     fields = (
         "thread_id",
+        "status_detail",
         "owner",
         "created_at",
         "last_write_at",
@@ -171,6 +226,22 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             .values("n")
         )
         mark = FinishedMark.objects.filter(thread_id=OuterRef("thread_id"))
+        head = (
+            Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="")
+            .order_by("-checkpoint_id")
+            .values("checkpoint_id")[:1]
+        )
+
+        def head_writes(channel: str) -> Exists:
+            return Exists(
+                PendingWrite.objects.filter(
+                    thread=OuterRef("pk"),
+                    checkpoint_ns="",
+                    checkpoint_id=OuterRef("head_id"),
+                    channel=channel,
+                )
+            )
+
         return (
             super()
             .get_queryset(request)
@@ -181,8 +252,76 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                 checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0),
                 mark_due=Subquery(mark.values("due_at")[:1]),
                 mark_owner=Subquery(mark.values("owner")[:1]),
+                head_id=Subquery(head),
+            )
+            .annotate(
+                has_interrupt=head_writes(status.INTERRUPT),
+                has_resume=head_writes(status.RESUME),
+                has_error=head_writes(status.ERROR),
             )
         )
+
+    def park_deadline(self, obj):
+        """The thread's live park deadline; retention's admin knows parks."""
+        return None
+
+    def head_details(self, obj) -> dict[str, str]:
+        """The interrupt's question and node, or the error, read from the head's writes."""
+        if not (obj.has_interrupt or obj.has_error):
+            return {}
+        try:
+            head = store_saver().get_tuple({"configurable": {"thread_id": obj.thread_id}})
+        except CheckpointStoreError as exc:
+            return {"error": f"cannot read the head checkpoint: {exc}"}
+        paths = dict(
+            PendingWrite.objects.using(store_alias())
+            .filter(thread=obj, checkpoint_ns="", checkpoint_id=obj.head_id)
+            .values_list("task_id", "task_path")
+        )
+        found: dict[str, str] = {}
+        for task_id, channel, value in (head.pending_writes if head else []) or []:
+            if channel == status.INTERRUPT and "question" not in found:
+                first = value[0] if isinstance(value, (list, tuple)) and value else value
+                found["question"] = str(getattr(first, "value", first))[:300]
+                found["node"] = status.node_of(paths.get(task_id, ""))
+            elif channel == status.ERROR and "error" not in found:
+                found["error"] = str(value)[:300]
+        return found
+
+    def status_of(self, obj, *, detailed: bool) -> status.ThreadStatus:
+        details = self.head_details(obj) if detailed else {}
+        return status.thread_status(
+            now=utcnow(),
+            last_write_at=obj.last_write_at,
+            waiting_minutes=obj.waiting_minutes or setting("RETENTION_WAITING_MINUTES"),
+            mark_due=obj.mark_due,
+            park_deadline=self.park_deadline(obj),
+            interrupted=obj.has_interrupt and not obj.has_resume,
+            question=details.get("question", ""),
+            node=details.get("node", ""),
+            error=details.get("error") or ("the last task failed" if obj.has_error else ""),
+        )
+
+    def _status_html(self, found: status.ThreadStatus):
+        return format_html(
+            '<span class="cs-status cs-status-{}">{}</span> <span class="cs-muted">{}</span>',
+            found.kind,
+            found.label,
+            found.detail,
+        )
+
+    @admin.display(description="status")
+    def status(self, obj):
+        return self._status_html(self.status_of(obj, detailed=False))
+
+    @admin.display(description="status")
+    def status_detail(self, obj):
+        # The thread page also reads the interrupt's question and node, or the error.
+        return self._status_html(self.status_of(obj, detailed=True))
+
+    @admin.display(description="last write", ordering="last_write_at")
+    def last_write_seconds(self, obj):
+        return f"{obj.last_write_at:%Y-%m-%d %H:%M:%S %Z}"
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()

@@ -87,7 +87,7 @@ def test_browse_thread_checkpoint_and_changes(page, saver):  # noqa: F811
     page.click("text=browse-me")
     page.wait_for_selector("text=not live: no filter claims it")
     shot(page, "thread")
-    page.click("text=Checkpoint history")
+    page.click("text=Checkpoints of this thread")
     page.wait_for_selector("text=History of thread browse-me, newest first")
     shot(page, "history")
     page.click("#result_list tbody tr:nth-child(2) th a")
