@@ -11,21 +11,31 @@ module, never the reverse.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Length
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from checkpoints import admin_views, status
-from checkpoints.admin_display import collapsible, collapsible_map, json_block
+from checkpoints.admin_display import byte_size, collapsible, json_block, state_view
 from checkpoints.admin_views import keep_store, store_alias, store_choices, store_saver
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import AuditEvent, Checkpoint, FinishedMark, PendingWrite, Thread
+from checkpoints.models import (
+    AuditEvent,
+    ChannelBlob,
+    Checkpoint,
+    FinishedMark,
+    PendingWrite,
+    Thread,
+)
 from checkpoints.savers import get_saver
 from checkpoints.savers.base import utcnow
 from checkpoints.timetravel import TimeTravel
@@ -412,14 +422,49 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra)
 
 
+# Query parameters the history's "jump to" form sends (see change_list.html).
+JUMPS = ("step__lte", "created_at__lte")
+
+
+class HistoryChangeList(ChangeList):
+    """The checkpoint list, with the node(s) that wrote each row read for the page at once."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        rows = list(self.result_list)
+        parents = {(r.thread_id, r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
+        parents = {p for p in parents if p[2]}
+        nodes: dict[tuple, list[str]] = {}
+        if parents:
+            wanted = Q()
+            for thread_pk, ns, checkpoint_id in parents:
+                wanted |= Q(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+            found = (
+                PendingWrite.objects.using(store_alias())
+                .filter(wanted)
+                .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")
+                .distinct()
+            )
+            for thread_pk, ns, checkpoint_id, task_path in found:
+                node = status.node_of(task_path)
+                names = nodes.setdefault((thread_pk, ns, checkpoint_id), [])
+                if node and node not in names:
+                    names.append(node)
+        for row in rows:
+            key = (row.thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
+            row.nodes = sorted(nodes.get(key, []))
+
+
 @admin.register(Checkpoint)
 class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "checkpoint_id",
         "thread_link",
-        "source",
         "step",
-        "created_at",
+        "source",
+        "written_by",
+        "created_seconds",
+        "stored_size",
         "durability",
     )
     list_display_links = ("checkpoint_id",)
@@ -476,12 +521,34 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     # -- queries ------------------------------------------------------------------------
     def get_queryset(self, request):
-        return super().get_queryset(request).using(store_alias()).defer("checkpoint")
+        return (
+            super()
+            .get_queryset(request)
+            .using(store_alias())
+            .defer("checkpoint")
+            .annotate(body_size=Length("checkpoint"))
+        )
 
     def lookup_allowed(self, lookup, value, request=None):
-        if lookup in ("thread__id__exact", "thread__thread_id"):
+        if lookup in JUMPS or lookup in ("thread__id__exact", "thread__thread_id"):
             return True
         return super().lookup_allowed(lookup, value, request)
+
+    def get_changelist(self, request, **kwargs):
+        return HistoryChangeList
+
+    @admin.display(description="written by")
+    def written_by(self, obj):
+        return ", ".join(getattr(obj, "nodes", ())) or "—"
+
+    @admin.display(description="written", ordering="created_at")
+    def created_seconds(self, obj):
+        return f"{obj.created_at:%Y-%m-%d %H:%M:%S %Z}"
+
+    @admin.display(description="stored")
+    def stored_size(self, obj):
+        # The checkpoint row itself; channel values are shared blobs, sized on its page.
+        return byte_size(obj.body_size)
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -500,6 +567,12 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                 extra["subtitle"] = None
                 extra["history_thread"] = thread
                 extra["history_thread_url"] = thread_change_url(thread.pk)
+                # The jump form keeps every other filter; its own fields start empty.
+                keep = [(k, v) for k, v in request.GET.items() if k not in (*JUMPS, "p")]
+                extra["jump_keep"] = keep
+                extra["jump_step"] = request.GET.get("step__lte", "")
+                extra["jump_time"] = request.GET.get("created_at__lte", "")
+                extra["jump_clear"] = urlencode(keep)
         return super().changelist_view(request, extra)
 
     # -- per-object views ---------------------------------------------------------------
@@ -528,6 +601,7 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         pk = unquote(object_id)
         extra = {
+            **self._neighbours(pk),
             "can_rollback": self.has_rollback_permission(request),
             "can_fork": self.has_fork_permission(request),
             "changes_url": keep_store(reverse("admin:checkpoints_checkpoint_changes", args=[pk])),
@@ -536,6 +610,38 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
+
+    def _neighbours(self, pk) -> dict[str, str]:
+        """Links to the older and newer checkpoint of the same thread and namespace."""
+        row = (
+            Checkpoint.objects.using(store_alias())
+            .filter(pk=pk)
+            .values("thread_id", "checkpoint_ns", "checkpoint_id")
+            .first()
+        )
+        if row is None:
+            return {}
+        same = Checkpoint.objects.using(store_alias()).filter(
+            thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"]
+        )
+        older = (
+            same.filter(checkpoint_id__lt=row["checkpoint_id"])
+            .order_by("-checkpoint_id")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        newer = (
+            same.filter(checkpoint_id__gt=row["checkpoint_id"])
+            .order_by("checkpoint_id")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        links = {"history_url": history_url(row["thread_id"])}
+        if older is not None:
+            links["older_url"] = checkpoint_change_url(older)
+        if newer is not None:
+            links["newer_url"] = checkpoint_change_url(newer)
+        return links
 
     # -- list actions: each leads to the same confirmation page as the object's button ---
     def _single(self, request, queryset, verb):
@@ -638,7 +744,23 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         saved = self._tuple(obj)
         if saved is None:
             return "the saver holds no such checkpoint"
-        return collapsible_map(saved.checkpoint.get("channel_values") or {}, empty="(no values)")
+        return state_view(saved.checkpoint.get("channel_values") or {}, self._sizes(obj))
+
+    def _sizes(self, obj) -> dict[str, int]:
+        """Stored bytes of each channel's value at this checkpoint (after compression)."""
+        versions = {c: str(v) for c, v in (obj.channel_versions or {}).items()}
+        if not versions:
+            return {}
+        wanted = Q()
+        for channel, version in versions.items():
+            wanted |= Q(channel=channel, version=version)
+        rows = (
+            ChannelBlob.objects.using(store_alias())
+            .filter(wanted, thread_id=obj.thread_id, checkpoint_ns=obj.checkpoint_ns)
+            .annotate(size=Length("blob"))
+            .values_list("channel", "size")
+        )
+        return {channel: size or 0 for channel, size in rows}
 
     @admin.display(description="pending writes")
     def pending_writes(self, obj):

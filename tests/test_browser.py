@@ -92,10 +92,17 @@ def test_browse_thread_checkpoint_and_changes(page, saver):  # noqa: F811
     shot(page, "history")
     page.click("#result_list tbody tr:nth-child(2) th a")
     messages = page.locator("details.cs-value", has_text="messages").first
+    # Messages read as a transcript at once; the stored JSON is one click away.
+    transcript = messages.locator("table.cs-transcript")
+    transcript.wait_for()
+    assert transcript.is_visible() and "answer 2" in transcript.inner_text()
+    assert "AI" in transcript.inner_text().upper()
     assert not messages.locator("pre").is_visible()
-    messages.locator("summary").click()
+    messages.locator("summary.cs-hint", has_text="as stored (JSON)").click()
     assert messages.locator("pre").is_visible()
-    assert "answer 2" in messages.inner_text()
+    # LangGraph's own channels are folded away behind one toggle.
+    internals = page.locator("details.cs-internals")
+    assert internals.count() == 1 and not internals.locator("details.cs-value").first.is_visible()
     shot(page, "checkpoint")
     page.click("text=What changed")
     page.wait_for_selector('[data-channel="messages"]')
