@@ -23,7 +23,7 @@ from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import admin_views, status
+from checkpoints import admin_tree, admin_views, status
 from checkpoints.admin_display import byte_size, collapsible, json_block, state_view
 from checkpoints.admin_views import keep_store, store_alias, store_choices, store_saver
 from checkpoints.conf import setting
@@ -223,6 +223,7 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         "finished_state",
         "due_at",
         "lineage",
+        "checkpoint_tree",
         "recent_checkpoints",
     )
     readonly_fields = fields
@@ -376,6 +377,42 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             "{}",
             ((admin_views.checkpoint_link(s["thread_id"], s["checkpoint_id"]),) for s in steps),
         )
+
+    @admin.display(description="checkpoint tree")
+    def checkpoint_tree(self, obj):
+        checkpoints = Checkpoint.objects.using(store_alias()).filter(thread=obj)
+        namespaces = sorted(
+            set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
+        )
+        drawn = []
+        for ns in namespaces:
+            rows = list(
+                checkpoints.filter(checkpoint_ns=ns)
+                .order_by("-checkpoint_id")
+                .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "source", "step")[
+                    : admin_tree.WINDOW + 1
+                ]
+            )
+            truncated = 0
+            if len(rows) > admin_tree.WINDOW:
+                rows = rows[: admin_tree.WINDOW]
+                truncated = checkpoints.filter(checkpoint_ns=ns).count() - admin_tree.WINDOW
+            nodes = [admin_tree.Node(*row) for row in rows]
+            title = f"namespace {ns}" if ns else "root namespace"
+            drawn.append(
+                format_html(
+                    '<div class="cs-tree-ns"><strong>{}</strong>{}</div>',
+                    title,
+                    admin_tree.draw(
+                        nodes,
+                        head_id=rows[0][1] if rows else None,
+                        link=checkpoint_change_url,
+                        label=f"checkpoints of thread {obj.thread_id}, {title}",
+                        truncated=truncated,
+                    ),
+                )
+            )
+        return format_html_join("", "{}", ((d,) for d in drawn)) if drawn else "no checkpoints"
 
     @admin.display(description="newest checkpoints")
     def recent_checkpoints(self, obj):

@@ -85,3 +85,47 @@ def test_langgraph_internals_sit_behind_one_toggle(admin_client, chat):
         assert page.index("<strong>branch:to:") > fold
         if "<strong>messages</strong>" in page:
             assert page.index("<strong>messages</strong>") < fold
+
+
+def _tree(page: str) -> list[str]:
+    return re.findall(r"<svg class=\"cs-tree\".*?</svg>", page, flags=re.S)
+
+
+def test_the_thread_page_draws_its_checkpoint_tree_with_branches(admin_client, saver, chat):
+    import xml.etree.ElementTree as ET
+
+    from checkpoints.timetravel import TimeTravel
+
+    ordered = list(Checkpoint.objects.filter(thread__thread_id="story").order_by("checkpoint_id"))
+    TimeTravel(saver).rollback("story", ordered[4].checkpoint_id)
+    run_chat(saver, "story", turns=1)
+    pk = Thread.objects.get(thread_id="story").pk
+    page = admin_client.get(f"/admin/checkpoints/thread/{pk}/change/").content.decode()
+    (svg,) = _tree(page)
+    root = ET.fromstring(svg)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    links = root.findall("s:a", ns)
+    stored = {c.checkpoint_id: c.pk for c in Checkpoint.objects.filter(thread_id=pk)}
+    assert len(links) == len(stored)
+    for a in links:
+        assert a.get("href") == f"{CHECKPOINTS}{stored[a.get('data-checkpoint')]}/change/"
+    heads = [a for a in links if "cs-head" in a.get("class")]
+    newest = max(stored)
+    assert [a.get("data-checkpoint") for a in heads] == [newest]
+    # The rollback started a branch: its nodes sit in a lane below the abandoned path.
+    ys = {a.get("data-checkpoint"): float(a.findall("s:circle", ns)[-1].get("cy")) for a in links}
+    assert len(set(ys.values())) >= 2
+    assert ys[newest] == min(ys.values())
+    assert any(a.get("data-source") == "rollback" for a in links)
+    assert len(root.findall("s:path", ns)) == len(stored) - 1
+
+
+def test_the_tree_is_windowed(admin_client, saver, chat, monkeypatch):
+    from checkpoints import admin_tree
+
+    monkeypatch.setattr(admin_tree, "WINDOW", 5)
+    pk = Thread.objects.get(thread_id="story").pk
+    page = admin_client.get(f"/admin/checkpoints/thread/{pk}/change/").content.decode()
+    (svg,) = _tree(page)
+    assert svg.count("<a href=") == 5
+    assert "Showing the newest 5 checkpoints; 7 older ones are in the history." in page
