@@ -24,7 +24,7 @@ from checkpoints.admin_display import collapsible, collapsible_map, json_block
 from checkpoints.admin_views import keep_store, store_alias, store_choices, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import Checkpoint, FinishedMark, Thread
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 
 HEAD_ROWS = 10

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from project.dburl import parse_database_url
+from checkpoints.dburl import parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("CHECKPOINTS_DATA_DIR", BASE_DIR / "var"))

@@ -18,8 +18,8 @@ from checkpoints.admin import ThreadAdmin
 from checkpoints.admin_views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.models import Park, SparedThread, SweepRun
 from retention.policy import effective_retention
 from retention.runs import mark_finished, unmark_finished

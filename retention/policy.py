@@ -7,7 +7,8 @@ shorten them; a longer value is refused naming both values, never shortened sile
 from __future__ import annotations
 
 from checkpoints.conf import setting
-from checkpoints.savers.base import StoreSaver, ThreadRetention
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import ThreadRetention
 from retention.errors import InvalidRetention, RetentionTooLong
 
 

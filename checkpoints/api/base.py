@@ -14,8 +14,9 @@ from rest_framework.renderers import JSONRenderer
 from checkpoints.api.access import ThreadInfo, visible_thread
 from checkpoints.api.pagination import StrictLimitOffsetPagination
 from checkpoints.errors import InvalidCheckpointInput
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import MAX_THREAD_ID_BYTES, StoreSaver
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import MAX_THREAD_ID_BYTES
+from checkpoints.store.registry import get_saver
 
 
 class StoreAPIView(GenericAPIView):

@@ -15,7 +15,7 @@ from checkpoints.api import serializers as s
 from checkpoints.api.access import ThreadInfo, find_owner, is_orm, record_owner, visible_rows
 from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.errors import InvalidCheckpointInput
-from checkpoints.savers.base import MAX_THREAD_ID_BYTES
+from checkpoints.store.planning import MAX_THREAD_ID_BYTES
 from checkpoints.timetravel import TimeTravel
 
 THREAD_ID = OpenApiParameter(
