@@ -6,6 +6,8 @@ ORM would spend three to five. Table and column names are the Django models'.
 
 from __future__ import annotations
 
+from django.db import connections
+
 from checkpoints.store.orm.pool import statement_cursor
 
 # One statement writes the thread row, the new channel blobs and the checkpoint.
@@ -236,3 +238,18 @@ class PostgresPaths:
                 cur.execute(AFTER_DELETE, chunk, prepare=self.prepare)
                 again += [row[0] for row in cur.fetchall()]
         return again
+
+    def _pg_durability(self) -> str:
+        """ "replicated" with a synchronous standby, "memory" when commits are not synced."""
+        with connections[self.using].cursor() as cur:
+            cur.execute("SHOW fsync")
+            fsync = cur.fetchone()[0]
+            cur.execute("SHOW synchronous_standby_names")
+            standbys = cur.fetchone()[0]
+            cur.execute("SHOW synchronous_commit")
+            commit = cur.fetchone()[0]
+        if fsync != "on" or commit == "off":
+            return "memory"
+        if standbys and commit in ("on", "remote_write", "remote_apply"):
+            return "replicated"
+        return "disk"

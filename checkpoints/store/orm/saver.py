@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections import defaultdict
@@ -16,7 +15,7 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import compress_typed, decompress_typed
 from checkpoints.conf import setting
-from checkpoints.dburl import parse_database_url
+from checkpoints.dburl import alias_for_conn_string
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
@@ -47,30 +46,11 @@ PAGE = 100
 EMPTY = "empty"
 _format_checked: set[str] = set()
 _format_lock = threading.Lock()
-_alias_lock = threading.Lock()
 
 
 def forget_format_checks() -> None:
     """Make the next saver built on each database check the format generation again."""
     _format_checked.clear()
-
-
-def alias_for_conn_string(conn_string: str) -> str:
-    """A Django database alias for a connection string, registered on first use."""
-    alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
-    with _alias_lock:
-        if alias not in connections.settings:
-            try:
-                entry = parse_database_url(conn_string)
-            except ValueError as exc:
-                raise CheckpointConfigError(
-                    f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
-                ) from exc
-            merged = connections.configure_settings(
-                {"default": dict(connections.settings["default"]), alias: entry}
-            )
-            connections.settings[alias] = merged[alias]
-    return alias
 
 
 class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
@@ -171,23 +151,9 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
         return self._durability
 
     def _read_durability(self) -> str:
-        conn = connections[self.using]
         if self.provider == "sqlite":
-            name = str(conn.settings_dict.get("NAME") or "")
-            in_memory = name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db()
-            return "memory" if in_memory else "disk"
-        with conn.cursor() as cur:
-            cur.execute("SHOW fsync")
-            fsync = cur.fetchone()[0]
-            cur.execute("SHOW synchronous_standby_names")
-            standbys = cur.fetchone()[0]
-            cur.execute("SHOW synchronous_commit")
-            commit = cur.fetchone()[0]
-        if fsync != "on" or commit == "off":
-            return "memory"
-        if standbys and commit in ("on", "remote_write", "remote_apply"):
-            return "replicated"
-        return "disk"
+            return self._sqlite_durability()
+        return self._pg_durability()
 
     # -- serialization --------------------------------------------------------------------
     def _dump(self, value: Any, where: str = "value") -> tuple[str, bytes]:

@@ -215,3 +215,10 @@ class SqlitePaths:
             return with_blobs_and_writes(cur, cur.execute(sql, values).fetchall())
         finally:
             cur.close()
+
+    def _sqlite_durability(self) -> str:
+        """ "disk" for a database file, "memory" for an in-memory database."""
+        conn = connections[self.using]
+        name = str(conn.settings_dict.get("NAME") or "")
+        in_memory = name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db()
+        return "memory" if in_memory else "disk"
