@@ -64,6 +64,7 @@ from checkpoints.store.planning import (
 
 logger = logging.getLogger(__name__)
 
+# Where checkpoints written before the stamp moved beside them carried it in their metadata.
 DURABILITY_KEY = "_durability"
 # Kept under their old names: tests and callers import them from here.
 _MISSING = MISSING
@@ -175,9 +176,33 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         """The level this store guarantees for an acknowledged write."""
         ...
 
-    def _stamp(self, metadata: dict[str, Any]) -> dict[str, Any]:
-        metadata[DURABILITY_KEY] = {"level": self.durability, "at": utcnow().isoformat()}
-        return metadata
+    def _stamp(self, plan: PutPlan) -> dict[str, str]:
+        """Record on ``plan`` the durability the store is about to commit it with."""
+        plan.durability = {"level": self.durability, "at": utcnow().isoformat()}
+        return plan.durability
+
+    def get_durability(self, config: RunnableConfig) -> dict[str, str] | None:
+        """``{"level", "at"}`` the store recorded when it committed the checkpoint.
+
+        The newest checkpoint of the namespace when ``config`` names none; None when there
+        is no such checkpoint. Kept beside the checkpoint, so the metadata a graph wrote
+        comes back exactly as written.
+        """
+        return self._run(self._flow_durability(config))
+
+    async def aget_durability(self, config: RunnableConfig) -> dict[str, str] | None:
+        return await self._arun(self._flow_durability(config))
+
+    def _flow_durability(self, config: RunnableConfig) -> Flow:
+        thread_id, ns, checkpoint_id = config_keys(config)
+        return (yield Call("durability_of", (thread_id, ns, checkpoint_id)))
+
+    @abstractmethod
+    def _durability_of(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> dict[str, str] | None:
+        """The stamp stored beside the checkpoint (the newest when no id is given)."""
+        ...
 
     # -- versions -------------------------------------------------------------------------
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
@@ -193,8 +218,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     # -- put ------------------------------------------------------------------------------
     def _flow_put(self, config, checkpoint, metadata, new_versions) -> Flow:
         plan = plan_put(config, checkpoint, metadata, new_versions)
-        # The primitive stamps the metadata once the write cannot fail any more, and prunes
-        # the namespace to max_checkpoints in the same unit of work where it can.
+        # The primitive stamps the plan (`_stamp`) as it commits, and prunes the namespace
+        # to max_checkpoints in the same unit of work where it can.
         yield Call("store_checkpoint", (plan,))
         return self._acknowledge(plan)
 
@@ -238,6 +263,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                     "checkpoint": plan.checkpoint,
                     "metadata": plan.metadata,
                 },
+                durability=plan.durability,
             )
         return stored
 

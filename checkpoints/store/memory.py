@@ -39,6 +39,7 @@ class _Saved:
     metadata: dict[str, Any]
     parent_id: str | None
     run_id: str | None
+    durability: dict[str, str] | None = None
 
 
 @dataclass
@@ -108,9 +109,8 @@ class MemorySaver(StoreSaver):
         s = self.store
         with s.lock:
             s.blobs.update({k: v for k, v in blobs.items() if k not in s.blobs})
-            md = self._stamp(plan.metadata)
             s.checkpoints[plan.thread_id][plan.ns][plan.checkpoint_id] = _Saved(
-                body, md, plan.parent_id, plan.run_id
+                body, plan.metadata, plan.parent_id, plan.run_id, dict(self._stamp(plan))
             )
             now = utcnow()
             record = s.threads.get(plan.thread_id)
@@ -122,6 +122,16 @@ class MemorySaver(StoreSaver):
                 record.last_write_at = now
             if self.max_checkpoints:
                 self._prune_locked(plan.thread_id, self.max_checkpoints, only_ns=plan.ns)
+
+    def _durability_of(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> dict[str, str] | None:
+        with self.store.lock:
+            by_id = self.store.checkpoints.get(thread_id, {}).get(ns)
+            if not by_id:
+                return None
+            saved = by_id.get(checkpoint_id if checkpoint_id else max(by_id))
+            return _copy_json(saved.durability) if saved is not None else None
 
     def _store_writes(self, plan: WritesPlan) -> None:
         encoded = [
@@ -267,7 +277,11 @@ class MemorySaver(StoreSaver):
             for ns, by_id in s.checkpoints[src].items():
                 for cid, saved in by_id.items():
                     s.checkpoints[dst][ns][cid] = _Saved(
-                        saved.body, _copy_json(saved.metadata), saved.parent_id, saved.run_id
+                        saved.body,
+                        _copy_json(saved.metadata),
+                        saved.parent_id,
+                        saved.run_id,
+                        _copy_json(saved.durability),
                     )
             for (tid, ns, ch, ver), typed in list(s.blobs.items()):
                 if tid == src:

@@ -230,6 +230,9 @@ class PutPlan:
     metadata: dict[str, Any]
     # The caller's user id as given (config["configurable"]["user_id"]), "" when none.
     owner: str
+    # {"level", "at"}: what the store guarantees for this write, set by the store as it
+    # commits and kept beside the checkpoint, never inside its metadata.
+    durability: dict[str, str] | None = None
 
     def body(self, *, without: Iterable[str] = ("channel_values",)) -> dict[str, Any]:
         """The checkpoint without the parts a store keeps elsewhere."""

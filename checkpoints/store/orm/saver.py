@@ -6,6 +6,7 @@ import json
 import threading
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -189,20 +190,36 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
         }
         if self.provider == "postgres" and not self.max_checkpoints:
             # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round trips.
-            row["now"] = utcnow()
-            row["metadata"] = self._stamp(plan.metadata)
+            self._stamp_row(row, plan)
             self._put_pg(row, blobs)
             return
         with transaction.atomic(using=self.using):
             # Stamped inside the transaction: no reader sees it before the commit.
-            row["now"] = utcnow()
-            row["metadata"] = self._stamp(plan.metadata)
+            self._stamp_row(row, plan)
             if self.provider == "postgres":
                 thread_pk = self._put_pg(row, blobs)
             else:
                 thread_pk = self._put_sqlite(row, blobs)
             if self.max_checkpoints:
                 self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)
+
+    def _stamp_row(self, row: dict, plan: PutPlan) -> None:
+        # The stamp's time is the row's created_at: the store keeps it once, as a column.
+        row["now"] = datetime.fromisoformat(self._stamp(plan)["at"])
+        row["metadata"] = plan.metadata
+
+    def _durability_of(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> dict[str, str] | None:
+        rows = CheckpointRow.objects.using(self.using).filter(
+            thread__thread_id=thread_id, checkpoint_ns=ns
+        )
+        if checkpoint_id:
+            rows = rows.filter(checkpoint_id=checkpoint_id)
+        found = rows.order_by("-checkpoint_id").values_list("durability", "created_at").first()
+        if found is None:
+            return None
+        return {"level": found[0], "at": found[1].astimezone(UTC).isoformat()}
 
     def _store_writes(self, plan: WritesPlan) -> None:
         rows = [

@@ -38,7 +38,7 @@ from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_type
 from checkpoints.conf import setting
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
-from checkpoints.store.contract import StoreSaver
+from checkpoints.store.contract import DURABILITY_KEY, StoreSaver
 from checkpoints.store.planning import (
     FORMAT_GENERATION,
     MISSING,
@@ -178,6 +178,29 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     async def _acall(self, name: str, args: tuple) -> Any:
         return await self._adrive(getattr(self, f"_io_{name}")(*args))
 
+    def _durability_of(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> dict[str, str] | None:
+        return self._drive(self._io_durability_of(thread_id, ns, checkpoint_id))
+
+    def _io_durability_of(self, thread_id: str, ns: str, checkpoint_id: str | None):
+        p, h = thread_prefix(thread_id), ns_hex(ns)
+        if not checkpoint_id:
+            (newest,) = yield Batch(
+                [cmd("ZRANGE", f"{p}i:{h}", "+", "-", "BYLEX", "REV", "LIMIT", 0, 1)]
+            )
+            if not newest:
+                return None
+            checkpoint_id = dec(newest[0])
+        (record,) = yield Batch([cmd("HGET", f"{p}c:{h}", checkpoint_id)])
+        if record is None:
+            return None
+        parts = unpack(record)
+        if len(parts) > 6:
+            return json.loads(parts[6])
+        # Written before the stamp moved beside the metadata: it is in the metadata.
+        return json.loads(parts[2]).get(DURABILITY_KEY)
+
     def _store_checkpoint(self, plan: PutPlan) -> None:
         self._drive(self._io_store_checkpoint(plan))
 
@@ -237,15 +260,17 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
         blob_fields = pack(
             *(pack(channel, str(version)) for channel, version in plan.versions.items())
         )
-        md = self._stamp(plan.metadata)
         run_id = plan.run_id
+        # The script cannot fail once sent, so the stamp is taken here, beside the record's
+        # metadata rather than in it (record part 7).
         record = pack(
             blob_fields,
             parent_id or "",
-            json.dumps(md, separators=(",", ":")),
+            json.dumps(plan.metadata, separators=(",", ":")),
             body_type,
             body,
             "" if run_id is None else str(run_id),
+            json.dumps(self._stamp(plan), separators=(",", ":")),
         )
         owner = plan.owner
         now = now_ms()
@@ -297,7 +322,7 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     # -- reads ----------------------------------------------------------------------------
     def _tuple(self, thread_id: str, ns: str, found: list) -> CheckpointTuple:
         checkpoint_id = dec(found[0])
-        blob_fields, parent, md, body_type, body, _run = unpack(found[1])
+        blob_fields, parent, md, body_type, body, *_ = unpack(found[1])
         checkpoint = self._load(body_type, body)
         values = {}
         for blob_field, value in zip(unpack(blob_fields), found[2], strict=False):
