@@ -36,8 +36,8 @@ from checkpoints.models import (
     PendingWrite,
     Thread,
 )
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 
 HEAD_ROWS = 10

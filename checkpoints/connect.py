@@ -191,7 +191,7 @@ def _open(conn_string: str, options: dict[str, Any]):
     with _lock:
         if not settings.configured:
             _configure_standalone(provider, conn_string)
-        from checkpoints.savers import get_saver
+        from checkpoints.store.registry import get_saver
 
         if provider == "memory":
             return get_saver("memory", **options), None

@@ -20,11 +20,11 @@ from checkpoints.admin import ThreadAdmin
 from checkpoints.admin_views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.models import Park, SparedThread, SweepRun
 from retention.policy import effective_retention
-from retention.runs import PARK_PROVIDERS, mark_finished, unmark_finished
+from retention.runs import mark_finished, unmark_finished
 from retention.sweep import FINISHED, WAITING, claimed_threads, live_thread_filters
 from retention.sweep import sweep_checkpoints as run_sweep
 
@@ -260,16 +260,16 @@ class ParkAdmin(ReadMostly, admin.ModelAdmin):
         return obj.deadline <= utcnow()
 
     def changelist_view(self, request, extra_context=None):
-        provider = get_saver().provider
-        if provider not in PARK_PROVIDERS:
+        saver = get_saver()
+        if not saver.can_park:
             # An empty page on these stores is by design; say why instead of leaving a puzzle.
             self.message_user(
                 request,
-                f"This deployment's store is {provider}, which cannot hold a parked run: a "
-                "park promises that any worker can resume the thread, and a "
-                f"{provider} store lives in one process or one file. Only "
-                f"{' and '.join(PARK_PROVIDERS)} stores park; runs here are marked finished "
-                "when they end, or wait out their waiting horizon.",
+                f"This deployment's store is {saver.provider}, which cannot hold a parked "
+                "run: a park promises that any worker can resume the thread, and a "
+                f"{saver.provider} store lives in one process or one file. Only postgres "
+                "and redis stores park; runs here are marked finished when they end, or "
+                "wait out their waiting horizon.",
                 messages.INFO,
             )
         return super().changelist_view(request, extra_context)

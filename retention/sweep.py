@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -28,7 +28,8 @@ from django.utils.module_loading import import_string
 from checkpoints import audit
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError, InvalidCheckpointInput
-from checkpoints.savers.base import StoreSaver, utcnow
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import utcnow
 from retention import metrics
 from retention.errors import LiveFilterFailed, SweepAlreadyRunning, SweepFailed
 from retention.locks import sweep_lock
@@ -372,7 +373,7 @@ def sweep_checkpoints(
     when a filter fails, CheckpointDeleteError when a writer keeps re-filling a thread.
     """
     if saver is None:
-        from checkpoints.savers import get_saver
+        from checkpoints.store.registry import get_saver
 
         saver = get_saver()
 
@@ -398,7 +399,7 @@ def sweep_threads(
     batch listed earlier is safe to sweep later or twice.
     """
     if saver is None:
-        from checkpoints.savers import get_saver
+        from checkpoints.store.registry import get_saver
 
         saver = get_saver()
     ids = list(dict.fromkeys(str(t) for t in thread_ids))
@@ -424,21 +425,9 @@ def past_horizon(
             finished.append(thread_id)
     if not saver.supports_idle_sweep:
         return finished, []
-    from checkpoints.models import Thread
-
     platform_waiting, _ = platform_retention()
     rest = [t for t in thread_ids if t not in set(finished)]
-    rows = (
-        Thread.objects.using(saver.using)
-        .filter(thread_id__in=rest)
-        .values_list("thread_id", "last_write_at", "waiting_minutes")
-    )
-    idle = {
-        thread_id
-        for thread_id, last_write, minutes in rows
-        if last_write < now - timedelta(minutes=minutes or platform_waiting)
-    }
-    return finished, [t for t in rest if t in idle]
+    return finished, saver.idle_among(rest, now, platform_waiting)
 
 
 def candidate_batches(saver: StoreSaver, *, now: datetime, max_batches: int) -> list[list[str]]:

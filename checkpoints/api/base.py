@@ -18,8 +18,9 @@ from checkpoints.api.errors import exception_handler
 from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
 from checkpoints.errors import InvalidCheckpointInput
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import MAX_THREAD_ID_BYTES, StoreSaver
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import MAX_THREAD_ID_BYTES
+from checkpoints.store.registry import get_saver
 
 
 class StoreAPIView(GenericAPIView):

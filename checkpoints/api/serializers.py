@@ -142,6 +142,11 @@ class SnapshotMetadataSerializer(serializers.Serializer):
     )
 
 
+class DurabilitySerializer(serializers.Serializer):
+    level = serializers.CharField()
+    at = serializers.CharField(allow_null=True)
+
+
 class StateSnapshotSerializer(serializers.Serializer):
     """Reads a ``StateSnapshot``; every value is rendered as plain JSON."""
 
@@ -152,6 +157,11 @@ class StateSnapshotSerializer(serializers.Serializer):
     config = serializers.DictField()
     next = serializers.ListField(child=serializers.CharField())
     channel_versions = serializers.DictField()
+    durability = DurabilitySerializer(
+        allow_null=True,
+        help_text="What the store guaranteed when it committed this checkpoint: "
+        "level (memory, disk or replicated) and the time it was stamped.",
+    )
 
     def to_representation(self, snapshot):
         data = snapshot.as_dict() if hasattr(snapshot, "as_dict") else dict(snapshot)
@@ -180,6 +190,11 @@ class StateSnapshotSerializer(serializers.Serializer):
             "channel_versions": {
                 str(k): str(v) for k, v in (data.get("channel_versions") or {}).items()
             },
+            "durability": (
+                {"level": str(durability.get("level")), "at": _text(durability.get("at"))}
+                if (durability := data.get("durability"))
+                else None
+            ),
         }
 
 

@@ -16,7 +16,7 @@ from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.api.limits import load_json_or_text
 from checkpoints.api.openapi import extend_schema
 from checkpoints.errors import InvalidCheckpointInput
-from checkpoints.savers.base import MAX_THREAD_ID_BYTES
+from checkpoints.store.planning import MAX_THREAD_ID_BYTES
 from checkpoints.threads import delete_thread
 from checkpoints.timetravel import TimeTravel
 

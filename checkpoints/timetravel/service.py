@@ -64,6 +64,11 @@ class GetTuple:
 
 
 @dataclass(frozen=True)
+class GetDurability:
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class DeltaHistory:
     config: dict[str, Any]
     channels: list[str]
@@ -113,7 +118,17 @@ class FireForked:
     snapshot: StateSnapshot
 
 
-Request = GetTuple | DeltaHistory | Put | PutWrites | BumpVersion | OpenList | NextRow | FireForked
+Request = (
+    GetTuple
+    | GetDurability
+    | DeltaHistory
+    | Put
+    | PutWrites
+    | BumpVersion
+    | OpenList
+    | NextRow
+    | FireForked
+)
 
 
 class TimeTravel:
@@ -301,7 +316,8 @@ class TimeTravel:
     ) -> Flow[StateSnapshot]:
         parent_seen = yield from self._parent_seen(tup, ahead)
         rebuilt = yield from self._rebuilt(tup, specs, required=False)
-        return build_snapshot(tup, parent_seen, rebuilt, self.node_subscriptions)
+        durability = yield GetDurability(tup.config)
+        return build_snapshot(tup, parent_seen, rebuilt, self.node_subscriptions, durability)
 
     def _get_state(self, thread_id: str, checkpoint_id: str | None) -> Flow[StateSnapshot]:
         tup = yield from self._load(thread_id, checkpoint_id)
@@ -402,6 +418,9 @@ class TimeTravel:
         match request:
             case GetTuple(config):
                 return saver.get_tuple(config)
+            case GetDurability(config):
+                get = getattr(saver, "get_durability", None)
+                return get(config) if get is not None else None
             case DeltaHistory(config, channels):
                 return saver.get_delta_channel_history(config=config, channels=channels)
             case Put(config, checkpoint, metadata, new_versions):
@@ -423,6 +442,9 @@ class TimeTravel:
         match request:
             case GetTuple(config):
                 return await saver.aget_tuple(config)
+            case GetDurability(config):
+                aget = getattr(saver, "aget_durability", None)
+                return await aget(config) if aget is not None else None
             case DeltaHistory(config, channels):
                 return await saver.aget_delta_channel_history(config=config, channels=channels)
             case Put(config, checkpoint, metadata, new_versions):

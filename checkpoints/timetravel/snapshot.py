@@ -39,6 +39,9 @@ class StateSnapshot:
     config: dict[str, Any]
     next: list[str]
     channel_versions: dict[str, Any] = field(default_factory=dict)
+    # {"level", "at"}: what the store guaranteed when it committed this checkpoint (None
+    # from a saver that keeps no stamp).
+    durability: dict[str, Any] | None = None
 
     @property
     def thread_id(self) -> str:
@@ -59,6 +62,7 @@ class StateSnapshot:
                 "config": self.config,
                 "next": self.next,
                 "channel_versions": self.channel_versions,
+                "durability": self.durability,
             }
         )
 
@@ -198,6 +202,7 @@ def build_snapshot(
     parent_seen: Mapping[str, Any] | None,
     rebuilt: Mapping[str, Any] | None,
     node_subscriptions: Mapping[str, Sequence[str]],
+    durability: Mapping[str, Any] | None = None,
 ) -> StateSnapshot:
     """The snapshot of ``tup``; ``parent_seen`` is its parent's versions_seen, when known."""
     rebuilt = {k: v for k, v in (rebuilt or {}).items() if v is not MISSING}
@@ -248,4 +253,5 @@ def build_snapshot(
         config=thread_config(tup.config["configurable"]["thread_id"], checkpoint_id),
         next=nxt,
         channel_versions=dict(checkpoint.get("channel_versions") or {}),
+        durability=dict(durability) if durability else None,
     )
