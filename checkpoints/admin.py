@@ -11,20 +11,33 @@ module, never the reverse.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
-from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
-from django.db.models.functions import Coalesce
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce, Length
+from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import admin_views
-from checkpoints.admin_display import collapsible, collapsible_map, json_block
+from checkpoints import admin_tree, admin_views, status
+from checkpoints.admin_display import byte_size, collapsible, json_block, state_view
 from checkpoints.admin_views import keep_store, store_alias, store_choices, store_saver
+from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import AuditEvent, Checkpoint, FinishedMark, Thread
-from checkpoints.savers import get_saver
+from checkpoints.models import (
+    AuditEvent,
+    ChannelBlob,
+    Checkpoint,
+    FinishedMark,
+    PendingWrite,
+    Thread,
+)
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 
 HEAD_ROWS = 10
@@ -85,6 +98,22 @@ class ProviderFilter(admin.SimpleListFilter):
 class StoreChoiceMixin:
     """Every page of this admin reads the store the request names (see `ProviderFilter`)."""
 
+    def changelist_view(self, request, extra_context=None):
+        named = request.GET.get(admin_views.PROVIDER_PARAM)
+        choices = dict(store_choices())
+        if named is not None and named not in choices:
+            # Django would quietly drop the bad filter and show the default store.
+            self.message_user(
+                request,
+                f"There is no checkpoint store {named!r} in this admin; choose one of "
+                f"{', '.join(choices)}. Showing the deployment's own store instead.",
+                messages.ERROR,
+            )
+            query = request.GET.copy()
+            del query[admin_views.PROVIDER_PARAM]
+            return HttpResponseRedirect(f"{request.path}?{query.urlencode()}")
+        return super().changelist_view(request, extra_context)
+
     @property
     def urls(self):
         # Wrapped here, not in get_urls, so the views subclasses add are covered too.
@@ -114,6 +143,35 @@ class FinishedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class StatusFilter(admin.SimpleListFilter):
+    """Filter by the status column's rule (checkpoints/status.py), in the same order."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [(kind, label) for kind, label in status.KINDS.items() if kind != "parked"]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        now = utcnow()
+        marked = Exists(FinishedMark.objects.filter(thread_id=OuterRef("thread_id")))
+        waiting = Q(has_interrupt=True, has_resume=False)
+        recent = Q(last_write_at__gte=now - status.RECENT)
+        rules = {
+            "finished": Q(marked),
+            "waiting_on_human": ~Q(marked) & waiting,
+            "failed": ~Q(marked) & ~waiting & Q(has_error=True),
+            "recent": ~Q(marked) & ~waiting & Q(has_error=False) & recent,
+            "idle": ~Q(marked) & ~waiting & Q(has_error=False) & ~recent,
+        }
+        if value not in rules:
+            raise IncorrectLookupParameters(f"status {value!r} is not one of {', '.join(rules)}")
+        return queryset.filter(rules[value])
+
+
 class ReadOnlyMixin:
     """Pages to read, not forms to edit: the store's own operations are the only writers."""
 
@@ -132,14 +190,19 @@ class ReadOnlyMixin:
 class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "thread_id",
+        "status",
         "owner",
-        "last_write_at",
+        "last_write_seconds",
         "checkpoint_count",
-        "finished_state",
         "due_at",
         "declared_retention",
     )
-    list_filter = [("owner", admin.RelatedFieldListFilter), FinishedFilter, ProviderFilter]
+    list_filter = [
+        StatusFilter,
+        ("owner", admin.RelatedFieldListFilter),
+        FinishedFilter,
+        ProviderFilter,
+    ]
     search_fields = ("thread_id",)
     search_help_text = "Thread id, exactly or its beginning."
     list_select_related = ("owner",)
@@ -148,8 +211,10 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     # A COUNT(*) over a million-row table on every page load is the slow part; skip it.
     show_full_result_count = False
     change_form_template = "admin/checkpoints/thread/change_form.html"
+    change_list_template = "admin/checkpoints/thread/change_list.html"
     fields = (
         "thread_id",
+        "status_detail",
         "owner",
         "created_at",
         "last_write_at",
@@ -158,7 +223,7 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         "finished_state",
         "due_at",
         "lineage",
-        "namespaces",
+        "checkpoint_tree",
         "recent_checkpoints",
     )
     readonly_fields = fields
@@ -172,6 +237,22 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             .values("n")
         )
         mark = FinishedMark.objects.filter(thread_id=OuterRef("thread_id"))
+        head = (
+            Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="")
+            .order_by("-checkpoint_id")
+            .values("checkpoint_id")[:1]
+        )
+
+        def head_writes(channel: str) -> Exists:
+            return Exists(
+                PendingWrite.objects.filter(
+                    thread=OuterRef("pk"),
+                    checkpoint_ns="",
+                    checkpoint_id=OuterRef("head_id"),
+                    channel=channel,
+                )
+            )
+
         return (
             super()
             .get_queryset(request)
@@ -182,8 +263,76 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                 checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0),
                 mark_due=Subquery(mark.values("due_at")[:1]),
                 mark_owner=Subquery(mark.values("owner")[:1]),
+                head_id=Subquery(head),
+            )
+            .annotate(
+                has_interrupt=head_writes(status.INTERRUPT),
+                has_resume=head_writes(status.RESUME),
+                has_error=head_writes(status.ERROR),
             )
         )
+
+    def park_deadline(self, obj):
+        """The thread's live park deadline; retention's admin knows parks."""
+        return None
+
+    def head_details(self, obj) -> dict[str, str]:
+        """The interrupt's question and node, or the error, read from the head's writes."""
+        if not (obj.has_interrupt or obj.has_error):
+            return {}
+        try:
+            head = store_saver().get_tuple({"configurable": {"thread_id": obj.thread_id}})
+        except CheckpointStoreError as exc:
+            return {"error": f"cannot read the head checkpoint: {exc}"}
+        paths = dict(
+            PendingWrite.objects.using(store_alias())
+            .filter(thread=obj, checkpoint_ns="", checkpoint_id=obj.head_id)
+            .values_list("task_id", "task_path")
+        )
+        found: dict[str, str] = {}
+        for task_id, channel, value in (head.pending_writes if head else []) or []:
+            if channel == status.INTERRUPT and "question" not in found:
+                first = value[0] if isinstance(value, (list, tuple)) and value else value
+                found["question"] = str(getattr(first, "value", first))[:300]
+                found["node"] = status.node_of(paths.get(task_id, ""))
+            elif channel == status.ERROR and "error" not in found:
+                found["error"] = str(value)[:300]
+        return found
+
+    def status_of(self, obj, *, detailed: bool) -> status.ThreadStatus:
+        details = self.head_details(obj) if detailed else {}
+        return status.thread_status(
+            now=utcnow(),
+            last_write_at=obj.last_write_at,
+            waiting_minutes=obj.waiting_minutes or setting("RETENTION_WAITING_MINUTES"),
+            mark_due=obj.mark_due,
+            park_deadline=self.park_deadline(obj),
+            interrupted=obj.has_interrupt and not obj.has_resume,
+            question=details.get("question", ""),
+            node=details.get("node", ""),
+            error=details.get("error") or ("the last task failed" if obj.has_error else ""),
+        )
+
+    def _status_html(self, found: status.ThreadStatus):
+        return format_html(
+            '<span class="cs-status cs-status-{}">{}</span> <span class="cs-muted">{}</span>',
+            found.kind,
+            found.label,
+            found.detail,
+        )
+
+    @admin.display(description="status")
+    def status(self, obj):
+        return self._status_html(self.status_of(obj, detailed=False))
+
+    @admin.display(description="status")
+    def status_detail(self, obj):
+        # The thread page also reads the interrupt's question and node, or the error.
+        return self._status_html(self.status_of(obj, detailed=True))
+
+    @admin.display(description="last write", ordering="last_write_at")
+    def last_write_seconds(self, obj):
+        return f"{obj.last_write_at:%Y-%m-%d %H:%M:%S %Z}"
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -229,16 +378,41 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             ((admin_views.checkpoint_link(s["thread_id"], s["checkpoint_id"]),) for s in steps),
         )
 
-    @admin.display(description="checkpoint namespaces")
-    def namespaces(self, obj):
-        try:
-            found = TimeTravel(store_saver()).namespaces(obj.thread_id)
-        except CheckpointStoreError as exc:
-            return f"unavailable: {exc}"
-        children = [ns for ns in found if ns]
-        if not children:
-            return "root only (no subgraph checkpoints)"
-        return format_html_join(", ", "<code>{}</code>", ((ns,) for ns in ["(root)", *children]))
+    @admin.display(description="checkpoint tree")
+    def checkpoint_tree(self, obj):
+        checkpoints = Checkpoint.objects.using(store_alias()).filter(thread=obj)
+        namespaces = sorted(
+            set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
+        )
+        drawn = []
+        for ns in namespaces:
+            rows = list(
+                checkpoints.filter(checkpoint_ns=ns)
+                .order_by("-checkpoint_id")
+                .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "source", "step")[
+                    : admin_tree.WINDOW + 1
+                ]
+            )
+            truncated = 0
+            if len(rows) > admin_tree.WINDOW:
+                rows = rows[: admin_tree.WINDOW]
+                truncated = checkpoints.filter(checkpoint_ns=ns).count() - admin_tree.WINDOW
+            nodes = [admin_tree.Node(*row) for row in rows]
+            title = f"namespace {ns}" if ns else "root namespace"
+            drawn.append(
+                format_html(
+                    '<div class="cs-tree-ns"><strong>{}</strong>{}</div>',
+                    title,
+                    admin_tree.draw(
+                        nodes,
+                        head_id=rows[0][1] if rows else None,
+                        link=checkpoint_change_url,
+                        label=f"checkpoints of thread {obj.thread_id}, {title}",
+                        truncated=truncated,
+                    ),
+                )
+            )
+        return format_html_join("", "{}", ((d,) for d in drawn)) if drawn else "no checkpoints"
 
     @admin.display(description="newest checkpoints")
     def recent_checkpoints(self, obj):
@@ -285,14 +459,49 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra)
 
 
+# Query parameters the history's "jump to" form sends (see change_list.html).
+JUMPS = ("step__lte", "created_at__lte")
+
+
+class HistoryChangeList(ChangeList):
+    """The checkpoint list, with the node(s) that wrote each row read for the page at once."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        rows = list(self.result_list)
+        parents = {(r.thread_id, r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
+        parents = {p for p in parents if p[2]}
+        nodes: dict[tuple, list[str]] = {}
+        if parents:
+            wanted = Q()
+            for thread_pk, ns, checkpoint_id in parents:
+                wanted |= Q(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+            found = (
+                PendingWrite.objects.using(store_alias())
+                .filter(wanted)
+                .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")
+                .distinct()
+            )
+            for thread_pk, ns, checkpoint_id, task_path in found:
+                node = status.node_of(task_path)
+                names = nodes.setdefault((thread_pk, ns, checkpoint_id), [])
+                if node and node not in names:
+                    names.append(node)
+        for row in rows:
+            key = (row.thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
+            row.nodes = sorted(nodes.get(key, []))
+
+
 @admin.register(Checkpoint)
 class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "checkpoint_id",
         "thread_link",
-        "source",
         "step",
-        "created_at",
+        "source",
+        "written_by",
+        "created_seconds",
+        "stored_size",
         "durability",
     )
     list_display_links = ("checkpoint_id",)
@@ -349,12 +558,34 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     # -- queries ------------------------------------------------------------------------
     def get_queryset(self, request):
-        return super().get_queryset(request).using(store_alias()).defer("checkpoint")
+        return (
+            super()
+            .get_queryset(request)
+            .using(store_alias())
+            .defer("checkpoint")
+            .annotate(body_size=Length("checkpoint"))
+        )
 
     def lookup_allowed(self, lookup, value, request=None):
-        if lookup in ("thread__id__exact", "thread__thread_id"):
+        if lookup in JUMPS or lookup in ("thread__id__exact", "thread__thread_id"):
             return True
         return super().lookup_allowed(lookup, value, request)
+
+    def get_changelist(self, request, **kwargs):
+        return HistoryChangeList
+
+    @admin.display(description="written by")
+    def written_by(self, obj):
+        return ", ".join(getattr(obj, "nodes", ())) or "—"
+
+    @admin.display(description="written", ordering="created_at")
+    def created_seconds(self, obj):
+        return f"{obj.created_at:%Y-%m-%d %H:%M:%S %Z}"
+
+    @admin.display(description="stored")
+    def stored_size(self, obj):
+        # The checkpoint row itself; channel values are shared blobs, sized on its page.
+        return byte_size(obj.body_size)
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -373,6 +604,12 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                 extra["subtitle"] = None
                 extra["history_thread"] = thread
                 extra["history_thread_url"] = thread_change_url(thread.pk)
+                # The jump form keeps every other filter; its own fields start empty.
+                keep = [(k, v) for k, v in request.GET.items() if k not in (*JUMPS, "p")]
+                extra["jump_keep"] = keep
+                extra["jump_step"] = request.GET.get("step__lte", "")
+                extra["jump_time"] = request.GET.get("created_at__lte", "")
+                extra["jump_clear"] = urlencode(keep)
         return super().changelist_view(request, extra)
 
     # -- per-object views ---------------------------------------------------------------
@@ -401,6 +638,7 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         pk = unquote(object_id)
         extra = {
+            **self._neighbours(pk),
             "can_rollback": self.has_rollback_permission(request),
             "can_fork": self.has_fork_permission(request),
             "changes_url": keep_store(reverse("admin:checkpoints_checkpoint_changes", args=[pk])),
@@ -409,6 +647,38 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
+
+    def _neighbours(self, pk) -> dict[str, str]:
+        """Links to the older and newer checkpoint of the same thread and namespace."""
+        row = (
+            Checkpoint.objects.using(store_alias())
+            .filter(pk=pk)
+            .values("thread_id", "checkpoint_ns", "checkpoint_id")
+            .first()
+        )
+        if row is None:
+            return {}
+        same = Checkpoint.objects.using(store_alias()).filter(
+            thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"]
+        )
+        older = (
+            same.filter(checkpoint_id__lt=row["checkpoint_id"])
+            .order_by("-checkpoint_id")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        newer = (
+            same.filter(checkpoint_id__gt=row["checkpoint_id"])
+            .order_by("checkpoint_id")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        links = {"history_url": history_url(row["thread_id"])}
+        if older is not None:
+            links["older_url"] = checkpoint_change_url(older)
+        if newer is not None:
+            links["newer_url"] = checkpoint_change_url(newer)
+        return links
 
     # -- list actions: each leads to the same confirmation page as the object's button ---
     def _single(self, request, queryset, verb):
@@ -511,7 +781,23 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         saved = self._tuple(obj)
         if saved is None:
             return "the saver holds no such checkpoint"
-        return collapsible_map(saved.checkpoint.get("channel_values") or {}, empty="(no values)")
+        return state_view(saved.checkpoint.get("channel_values") or {}, self._sizes(obj))
+
+    def _sizes(self, obj) -> dict[str, int]:
+        """Stored bytes of each channel's value at this checkpoint (after compression)."""
+        versions = {c: str(v) for c, v in (obj.channel_versions or {}).items()}
+        if not versions:
+            return {}
+        wanted = Q()
+        for channel, version in versions.items():
+            wanted |= Q(channel=channel, version=version)
+        rows = (
+            ChannelBlob.objects.using(store_alias())
+            .filter(wanted, thread_id=obj.thread_id, checkpoint_ns=obj.checkpoint_ns)
+            .annotate(size=Length("blob"))
+            .values_list("channel", "size")
+        )
+        return {channel: size or 0 for channel, size in rows}
 
     @admin.display(description="pending writes")
     def pending_writes(self, obj):

@@ -49,3 +49,121 @@ def collapsible_map(values: Mapping[str, Any], *, empty: str = "(none)") -> Safe
     return format_html_join(
         "", "{}", ((collapsible(str(k), values[k]),) for k in sorted(values, key=str))
     )
+
+
+# -- a checkpoint's state: a transcript for messages, internals behind a toggle -------------
+INTERNAL_PREFIXES = ("branch:", "__pregel", "start:", "join:")
+INTERNAL_NAMES = frozenset({"__start__", "__end__"})
+MESSAGE_TYPES = frozenset({"human", "ai", "tool", "system", "function", "chat", "remove"})
+
+
+def is_internal(channel: str) -> bool:
+    """LangGraph's own bookkeeping channels, not the graph's state."""
+    return channel in INTERNAL_NAMES or channel.startswith(INTERNAL_PREFIXES)
+
+
+def _is_message(item: Any) -> bool:
+    kind = getattr(item, "type", None)
+    return isinstance(kind, str) and kind in MESSAGE_TYPES and hasattr(item, "content")
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content]
+        return "\n".join(part for part in parts if part)
+    return pretty(content)
+
+
+def transcript(messages: list[Any]) -> SafeString:
+    """Messages as a conversation: who said what, and the tools the model called."""
+    rows = []
+    for message in messages:
+        calls = getattr(message, "tool_calls", None) or []
+        call_text = "; ".join(
+            f"{call.get('name', '?')}({pretty(call.get('args', {}))})"
+            for call in calls
+            if isinstance(call, Mapping)
+        )
+        name = getattr(message, "name", None) or ""
+        who = message.type + (f" · {name}" if name else "")
+        rows.append((who, _text(message.content), call_text))
+    return format_html(
+        '<table class="cs-table cs-transcript"><tbody>{}</tbody></table>',
+        format_html_join(
+            "",
+            '<tr><th class="cs-role">{}</th><td><div class="cs-said">{}</div>{}</td></tr>',
+            (
+                (
+                    who,
+                    said,
+                    format_html('<div class="cs-muted">tool calls: {}</div>', calls)
+                    if calls
+                    else "",
+                )
+                for who, said, calls in rows
+            ),
+        ),
+    )
+
+
+def byte_size(size: int | None) -> str:
+    if size is None:
+        return ""
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+def size_text(size: int | None) -> str:
+    return f"{byte_size(size)} stored" if size is not None else ""
+
+
+def _channel(name: str, value: Any, size: int | None) -> SafeString:
+    if isinstance(value, list) and value and all(_is_message(m) for m in value):
+        return format_html(
+            '<details class="cs-value" open><summary><strong>{}</strong> '
+            '<span class="cs-hint">{} · {} messages{}</span></summary>{}'
+            '<details class="cs-raw"><summary class="cs-hint">as stored (JSON)</summary>{}'
+            "</details></details>",
+            name,
+            preview(value),
+            len(value),
+            format_html(" · {}", size_text(size)) if size is not None else "",
+            transcript(value),
+            json_block(value),
+        )
+    return format_html(
+        '<details class="cs-value"><summary><strong>{}</strong> '
+        '<span class="cs-hint">{} {}</span></summary>{}</details>',
+        name,
+        preview(value),
+        format_html("· {}", size_text(size)) if size is not None else "",
+        json_block(value),
+    )
+
+
+def state_view(values: Mapping[str, Any], sizes: Mapping[str, int] | None = None) -> SafeString:
+    """The graph's channels first (messages as a transcript), LangGraph's internals folded."""
+    sizes = sizes or {}
+    names = sorted(values, key=str)
+    own = [n for n in names if not is_internal(str(n))]
+    internal = [n for n in names if is_internal(str(n))]
+    if not names:
+        return format_html("<em>{}</em>", "(no values)")
+    body = format_html_join("", "{}", ((_channel(str(n), values[n], sizes.get(n)),) for n in own))
+    if internal:
+        body = format_html(
+            '{}<details class="cs-internals"><summary>LangGraph internals ({} channels: {})'
+            "</summary>{}</details>",
+            body,
+            len(internal),
+            ", ".join(str(n) for n in internal),
+            format_html_join(
+                "", "{}", ((_channel(str(n), values[n], sizes.get(n)),) for n in internal)
+            ),
+        )
+    return body

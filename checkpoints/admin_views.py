@@ -23,7 +23,7 @@ from checkpoints.diff import baseline, channel_changes
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.graphs import time_travel_for
 from checkpoints.models import Checkpoint, Thread
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 
 CHILD_LINKS = 20
 PROVIDER_PARAM = "provider"
@@ -39,7 +39,7 @@ _tables_lock = threading.Lock()
 # -- which checkpoint store a page reads -------------------------------------------------
 def deployment_alias() -> str:
     """The database alias the deployment's ORM saver uses ("default" for other providers)."""
-    return getattr(get_saver(), "using", "default")
+    return get_saver().db_alias or "default"
 
 
 def store_alias() -> str:
@@ -76,7 +76,7 @@ def store_choices() -> list[tuple[str, str]]:
     The deployment's own ORM store is offered without asking its database (its saver already
     relies on the tables); other aliases are asked once whether they hold the tables.
     """
-    own = getattr(get_saver(), "using", None)
+    own = get_saver().db_alias
     aliases = ([own] if own else []) + [a for a in settings.DATABASES if a != own]
     choices = []
     for alias in aliases:

@@ -7,8 +7,8 @@ import os
 from django.core.checks import Error, Tags, Warning, register
 
 from checkpoints.conf import store_settings
+from checkpoints.store.registry import path_errors, providers
 
-PROVIDERS = ("postgres", "sqlite", "redis", "memory")
 REMOVED_VARIABLES = {
     "LLM_PROVIDER_CHECKPOINT_TTL_MINUTES": (
         "replaced by LLM_PROVIDER_CHECKPOINT_RETENTION_WAITING_MINUTES and "
@@ -48,14 +48,16 @@ def configuration_errors() -> list[Error]:
                 )
             )
     provider = conf["PROVIDER"]
-    if provider not in PROVIDERS:
+    known = providers()
+    if provider not in known:
         errors.append(
             Error(
                 f"{_name('PROVIDER')} is {provider!r}, not a known provider.",
-                hint="Use one of: " + ", ".join(PROVIDERS) + ".",
+                hint="Use one of: " + ", ".join(known) + ".",
                 id="checkpoints.E002",
             )
         )
+    errors.extend(_saver_path_errors())
     numbers_ok = True
     for key, nullable in (
         ("RETENTION_WAITING_MINUTES", False),
@@ -123,6 +125,17 @@ def _graph_errors(graphs) -> list[Error]:
         or not isinstance(path, str)
         or path.count(":") != 1
         or not all(path.split(":"))
+    ]
+
+
+def _saver_path_errors() -> list[Error]:
+    return [
+        Error(
+            f"CHECKPOINTS['SAVERS'][{provider!r}] is {path!r}, which cannot be imported: {why}",
+            hint="Name a saver class by its dotted path, such as 'myproject.savers.MySaver'.",
+            id="checkpoints.E007",
+        )
+        for provider, path, why in path_errors()
     ]
 
 

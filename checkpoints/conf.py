@@ -9,6 +9,8 @@ from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
     "PROVIDER": "sqlite",
+    # provider -> dotted path of a saver class, added to or replacing the shipped ones
+    "SAVERS": {},
     "CONN_STRING": None,
     "RETENTION_WAITING_MINUTES": 10080,
     "RETENTION_FINISHED_MINUTES": 1440,

@@ -1,40 +1,5 @@
-"""Turn a database URL (postgres://..., sqlite:///path) into a Django DATABASES entry."""
+"""The service's settings read database URLs with the app's own parser (``checkpoints.dburl``)."""
 
-from __future__ import annotations
+from checkpoints.dburl import SCHEMES, parse_database_url
 
-from urllib.parse import parse_qs, unquote, urlsplit
-
-SCHEMES = {
-    "postgres": "django.db.backends.postgresql",
-    "postgresql": "django.db.backends.postgresql",
-    "pgsql": "django.db.backends.postgresql",
-    "sqlite": "django.db.backends.sqlite3",
-}
-
-
-def parse_database_url(url: str) -> dict:
-    """Parse ``url``; raises ValueError naming the URL when the scheme is unknown."""
-    if "://" not in url:
-        raise ValueError(f"database URL {url!r} has no scheme (expected postgres:// or sqlite://)")
-    parts = urlsplit(url)
-    scheme = parts.scheme.split("+", 1)[0].lower()
-    if scheme not in SCHEMES:
-        raise ValueError(
-            f"database URL {url!r} has scheme {parts.scheme!r}; expected one of "
-            + ", ".join(sorted(SCHEMES))
-        )
-    if scheme == "sqlite":
-        # sqlite:///relative.db and sqlite:////absolute/path.db, as dj-database-url reads them.
-        path = url.split("://", 1)[1]
-        path = path[1:] if path.startswith("/") else path
-        return {"ENGINE": SCHEMES[scheme], "NAME": unquote(path) or ":memory:"}
-    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    return {
-        "ENGINE": SCHEMES[scheme],
-        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": parts.hostname or "",
-        "PORT": str(parts.port or ""),
-        "OPTIONS": options,
-    }
+__all__ = ["SCHEMES", "parse_database_url"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from project.dburl import parse_database_url
+from checkpoints.dburl import parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("CHECKPOINTS_DATA_DIR", BASE_DIR / "var"))
@@ -25,7 +25,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
-    "drf_spectacular",
     "django_prometheus",
     "checkpoints.apps.CheckpointsConfig",
     "retention.apps.RetentionConfig",
@@ -50,7 +49,7 @@ ASGI_APPLICATION = "project.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -134,22 +133,14 @@ CHECKPOINTS = {
     "SWEEP_SCHEDULE": os.environ.get("CHECKPOINTS_SWEEP_SCHEDULE") or None,
 }
 
+# Only the defaults for views of the service's own; the store's API views carry their own
+# authentication, pagination, exception handler and schema class (a host project sets none).
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "checkpoints.api.errors.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
-}
-SPECTACULAR_SETTINGS = {
-    "TITLE": "Checkpoint Store API",
-    "DESCRIPTION": "LangGraph checkpoints: threads, history, time travel, retention and the sweep.",
-    "VERSION": "0.1.0",
-    "SERVE_INCLUDE_SCHEMA": False,
 }
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Subquery
+from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -19,8 +20,8 @@ from checkpoints.admin import ThreadAdmin
 from checkpoints.admin_views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.models import Park, SparedThread, SweepRun
 from retention.policy import effective_retention
 from retention.runs import mark_finished, unmark_finished
@@ -69,12 +70,66 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
     list_filter = [*ThreadAdmin.list_filter, HasParkFilter]
     actions = ["mark_finished_selected", "unmark_finished_selected"]
     fields = (
-        *ThreadAdmin.fields[:6],
+        *ThreadAdmin.fields[:7],
         "retention_in_force",
         "live_verdict",
-        *ThreadAdmin.fields[6:],
+        *ThreadAdmin.fields[7:],
     )
     readonly_fields = fields
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if store_alias() != "default":
+            # Parks live in the default database; no subquery reaches across databases.
+            return queryset
+        live = Park.objects.filter(thread_id=OuterRef("thread_id"), deadline__gt=utcnow())
+        return queryset.annotate(
+            # Any live park will do (there is rarely more than one); no sort, no temp tree.
+            park_until=Subquery(live.order_by().values("deadline")[:1])
+        )
+
+    def park_deadline(self, obj):
+        return getattr(obj, "park_until", None)
+
+    def get_urls(self):
+        mark = self.admin_site.admin_view(self.mark_view)
+        return [
+            path("<path:object_id>/mark/", mark, name="checkpoints_thread_mark"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        if self.has_mark_permission(request):
+            extra["mark_url"] = keep_store(
+                reverse("admin:checkpoints_thread_mark", args=[object_id])
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    def mark_view(self, request, object_id):
+        """POST: mark the thread finished, or (unmark=1) take it out of the finished set."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_mark_permission(request):
+            raise PermissionDenied
+        thread = self.get_object(request, object_id)
+        if thread is None:
+            raise Http404(f"no thread with pk {object_id!r} in this store")
+        saver = store_saver()
+        with audit.from_request(request, "admin"):
+            if request.POST.get("unmark"):
+                unmark_finished(saver, thread.thread_id)
+                text = (
+                    f"Thread {thread.thread_id} waits again: it was taken out of the finished set."
+                )
+            else:
+                entry = mark_finished(saver, thread.thread_id, owner=request.user.get_username())
+                due = f"{entry.due_at:%Y-%m-%d %H:%M:%S %Z}"
+                text = f"Thread {thread.thread_id} marked finished; due at {due}."
+        self.message_user(request, text, messages.SUCCESS)
+        return HttpResponseRedirect(
+            keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
+        )
 
     def has_mark_permission(self, request, obj=None):
         return request.user.has_perm("checkpoints.change_thread")
@@ -203,6 +258,21 @@ class ParkAdmin(ReadMostly, admin.ModelAdmin):
     @admin.display(description="expired", boolean=True)
     def expired(self, obj):
         return obj.deadline <= utcnow()
+
+    def changelist_view(self, request, extra_context=None):
+        saver = get_saver()
+        if not saver.can_park:
+            # An empty page on these stores is by design; say why instead of leaving a puzzle.
+            self.message_user(
+                request,
+                f"This deployment's store is {saver.provider}, which cannot hold a parked "
+                "run: a park promises that any worker can resume the thread, and a "
+                f"{saver.provider} store lives in one process or one file. Only postgres "
+                "and redis stores park; runs here are marked finished when they end, or "
+                "wait out their waiting horizon.",
+                messages.INFO,
+            )
+        return super().changelist_view(request, extra_context)
 
 
 class SparedThreadInline(admin.TabularInline):

@@ -6,12 +6,12 @@ thread API's base view, so auth, ownership and errors work the same as for threa
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from checkpoints.api.base import StoreAPIView
+from checkpoints.api.openapi import extend_schema
 from checkpoints.api.serializers import (
     READ_ERRORS,
     WRITE_ERRORS,

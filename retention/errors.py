@@ -56,3 +56,11 @@ class LiveFilterFailed(RetentionError):
     def __init__(self, message: str, *, owner: str):
         super().__init__(message, field="LIVE_THREAD_FILTERS")
         self.owner = owner
+
+
+class SweepFailed(RetentionError):
+    """The sweep stopped on an unexpected error (the store went away, say); its run record
+    says failed and counts what it did delete."""
+
+    code = "sweep_failed"
+    status = 503

@@ -26,6 +26,7 @@ class SweepRun(models.Model):
 
     # What a finished run reports, in the order the admin and the API show it.
     RESULT_FIELDS = (
+        "status",
         "started_at",
         "finished_at",
         "provider",
@@ -40,6 +41,13 @@ class SweepRun(models.Model):
         "triggered_by",
     )
 
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    STATUSES = [(RUNNING, RUNNING), (OK, OK), (FAILED, FAILED), (INTERRUPTED, INTERRUPTED)]
+
+    status = models.CharField(max_length=12, choices=STATUSES, default=OK, db_index=True)
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     provider = models.CharField(max_length=16)

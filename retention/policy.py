@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from checkpoints import audit
 from checkpoints.conf import setting
-from checkpoints.savers.base import StoreSaver, ThreadRetention
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import ThreadRetention
 from retention.errors import InvalidRetention, RetentionTooLong
 
 

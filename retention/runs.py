@@ -15,12 +15,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from checkpoints import audit
-from checkpoints.savers.base import FinishedEntry, StoreSaver, utcnow
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import FinishedEntry, utcnow
 from retention.errors import ParkNotSupported, ParkRefused
 from retention.models import Park
 from retention.policy import effective_retention
-
-PARK_PROVIDERS = ("postgres", "redis")
 
 
 def mark_finished(
@@ -56,11 +55,11 @@ def park(
 ) -> Park:
     """Record a run waiting on an interrupt until ``deadline``; refuse before parking."""
     thread_id = str(thread_id)
-    if saver.provider not in PARK_PROVIDERS:
+    if not saver.can_park:
         raise ParkNotSupported(
-            f"cannot park thread {thread_id!r} on the {saver.provider} store: only "
-            f"{' and '.join(PARK_PROVIDERS)} can hold a parked run, which any worker must "
-            "be able to resume",
+            f"cannot park thread {thread_id!r} on the {saver.provider} store: only a store "
+            "every worker shares (postgres, redis) can hold a parked run, which any worker "
+            "must be able to resume",
             field="provider",
         )
     if deadline is None:
@@ -99,6 +98,13 @@ def park(
     )
 
 
+def has_live_park(saver: StoreSaver, thread_id: str, now: datetime | None = None) -> bool:
+    """True when a park on this store holds the thread past ``now``."""
+    return Park.objects.filter(
+        thread_id=str(thread_id), provider=saver.provider, deadline__gt=now or utcnow()
+    ).exists()
+
+
 class ThreadRun:
     """One run on a thread; use with ``with`` or ``async with``.
 
@@ -129,8 +135,9 @@ class ThreadRun:
             unmark_finished(self.saver, self.thread_id)
 
     def _end(self) -> None:
-        # Success or error alike: a minted thread nobody parked is done with.
-        if self.minted and self.parked is None:
+        # Success or error alike: a minted thread nobody parked is done with. A park made
+        # any way (run.park or retention.runs.park) counts while its deadline is ahead.
+        if self.minted and not has_live_park(self.saver, self.thread_id):
             mark_finished(self.saver, self.thread_id, owner=self.owner)
 
     def __enter__(self) -> ThreadRun:

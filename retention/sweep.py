@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -27,10 +27,11 @@ from django.utils.module_loading import import_string
 
 from checkpoints import audit
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
-from checkpoints.savers.base import StoreSaver, utcnow
+from checkpoints.errors import CheckpointConfigError, CheckpointStoreError, InvalidCheckpointInput
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import utcnow
 from retention import metrics
-from retention.errors import LiveFilterFailed, SweepAlreadyRunning
+from retention.errors import LiveFilterFailed, SweepAlreadyRunning, SweepFailed
 from retention.locks import sweep_lock
 from retention.models import SparedThread, SweepRun
 from retention.policy import platform_retention
@@ -133,14 +134,32 @@ def claimed_threads(
 
 # -- the sweep -------------------------------------------------------------------------------
 class _Sweeper:
-    def __init__(self, saver: StoreSaver, now: datetime, dry_run: bool, result: SweepResult):
+    """One sweep's walk over the candidates: every thread is deleted, spared or kept once.
+
+    Candidates are listed oldest first, ``len(handled) + batch`` at a time: the ids already
+    handled in this sweep (spared ones stay past their horizon, and a deleted thread that a
+    writer re-created is listed again) are skipped, so each batch holds fresh ids only and
+    the walk ends only when the listing has nothing fresh left, however many were spared.
+    Every filter is asked about a batch before that batch is deleted; a failing filter
+    stops the sweep with what was already deleted recorded exactly.
+    """
+
+    def __init__(
+        self,
+        saver: StoreSaver,
+        now: datetime,
+        dry_run: bool,
+        result: SweepResult,
+        run: SweepRun | None = None,
+    ):
         self.saver = saver
         self.now = now
         self.dry_run = dry_run
         self.result = result
+        self.run = run
         self.filters = live_thread_filters()
         self.batch = max(1, int(setting("SWEEP_BATCH_SIZE")))
-        # Spared ids stay past their horizon, so later pages would list them again.
+        self.handled: set[str] = set()
         self.spared_ids: set[str] = set()
         self.keep_alive: Callable[[], None] = lambda: None
 
@@ -149,28 +168,30 @@ class _Sweeper:
             return [e.thread_id for e in self.saver.finished_due(self.now, limit=limit)]
         return self.saver.idle_threads(self.now, self.result.waiting_minutes, limit=limit)
 
+    def fresh(self, listed: list[str]) -> list[str]:
+        return [t for t in dict.fromkeys(listed) if t not in self.handled]
+
     def sweep(self, horizon: str) -> None:
         if self.dry_run:
-            everything = [t for t in self.candidates(horizon, None) if t not in self.spared_ids]
+            # Nothing is deleted, so one listing holds every candidate.
+            everything = self.fresh(self.candidates(horizon, None))
             for start in range(0, len(everything), self.batch):
                 self.handle(horizon, everything[start : start + self.batch])
             return
-        last_deleted: set[str] = set()
         while True:
-            limit = len(self.spared_ids) + self.batch
+            limit = len(self.handled) + self.batch
             listed = self.candidates(horizon, limit)
-            # A thread deleted a batch ago and listed again was re-written meanwhile; leave it.
-            ids = [t for t in listed if t not in self.spared_ids and t not in last_deleted]
-            ids = ids[: self.batch]
-            if not ids:
+            fresh = self.fresh(listed)
+            if not fresh:
                 return
-            last_deleted = set(ids) - set(self.handle(horizon, ids))
+            self.handle(horizon, fresh[: self.batch])
             self.keep_alive()
-            if len(listed) < limit:
+            if len(listed) < limit and len(fresh) <= self.batch:
                 return
 
     def handle(self, horizon: str, ids: list[str]) -> list[str]:
         """Spare what the filters claim, delete the rest; return the spared ids."""
+        ids = [t for t in dict.fromkeys(ids) if t not in self.handled]
         claims = claimed_threads(ids, filters=self.filters, saver=self.saver, now=self.now)
         spared = []
         doomed = []
@@ -185,11 +206,14 @@ class _Sweeper:
             # One set-based delete per batch (the store repeats it while writers re-add).
             self.saver.delete_threads(doomed)
             metrics.SWEEP_DELETED.labels(horizon=horizon).inc(len(doomed))
+        self.handled.update(ids)
         self.result.swept_count += len(doomed)
         if horizon == FINISHED:
             self.result.finished_swept += len(doomed)
         else:
             self.result.waiting_swept += len(doomed)
+        if self.run is not None:
+            _progress(self.run, self.result, horizon, spared)
         return spared
 
     def spare(self, horizon: str, thread_id: str, owner: str) -> None:
@@ -218,38 +242,70 @@ def _new_result(saver: StoreSaver, dry_run: bool) -> SweepResult:
     )
 
 
-def _record(result: SweepResult, started: datetime, triggered_by: str, error: str = "") -> None:
-    with transaction.atomic():
-        run = SweepRun.objects.create(
-            started_at=started,
-            finished_at=utcnow(),
-            provider=result.provider,
-            dry_run=result.dry_run,
-            waiting_minutes=result.waiting_minutes,
-            finished_minutes=result.finished_minutes,
-            swept_count=result.swept_count,
-            finished_swept=result.finished_swept,
-            waiting_swept=result.waiting_swept,
-            skipped=result.skipped,
-            error=error,
-            triggered_by=triggered_by[:150],
-        )
-        SparedThread.objects.bulk_create(
-            [SparedThread(sweep_run=run, **entry) for entry in result.spared], batch_size=500
-        )
+def _open_run(result: SweepResult, started: datetime, triggered_by: str) -> SweepRun:
+    """The run's record, written first so a killed sweep still leaves one.
+
+    Called with the store's sweep lock held, so an older run of this store still marked
+    running cannot be running: it was killed, and is marked interrupted.
+    """
+    run = SweepRun.objects.create(
+        status=SweepRun.RUNNING,
+        started_at=started,
+        provider=result.provider,
+        dry_run=False,
+        waiting_minutes=result.waiting_minutes,
+        finished_minutes=result.finished_minutes,
+        skipped=result.skipped,
+        triggered_by=triggered_by[:150],
+    )
+    SweepRun.objects.filter(provider=result.provider, status=SweepRun.RUNNING).exclude(
+        pk=run.pk
+    ).update(
+        status=SweepRun.INTERRUPTED,
+        error=f"interrupted: it stopped before finishing; sweep run {run.pk} found it "
+        "unfinished while holding the store's sweep lock",
+    )
     result.sweep_run_id = run.pk
-    if not result.dry_run:
-        audit.record(
-            "sweep",
-            provider=result.provider,
-            detail={
-                "sweep_run_id": run.pk,
-                "swept_count": result.swept_count,
-                "spared_count": len(result.spared),
-                "triggered_by": triggered_by[:150],
-                **({"error": error} if error else {}),
-            },
+    return run
+
+
+def _counts(result: SweepResult) -> dict[str, int]:
+    return {
+        "swept_count": result.swept_count,
+        "finished_swept": result.finished_swept,
+        "waiting_swept": result.waiting_swept,
+    }
+
+
+def _progress(run: SweepRun, result: SweepResult, horizon: str, spared: list[str]) -> None:
+    """Record one batch: the totals so far and the threads it spared."""
+    entries = [e for e in result.spared[len(result.spared) - len(spared) :]]
+    with transaction.atomic():
+        SweepRun.objects.filter(pk=run.pk).update(**_counts(result))
+        SparedThread.objects.bulk_create(
+            [SparedThread(sweep_run_id=run.pk, **entry) for entry in entries], batch_size=500
         )
+
+
+def _close_run(run: SweepRun, result: SweepResult, triggered_by: str, error: str = "") -> None:
+    SweepRun.objects.filter(pk=run.pk).update(
+        status=SweepRun.FAILED if error else SweepRun.OK,
+        finished_at=utcnow(),
+        error=error,
+        **_counts(result),
+    )
+    audit.record(
+        "sweep",
+        provider=result.provider,
+        detail={
+            "sweep_run_id": run.pk,
+            "status": SweepRun.FAILED if error else SweepRun.OK,
+            "swept_count": result.swept_count,
+            "spared_count": len(result.spared),
+            "triggered_by": triggered_by[:150],
+            **({"error": error} if error else {}),
+        },
+    )
 
 
 def _run(
@@ -267,24 +323,30 @@ def _run(
     label = "true" if dry_run else "false"
     try:
         with sweep_lock(saver) as keep_alive:
-            sweeper = _Sweeper(saver, now, dry_run, result)
+            run = None if dry_run else _open_run(result, started, triggered_by)
+            sweeper = _Sweeper(saver, now, dry_run, result, run)
             sweeper.keep_alive = keep_alive
             try:
                 work(sweeper)
             except Exception as exc:
                 metrics.SWEEP_RUNS.labels(outcome="failed", dry_run=label).inc()
                 logger.error("checkpoint sweep on %s failed: %s", saver.provider, exc)
-                if not dry_run:
-                    _record(result, started, triggered_by, error=f"{type(exc).__name__}: {exc}")
-                raise
+                if run is not None:
+                    _close_run(run, result, triggered_by, error=f"{type(exc).__name__}: {exc}")
+                if isinstance(exc, CheckpointStoreError):
+                    raise
+                raise SweepFailed(
+                    f"checkpoint sweep on the {saver.provider} store failed after deleting "
+                    f"{result.swept_count} thread(s): {type(exc).__name__}: {exc}"
+                ) from exc
     except SweepAlreadyRunning:
         metrics.SWEEP_RUNS.labels(outcome="locked", dry_run=label).inc()
         raise
     finally:
         metrics.SWEEP_DURATION.labels(provider=saver.provider).observe(time.monotonic() - clock)
     metrics.SWEEP_RUNS.labels(outcome="ok", dry_run=label).inc()
-    if not dry_run:
-        _record(result, started, triggered_by)
+    if run is not None:
+        _close_run(run, result, triggered_by)
     logger.info(
         "checkpoint sweep on %s%s: %d deleted (%d finished, %d waiting), %d spared",
         result.provider,
@@ -311,7 +373,7 @@ def sweep_checkpoints(
     when a filter fails, CheckpointDeleteError when a writer keeps re-filling a thread.
     """
     if saver is None:
-        from checkpoints.savers import get_saver
+        from checkpoints.store.registry import get_saver
 
         saver = get_saver()
 
@@ -337,7 +399,7 @@ def sweep_threads(
     batch listed earlier is safe to sweep later or twice.
     """
     if saver is None:
-        from checkpoints.savers import get_saver
+        from checkpoints.store.registry import get_saver
 
         saver = get_saver()
     ids = list(dict.fromkeys(str(t) for t in thread_ids))
@@ -363,21 +425,9 @@ def past_horizon(
             finished.append(thread_id)
     if not saver.supports_idle_sweep:
         return finished, []
-    from checkpoints.models import Thread
-
     platform_waiting, _ = platform_retention()
     rest = [t for t in thread_ids if t not in set(finished)]
-    rows = (
-        Thread.objects.using(saver.using)
-        .filter(thread_id__in=rest)
-        .values_list("thread_id", "last_write_at", "waiting_minutes")
-    )
-    idle = {
-        thread_id
-        for thread_id, last_write, minutes in rows
-        if last_write < now - timedelta(minutes=minutes or platform_waiting)
-    }
-    return finished, [t for t in rest if t in idle]
+    return finished, saver.idle_among(rest, now, platform_waiting)
 
 
 def candidate_batches(saver: StoreSaver, *, now: datetime, max_batches: int) -> list[list[str]]:

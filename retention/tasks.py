@@ -8,7 +8,7 @@ from typing import Any
 from celery import group, shared_task
 
 from checkpoints import audit
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.sweep import candidate_batches, sweep_threads
 from retention.sweep import sweep_checkpoints as run_sweep
 
@@ -38,7 +38,7 @@ def sweep_thread_batch(
 @shared_task(name="retention.tasks.fan_out_sweep")
 def fan_out_sweep(max_batches: int = 10, now: str | None = None) -> dict[str, Any]:
     """List up to ``max_batches`` batches past a horizon and queue one task per batch."""
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     when = _when(now) or utcnow()
     batches = candidate_batches(get_saver(), now=when, max_batches=max_batches)

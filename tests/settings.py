@@ -22,7 +22,7 @@ def _postgres_answers() -> str | None:
     try:
         import psycopg
 
-        from project.dburl import parse_database_url
+        from checkpoints.dburl import parse_database_url
 
         entry = parse_database_url(POSTGRES_URL)
         psycopg.connect(
@@ -39,7 +39,7 @@ def _postgres_answers() -> str | None:
 
 POSTGRES_UNAVAILABLE = _postgres_answers()
 if POSTGRES_UNAVAILABLE is None:
-    from project.dburl import parse_database_url
+    from checkpoints.dburl import parse_database_url
 
     DATABASES["pg"] = parse_database_url(POSTGRES_URL)
     DATABASES["pg"]["TEST"] = {"NAME": f"test_checkpoint_store_{os.getpid()}"}

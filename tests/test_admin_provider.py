@@ -114,7 +114,7 @@ def test_checkpoint_pages_from_a_pg_thread_stay_on_pg(admin_client, two_stores):
     checkpoint_page = admin_client.get(href_before(thread_page, head)).content.decode()
     assert "in-postgres" in checkpoint_page and "in-sqlite" not in checkpoint_page
     assert "pg-thread" in checkpoint_page
-    history = admin_client.get(href_before(thread_page, "Checkpoint history"))
+    history = admin_client.get(href_before(thread_page, "Checkpoints of this thread"))
     assert history.status_code == 200
     listed = history.content.decode()
     assert all(cid in listed for cid in checkpoint_ids("pg", "pg-thread"))
@@ -155,9 +155,12 @@ def test_mark_action_on_the_pg_list_marks_in_pg(admin_client, two_stores):
 
 def test_unknown_provider_answers_cleanly(admin_client):
     put_chain(saver_on("default"), "only-thread", {"where": "in-sqlite"})
-    response = admin_client.get(THREADS, {"provider": "nope"})
-    assert response.status_code == 302 and response["Location"].endswith("?e=1")
-    assert admin_client.get(response["Location"]).status_code == 200
+    response = admin_client.get(THREADS, {"provider": "nope", "q": "only"})
+    assert response.status_code == 302 and response["Location"] == f"{THREADS}?q=only"
+    page = admin_client.get(response["Location"]).content.decode()
+    # Said plainly, not a silent fall back to the default store.
+    assert "There is no checkpoint store &#x27;nope&#x27; in this admin" in page
+    assert ">only-thread<" in page
     pk = Thread.objects.get(thread_id="only-thread").pk
     detail = admin_client.get(f"{THREADS}{pk}/change/", {"_changelist_filters": "provider=nope"})
     assert detail.status_code == 404

@@ -270,6 +270,16 @@ def test_state_latest_and_at_checkpoint(clients, threads):
     assert_error(missing, 404, "checkpoint_not_found", "checkpoint_id")
 
 
+def test_state_shows_the_stores_durability_stamp_beside_the_metadata(clients, threads):
+    from checkpoints.store.registry import get_saver
+
+    body = clients["alice"].get(url("alice-1", "state")).json()
+    saver = get_saver()
+    assert body["durability"] == saver.get_durability(body["config"])
+    assert body["durability"]["level"] == saver.durability
+    assert "_durability" not in body["metadata"]
+
+
 # --- rollback -------------------------------------------------------------------------
 
 

@@ -16,7 +16,8 @@ from django.test import override_settings
 
 from checkpoints.errors import StoreUnavailable
 from checkpoints.savers.base import utcnow
-from retention.errors import LiveFilterFailed
+from retention.errors import LiveFilterFailed, SweepFailed
+from retention.models import SweepRun
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.conftest import need_service
 from tests.reliability_fixtures import RedisServer, put_value
@@ -247,11 +248,16 @@ def test_sweep_killed_after_some_deletes_is_finished_by_the_next(store):
 
     store.delete_threads = dying_delete
     with override_settings(CHECKPOINTS={**settings.CHECKPOINTS, "SWEEP_BATCH_SIZE": 2}):
-        with pytest.raises(ConnectionError, match="injected"):
+        with pytest.raises(SweepFailed, match="injected") as failure:
             sweep_checkpoints(saver=store)
+        assert isinstance(failure.value.__cause__, ConnectionError)
         del store.delete_threads
         deleted = [t for batch in batches for t in batch]
         assert 0 < len(deleted) < doomed
+        # The failed run's record counts exactly what it deleted.
+        failed = SweepRun.objects.get()
+        assert (failed.status, failed.swept_count) == ("failed", len(deleted))
+        assert "ConnectionError: injected" in failed.error and failed.finished_at
         assert all(t.startswith("doomed-") for t in deleted)
         assert sum(holds(store, f"doomed-{i}") for i in range(doomed)) == doomed - len(deleted)
 

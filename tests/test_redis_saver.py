@@ -228,7 +228,7 @@ async def test_delete_fails_at_the_first_round_without_progress(
 def test_durability_is_memory_without_aof_fsync_always(saver):
     assert saver.durability == "memory"
     stored = put(saver, "t", {"a": 1})
-    assert saver.get_tuple(stored).metadata["_durability"]["level"] == "memory"
+    assert saver.get_durability(stored)["level"] == "memory"
 
 
 def test_a_store_without_a_generation_is_refused(redis_url, raw):

@@ -93,6 +93,21 @@ def test_a_parked_minted_thread_is_left_to_the_waiting_horizon(store):
         assert not Park.objects.exists()
 
 
+@pytest.mark.parametrize("provider", PARKING)
+def test_a_minted_thread_parked_through_the_module_function_is_not_marked(store):
+    with thread_run(store) as run:
+        park(store, run.thread_id, utcnow() + timedelta(hours=1))
+    assert store.finished_mark(run.thread_id) is None
+
+
+@pytest.mark.parametrize("provider", PARKING)
+def test_an_expired_park_does_not_keep_a_minted_thread_from_being_marked(store):
+    with thread_run(store) as run:
+        run.park(utcnow() + timedelta(hours=1))
+        Park.objects.filter(thread_id=run.thread_id).update(deadline=utcnow() - timedelta(1))
+    assert store.finished_mark(run.thread_id) is not None
+
+
 @pytest.mark.asyncio
 async def test_async_thread_run_follows_the_same_rules(store):
     marked = sync_to_async(store.finished_mark, thread_sensitive=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import itertools
@@ -150,11 +151,31 @@ def test_every_written_checkpoint_carries_its_durability(store, provider):
     listed = list(store.list({"configurable": {"thread_id": "dur"}}))
     assert ids(listed) == [cid(second), cid(first)]
     for item in listed:
-        stamp = item.metadata["_durability"]
+        stamp = store.get_durability(item.config)
         assert set(stamp) == {"level", "at"}
         assert stamp["level"] == EXPECTED_DURABILITY[provider]
         assert datetime.fromisoformat(stamp["at"]) >= before
-    assert store.get_tuple(second).metadata["_durability"]["level"] == store.durability
+    assert store.get_durability(second)["level"] == store.durability
+    # Without a checkpoint id: the newest checkpoint's stamp.
+    assert store.get_durability({"configurable": {"thread_id": "dur"}}) == store.get_durability(
+        second
+    )
+    assert store.get_durability({"configurable": {"thread_id": "no-such-thread"}}) is None
+
+
+def test_the_stamp_is_kept_beside_the_metadata_the_graph_wrote(store):
+    # LangGraph's own savers give back exactly the metadata written (plus config keys);
+    # ours too: the durability stamp is not a metadata key.
+    written = {"source": "loop", "step": 3, "parents": {}, "custom": {"nested": [1, "a"]}}
+    stored = put(store, "exact", {"x": 1}, metadata=written)
+    assert store.get_tuple(stored).metadata == written
+    assert "_durability" not in next(iter(store.list(stored))).metadata
+    assert store.get_durability(stored)["level"] == store.durability
+
+
+def test_aget_durability_matches_the_sync_accessor(store):
+    stored = put(store, "adur", {"x": 1})
+    assert asyncio.run(store.aget_durability(stored)) == store.get_durability(stored)
 
 
 # -- unchanged channels are stored once ----------------------------------------------------
@@ -492,7 +513,9 @@ def test_checkpoint_created_fires_once_per_put_after_commit(store, provider):
     assert cid(envelope["config"]) == cid(first)
     assert envelope["checkpoint"]["channel_values"] == {"x": 1}
     assert envelope["metadata"]["source"] == "input"
-    assert envelope["metadata"]["_durability"]["level"] == store.durability
+    assert "_durability" not in envelope["metadata"]
+    assert received[0]["durability"]["level"] == store.durability
+    assert received[0]["durability"] == store.get_durability(first)
     if provider in ORM_ALIASES:
         assert [r["visible"] for r in received] == [True, True]
 

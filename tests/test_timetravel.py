@@ -73,7 +73,10 @@ def test_get_state_latest_and_by_id(store):
         "next",
         "channel_versions",
         "interrupts",
+        "durability",
     }
+    assert data["durability"] == store.get_durability(head.config)
+    assert data["durability"]["level"] == store.durability
     data["values"]["log"].append("changed")
     assert head.values["log"] == ["a", "b"]
     assert data["metadata"]["step"] == 2

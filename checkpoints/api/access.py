@@ -18,18 +18,19 @@ from django.db.models import OuterRef, QuerySet, Subquery
 
 from checkpoints.errors import ThreadNotFound
 from checkpoints.models import FinishedMark, Thread
-from checkpoints.savers.base import StoreSaver
+from checkpoints.store.contract import StoreSaver
 
 
 def is_orm(saver: StoreSaver) -> bool:
-    return saver.provider in ("postgres", "sqlite") and hasattr(saver, "using")
+    """Whether the store keeps owners in the ORM's Thread table (the API filters on it)."""
+    return saver.records_owners and saver.db_alias is not None
 
 
 def thread_rows(saver: StoreSaver) -> QuerySet:
     """The saver's Thread rows, each annotated with its finished mark's due time."""
-    marks = FinishedMark.objects.using(saver.using).filter(thread_id=OuterRef("thread_id"))
+    marks = FinishedMark.objects.using(saver.db_alias).filter(thread_id=OuterRef("thread_id"))
     return (
-        Thread.objects.using(saver.using)
+        Thread.objects.using(saver.db_alias)
         .select_related("owner")
         .annotate(
             finished_due_at=Subquery(marks.values("due_at")[:1]),
@@ -131,5 +132,4 @@ def find_owner(value: str) -> Any:
 
 def record_owner(saver: StoreSaver, thread_id: str, user) -> None:
     """Make ``user`` the owner of a thread the API just created (ORM stores only)."""
-    if is_orm(saver):
-        Thread.objects.using(saver.using).filter(thread_id=thread_id).update(owner_id=user.pk)
+    saver.set_owner(thread_id, user.pk)

@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.utils.functional import cached_property
-from rest_framework.authentication import SessionAuthentication
+from drf_spectacular.openapi import AutoSchema
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 
 from checkpoints import audit
 from checkpoints.api.access import ThreadInfo, visible_thread
+from checkpoints.api.errors import exception_handler
 from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
 from checkpoints.errors import InvalidCheckpointInput
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import MAX_THREAD_ID_BYTES, StoreSaver
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import MAX_THREAD_ID_BYTES
+from checkpoints.store.registry import get_saver
 
 
 class StoreAPIView(GenericAPIView):
     """Token first, so an anonymous caller gets 401 with ``WWW-Authenticate: Token``."""
+
+    # Everything a view needs is set here, not in the project's REST_FRAMEWORK settings (the
+    # docstring above is the schema's text for views without their own), so a host project
+    # that includes ``checkpoints.urls`` gets the same API with none of them.
 
     authentication_classes = [StrictTokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
@@ -29,6 +37,21 @@ class StoreAPIView(GenericAPIView):
     pagination_class = StrictLimitOffsetPagination
     # No OPTIONS introspection: it would answer with DRF's form metadata, not our schema.
     metadata_class = None
+    # drf-spectacular's, whatever the host's DEFAULT_SCHEMA_CLASS is.
+    schema = AutoSchema()
+
+    def get_exception_handler(self):
+        return exception_handler
+
+    def get_authenticators(self):
+        # Token auth reads rest_framework.authtoken's table; a host without that app gets
+        # session auth only instead of a crash on every "Authorization: Token" header.
+        return [
+            auth()
+            for auth in self.authentication_classes
+            if not issubclass(auth, TokenAuthentication)
+            or apps.is_installed("rest_framework.authtoken")
+        ]
 
     @cached_property
     def saver(self) -> StoreSaver:

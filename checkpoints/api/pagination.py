@@ -7,12 +7,15 @@ from rest_framework.pagination import LimitOffsetPagination
 from checkpoints.errors import InvalidCheckpointInput
 
 MAX_PAGE = 500
+DEFAULT_PAGE = 50
 
 
 class StrictLimitOffsetPagination(LimitOffsetPagination):
     """``limit`` 1..MAX_PAGE and ``offset`` >= 0, else a 400 naming the parameter."""
 
     max_limit = MAX_PAGE
+    # Our own default, so a page is cut even where the host sets no global PAGE_SIZE.
+    default_limit = DEFAULT_PAGE
 
     def _number(self, request, name: str, minimum: int, maximum: int | None):
         raw = request.query_params.get(name)

@@ -151,6 +151,11 @@ class SnapshotMetadataSerializer(serializers.Serializer):
     )
 
 
+class DurabilitySerializer(serializers.Serializer):
+    level = serializers.CharField()
+    at = serializers.CharField(allow_null=True)
+
+
 class StateSnapshotSerializer(serializers.Serializer):
     """Reads a ``StateSnapshot``; every value is rendered as plain JSON."""
 
@@ -164,6 +169,11 @@ class StateSnapshotSerializer(serializers.Serializer):
     interrupts = serializers.ListField(
         child=serializers.DictField(),
         help_text="Interrupts stored at this checkpoint: {value, id, node}.",
+    )
+    durability = DurabilitySerializer(
+        allow_null=True,
+        help_text="What the store guaranteed when it committed this checkpoint: "
+        "level (memory, disk or replicated) and the time it was stamped.",
     )
 
     def to_representation(self, snapshot):
@@ -194,6 +204,11 @@ class StateSnapshotSerializer(serializers.Serializer):
                 str(k): str(v) for k, v in (data.get("channel_versions") or {}).items()
             },
             "interrupts": to_plain(list(data.get("interrupts") or []), path="interrupts"),
+            "durability": (
+                {"level": str(durability.get("level")), "at": _text(durability.get("at"))}
+                if (durability := data.get("durability"))
+                else None
+            ),
         }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -13,9 +13,10 @@ from checkpoints.api import serializers as s
 from checkpoints.api.access import ThreadInfo, find_owner, is_orm, record_owner, visible_rows
 from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.api.limits import load_json_or_text
+from checkpoints.api.openapi import extend_schema
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
-from checkpoints.savers.base import MAX_THREAD_ID_BYTES
+from checkpoints.store.planning import MAX_THREAD_ID_BYTES
 from checkpoints.threads import delete_thread
 
 THREAD_ID = OpenApiParameter(

@@ -69,6 +69,11 @@ class GetTuple:
 
 
 @dataclass(frozen=True)
+class GetDurability:
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class DeltaHistory:
     config: dict[str, Any]
     channels: list[str]
@@ -111,7 +116,9 @@ class FireForked:
     snapshot: StateSnapshot
 
 
-Request = GetTuple | DeltaHistory | Put | BumpVersion | OpenList | NextRow | FireForked
+Request = (
+    GetTuple | GetDurability | DeltaHistory | Put | BumpVersion | OpenList | NextRow | FireForked
+)
 
 
 class TimeTravel:
@@ -387,7 +394,10 @@ class TimeTravel:
         parent_seen = yield from self._parent_seen(tup, ahead)
         rebuilt = yield from self._rebuilt(tup, specs, required=False)
         nodes = self.node_subscriptions if own_graph else {}
-        return build_snapshot(tup, parent_seen, rebuilt, nodes, empty_values(specs))
+        durability = yield GetDurability(tup.config)
+        return build_snapshot(
+            tup, parent_seen, rebuilt, nodes, defaults=empty_values(specs), durability=durability
+        )
 
     def _get_state(
         self, thread_id: str, checkpoint_id: str | None, ns: str = ROOT_NS, own_graph: bool = True
@@ -523,6 +533,9 @@ class TimeTravel:
         match request:
             case GetTuple(config):
                 return saver.get_tuple(config)
+            case GetDurability(config):
+                get = getattr(saver, "get_durability", None)
+                return get(config) if get is not None else None
             case DeltaHistory(config, channels):
                 return saver.get_delta_channel_history(config=config, channels=channels)
             case Put(config, checkpoint, metadata, new_versions):
@@ -542,6 +555,9 @@ class TimeTravel:
         match request:
             case GetTuple(config):
                 return await saver.aget_tuple(config)
+            case GetDurability(config):
+                aget = getattr(saver, "aget_durability", None)
+                return await aget(config) if aget is not None else None
             case DeltaHistory(config, channels):
                 return await saver.aget_delta_channel_history(config=config, channels=channels)
             case Put(config, checkpoint, metadata, new_versions):

@@ -47,6 +47,9 @@ class StateSnapshot:
     channel_versions: dict[str, Any] = field(default_factory=dict)
     # Pending interrupts as {"value", "id", "node"}: what a resume must answer.
     interrupts: list[dict[str, Any]] = field(default_factory=list)
+    # {"level", "at"}: what the store guaranteed when it committed this checkpoint (None
+    # from a saver that keeps no stamp).
+    durability: dict[str, Any] | None = None
 
     @property
     def thread_id(self) -> str:
@@ -68,6 +71,7 @@ class StateSnapshot:
                 "next": self.next,
                 "channel_versions": self.channel_versions,
                 "interrupts": self.interrupts,
+                "durability": self.durability,
             }
         )
 
@@ -357,6 +361,7 @@ def build_snapshot(
     rebuilt: Mapping[str, Any] | None,
     node_subscriptions: Mapping[str, Sequence[str]],
     defaults: Mapping[str, Any] | None = None,
+    durability: Mapping[str, Any] | None = None,
 ) -> StateSnapshot:
     """The snapshot of ``tup``; ``parent_seen`` is its parent's versions_seen, when known."""
     rebuilt = {k: v for k, v in (rebuilt or {}).items() if v is not MISSING}
@@ -400,4 +405,5 @@ def build_snapshot(
         next=sorted(task["name"] for task in pending_tasks),
         channel_versions=dict(checkpoint.get("channel_versions") or {}),
         interrupts=pending_interrupts(tup, pending_tasks),
+        durability=dict(durability) if durability else None,
     )

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from checkpoints.demo import build_demo_graph
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 
 
 class Command(BaseCommand):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from django.db import connections, transaction
+
 ROW = """
 SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
        c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions
@@ -122,3 +124,101 @@ def with_blobs_and_writes(cur, rows: list[tuple]) -> list[tuple]:
         writes = cur.execute(WRITES, {"thread_pk": tpk, "ns": ns, "checkpoint_id": cid}).fetchall()
         out.append((*row, blobs, writes))
     return out
+
+
+class SqlitePaths:
+    """The ORM saver's hot paths on SQLite, on Django's own sqlite3 connection."""
+
+    using: str
+
+    def _sqlite_cursor(self):
+        """A cursor on Django's own sqlite3 connection (inside any transaction it holds)."""
+        conn = connections[self.using]
+        conn.ensure_connection()
+        return conn.connection.cursor()
+
+    def _put_sqlite(self, row: dict, blobs: list[tuple]) -> int:
+        ops = connections[self.using].ops
+        params = dict(
+            row,
+            now=ops.adapt_datetimefield_value(row["now"]),
+            channel_versions=json.dumps(row["channel_versions"]),
+            metadata=json.dumps(row["metadata"]),
+        )
+        cur = self._sqlite_cursor()
+        try:
+            thread_pk = cur.execute(UPSERT_THREAD, params).fetchone()[0]
+            if blobs:
+                cur.executemany(
+                    INSERT_BLOB,
+                    [(thread_pk, row["ns"], c, v, t, b) for c, v, t, b in blobs],
+                )
+            cur.execute(UPSERT_CHECKPOINT, dict(params, thread_pk=thread_pk))
+        finally:
+            cur.close()
+        return thread_pk
+
+    def _put_writes_sqlite(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+        """One statement per write; False when nothing could be written (no thread row)."""
+        sql = PUT_WRITE_REPLACE if special else PUT_WRITE_KEEP
+        cur = self._sqlite_cursor()
+        try:
+            with transaction.atomic(using=self.using):
+                cur.executemany(
+                    sql,
+                    [
+                        (
+                            ns,
+                            checkpoint_id,
+                            task_id,
+                            task_path,
+                            idx,
+                            channel,
+                            type_,
+                            blob,
+                            thread_id,
+                        )
+                        for idx, channel, type_, blob in rows
+                    ],
+                )
+                return cur.rowcount > 0
+        finally:
+            cur.close()
+
+    def _get_rows_sqlite(self, params: dict) -> list[tuple]:
+        checkpoint_id = params["checkpoint_id"]
+        cur = self._sqlite_cursor()
+        try:
+            rows = cur.execute(GET_BY_ID if checkpoint_id else GET_LATEST, params).fetchall()
+            return with_blobs_and_writes(cur, rows)
+        finally:
+            cur.close()
+
+    def _page_sqlite(self, params, wanted, cursor, size) -> list[tuple]:
+        step = wanted.get("step")
+        step = step if isinstance(step, int) and not isinstance(step, bool) else None
+        source = wanted.get("source") if isinstance(wanted.get("source"), str) else None
+        sql = list_page(
+            thread=params.get("thread_id") is not None,
+            ns=params.get("ns") is not None,
+            checkpoint_id=params.get("checkpoint_id") is not None,
+            before=params.get("before") is not None,
+            source=source is not None,
+            step=step is not None,
+            cursor=cursor is not None,
+        )
+        values = dict(params, limit=size, source=source, step=step)
+        if cursor is not None:
+            values["cursor_id"], values["cursor_pk"] = cursor
+        cur = self._sqlite_cursor()
+        try:
+            return with_blobs_and_writes(cur, cur.execute(sql, values).fetchall())
+        finally:
+            cur.close()
+
+    def _sqlite_durability(self) -> str:
+        """ "disk" for a database file, "memory" for an in-memory database."""
+        conn = connections[self.using]
+        name = str(conn.settings_dict.get("NAME") or "")
+        in_memory = name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db()
+        return "memory" if in_memory else "disk"

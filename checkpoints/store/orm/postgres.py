@@ -6,6 +6,10 @@ ORM would spend three to five. Table and column names are the Django models'.
 
 from __future__ import annotations
 
+from django.db import connections
+
+from checkpoints.store.orm.pool import statement_cursor
+
 # One statement writes the thread row, the new channel blobs and the checkpoint.
 PUT = """
 WITH t AS (
@@ -148,3 +152,104 @@ WITH still AS (
 )
 SELECT thread_id FROM still
 """
+
+
+class PostgresPaths:
+    """The ORM saver's hot paths on PostgreSQL: one statement each, on a pooled connection."""
+
+    using: str
+    pooled: bool
+    prepare: bool
+
+    def _raw_cursor(self):
+        """A server-binding cursor: the caller's transaction if one is open, else pooled."""
+        return statement_cursor(self.using, pooled=self.pooled)
+
+    def _put_pg(self, row: dict, blobs: list[tuple]) -> int:
+        from psycopg.types.json import Jsonb
+
+        params = dict(
+            row,
+            channel_versions=Jsonb(row["channel_versions"]),
+            metadata=Jsonb(row["metadata"]),
+            channels=[b[0] for b in blobs],
+            versions=[b[1] for b in blobs],
+            types=[b[2] for b in blobs],
+            blobs=[b[3] for b in blobs],
+        )
+        with self._raw_cursor() as cur:
+            cur.execute(PUT, params, prepare=self.prepare)
+            return cur.fetchone()[0]
+
+    def _put_writes_pg(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+        """One statement; False when nothing could be written (no thread row, or all kept)."""
+        params = {
+            "thread_id": thread_id,
+            "ns": ns,
+            "checkpoint_id": checkpoint_id,
+            "task_id": task_id,
+            "task_path": task_path,
+            "idxs": [r[0] for r in rows],
+            "channels": [r[1] for r in rows],
+            "types": [r[2] for r in rows],
+            "blobs": [r[3] for r in rows],
+        }
+        sql = PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP
+        with self._raw_cursor() as cur:
+            cur.execute(sql, params, prepare=self.prepare)
+            return bool(cur.fetchall())
+
+    def _get_rows_pg(self, params: dict) -> list[tuple]:
+        checkpoint_id = params["checkpoint_id"]
+        with self._raw_cursor() as cur:
+            cur.execute(
+                GET_BY_ID if checkpoint_id else GET_LATEST,
+                params,
+                binary=True,
+                prepare=self.prepare,
+            )
+            return cur.fetchall()
+
+    def _page_pg(self, params, wanted, cursor, size) -> list[tuple]:
+        from psycopg.types.json import Jsonb
+
+        sql = list_page(
+            thread=params.get("thread_id") is not None,
+            ns=params.get("ns") is not None,
+            checkpoint_id=params.get("checkpoint_id") is not None,
+            before=params.get("before") is not None,
+            metadata=bool(wanted),
+            cursor=cursor is not None,
+        )
+        values = dict(params, limit=size, metadata=Jsonb(wanted) if wanted else None)
+        if cursor is not None:
+            values["cursor_id"], values["cursor_pk"] = cursor
+        with self._raw_cursor() as cur:
+            cur.execute(sql, values, binary=True, prepare=self.prepare)
+            return cur.fetchall()
+
+    def _delete_round_pg(self, thread_ids: list[str]) -> list[str]:
+        """Delete the threads whole; return those a writer re-created meanwhile."""
+        again = []
+        for start in range(0, len(thread_ids), 1000):
+            chunk = {"ids": thread_ids[start : start + 1000]}
+            with self._raw_cursor() as cur:
+                cur.execute(DELETE_THREADS, chunk, prepare=self.prepare)
+                cur.execute(AFTER_DELETE, chunk, prepare=self.prepare)
+                again += [row[0] for row in cur.fetchall()]
+        return again
+
+    def _pg_durability(self) -> str:
+        """ "replicated" with a synchronous standby, "memory" when commits are not synced."""
+        with connections[self.using].cursor() as cur:
+            cur.execute("SHOW fsync")
+            fsync = cur.fetchone()[0]
+            cur.execute("SHOW synchronous_standby_names")
+            standbys = cur.fetchone()[0]
+            cur.execute("SHOW synchronous_commit")
+            commit = cur.fetchone()[0]
+        if fsync != "on" or commit == "off":
+            return "memory"
+        if standbys and commit in ("on", "remote_write", "remote_apply"):
+            return "replicated"
+        return "disk"

@@ -1,0 +1,240 @@
+"""``from_conn_string``: a saver from one URL, in a plain script or inside a Django project.
+
+Shaped like LangGraph's ``PostgresSaver.from_conn_string``::
+
+    with from_conn_string("sqlite:///checkpoints.sqlite3") as saver:
+        graph = builder.compile(checkpointer=saver)
+
+Where Django is not configured (a plain LangGraph script), the first call configures a
+minimal standalone Django for the store (its apps and the URL's database) and creates the
+store's tables. Inside a configured Django project the URL's database is the project's own
+when it names one of its DATABASES (its tables come from ``manage.py migrate``), else it is
+added as a database of its own and its tables are created on first use.
+
+Django is imported only when a saver is asked for, so ``import checkpoints`` stays light.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from checkpoints.errors import CheckpointConfigError
+
+# Scheme -> provider. redis+cluster is named so it is refused clearly, not as "unknown".
+SCHEMES = {
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "pgsql": "postgres",
+    "redis": "redis",
+    "rediss": "redis",
+    "unix": "redis",
+    "redis+cluster": "redis-cluster",
+    "rediss+cluster": "redis-cluster",
+}
+# The apps a standalone process needs: the store, retention (finish marks, parks, the
+# sweep) and what their models point at (the thread owner is auth's user).
+STANDALONE_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "checkpoints.apps.CheckpointsConfig",
+    "retention.apps.RetentionConfig",
+]
+# SQLite settings for a database this module sets up: writers take the lock when their
+# transaction starts (no deadlock upgrading a read), and wait for it instead of failing.
+SQLITE_OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+
+_lock = threading.RLock()
+_standalone = False  # True once this module configured Django itself
+_ready_aliases: set[str] = set()
+
+
+def provider_for(conn_string: str) -> str:
+    """The store provider a connection string names; refuses what the store cannot open."""
+    if not isinstance(conn_string, str) or "://" not in conn_string:
+        raise CheckpointConfigError(
+            f"connection string {conn_string!r} has no scheme; use memory://, "
+            "sqlite:///path, postgresql://... or redis://...",
+            field="conn_string",
+        )
+    scheme = conn_string.split("://", 1)[0].lower()
+    provider = SCHEMES.get(scheme)
+    if provider is None:
+        raise CheckpointConfigError(
+            f"connection string scheme {scheme!r} is not one the store opens; use memory://, "
+            "sqlite:///path, postgresql://... or redis://...",
+            field="conn_string",
+        )
+    if provider == "redis-cluster":
+        raise CheckpointConfigError(
+            f"{scheme}:// (Redis Cluster) is not supported yet; use redis:// to one Redis "
+            "server, or postgresql://",
+            field="conn_string",
+        )
+    if provider == "sqlite" and _sqlite_path(conn_string) in ("", ":memory:"):
+        raise CheckpointConfigError(
+            f"{conn_string!r} names no SQLite file; an in-memory SQLite database is not shared "
+            "between the threads a graph runs on. Use memory:// for a store that lives with "
+            "the process, or sqlite:///path/to/file.sqlite3",
+            field="conn_string",
+        )
+    return provider
+
+
+def _sqlite_path(conn_string: str) -> str:
+    from checkpoints.dburl import parse_database_url
+
+    return parse_database_url(conn_string)["NAME"]
+
+
+def _database_entry(conn_string: str) -> dict[str, Any]:
+    from checkpoints.dburl import parse_database_url
+
+    entry = parse_database_url(conn_string)
+    if entry["ENGINE"].endswith("sqlite3"):
+        entry["NAME"] = os.path.abspath(entry["NAME"])
+        entry["OPTIONS"] = {**SQLITE_OPTIONS, **(entry.get("OPTIONS") or {})}
+    return entry
+
+
+def _configure_standalone(provider: str, conn_string: str) -> None:
+    """Configure Django for this process: the store's apps, the URL's database as default."""
+    global _standalone
+    import django
+    from django.conf import settings
+
+    databases = {}
+    if provider in ("sqlite", "postgres"):
+        databases["default"] = _database_entry(conn_string)
+    settings.configure(
+        INSTALLED_APPS=STANDALONE_APPS,
+        DATABASES=databases,
+        USE_TZ=True,
+        TIME_ZONE="UTC",
+        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+        CHECKPOINTS={"PROVIDER": provider},
+    )
+    django.setup()
+    _standalone = True
+
+
+def _same_database(entry: dict[str, Any], other: dict[str, Any]) -> bool:
+    if entry["ENGINE"] != other.get("ENGINE"):
+        return False
+    if entry["ENGINE"].endswith("sqlite3"):
+        return os.path.abspath(str(other.get("NAME") or "")) == entry["NAME"]
+    return all(
+        str(entry.get(key) or "") == str(other.get(key) or "")
+        for key in ("NAME", "HOST", "PORT", "USER")
+    )
+
+
+def database_alias(conn_string: str) -> tuple[str, bool]:
+    """(alias, added): the configured database the URL names, else one added for it."""
+    from django.db import connections
+
+    entry = _database_entry(conn_string)
+    for alias in connections.settings:
+        if _same_database(entry, connections.settings[alias]):
+            return alias, False
+    alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
+    if alias not in connections.settings:
+        default = connections.settings.get("default")
+        merged = connections.configure_settings(
+            {"default": dict(default) if default else {}, alias: entry}
+        )
+        connections.settings[alias] = merged[alias]
+    return alias, True
+
+
+def _store_migrations_pending(alias: str) -> bool:
+    from django.db import connections
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connections[alias])
+    targets = [
+        node
+        for node in executor.loader.graph.leaf_nodes()
+        if node[0] in ("checkpoints", "retention") and node[0] in executor.loader.migrated_apps
+    ]
+    return bool(executor.migration_plan(targets))
+
+
+def _ensure_tables(alias: str, may_create: bool) -> None:
+    """Create the store's tables on a database this module owns; else refuse, naming how."""
+    if alias in _ready_aliases:
+        return
+    if _store_migrations_pending(alias):
+        if not may_create:
+            raise CheckpointConfigError(
+                f"the checkpoint store's tables are missing or out of date on database "
+                f"{alias!r}; run `python manage.py migrate --database {alias}` in your project",
+                field="conn_string",
+            )
+        from django.core.management import call_command
+
+        call_command("migrate", database=alias, verbosity=0, interactive=False)
+    _ready_aliases.add(alias)
+
+
+def _open(conn_string: str, options: dict[str, Any]):
+    """The saver for ``conn_string`` and the database alias it uses (None for Redis/memory)."""
+    provider = provider_for(conn_string)
+    from django.conf import settings
+
+    with _lock:
+        if not settings.configured:
+            _configure_standalone(provider, conn_string)
+        from checkpoints.store.registry import get_saver
+
+        if provider == "memory":
+            return get_saver("memory", **options), None
+        if provider == "redis":
+            return get_saver("redis", conn_string=conn_string, **options), None
+        alias, added = database_alias(conn_string)
+        # Tables are created only where nobody else manages them: a database this module
+        # configured (standalone) or added; a project's own database is migrated by it.
+        _ensure_tables(alias, may_create=_standalone or added)
+    return get_saver(provider, using=alias, **options), alias
+
+
+def _close(saver, alias: str | None) -> None:
+    client = getattr(saver, "client", None) if getattr(saver, "conn_string", None) else None
+    if client is not None:
+        client.close()  # a Redis client made for this URL alone
+    if alias is not None and (_standalone or alias.startswith("checkpoints_")):
+        from django.db import connections
+
+        connections[alias].close()
+
+
+@contextmanager
+def from_conn_string(conn_string: str, **options: Any) -> Iterator[Any]:
+    """A saver for ``memory://``, ``sqlite:///path``, ``postgresql://...`` or ``redis://...``.
+
+    ``options`` go to the saver (``max_checkpoints``, ``serde``). Works with or without a
+    configured Django; see the module's docstring.
+    """
+    saver, alias = _open(conn_string, options)
+    try:
+        yield saver
+    finally:
+        _close(saver, alias)
+
+
+@asynccontextmanager
+async def afrom_conn_string(conn_string: str, **options: Any) -> AsyncIterator[Any]:
+    """``from_conn_string`` for async code: the set-up runs off the event loop."""
+    from asgiref.sync import sync_to_async
+
+    saver, alias = await sync_to_async(_open, thread_sensitive=True)(conn_string, options)
+    try:
+        yield saver
+    finally:
+        await sync_to_async(_close, thread_sensitive=True)(saver, alias)

@@ -1,0 +1,67 @@
+"""Turn a database URL (postgres://..., sqlite:///path) into a Django DATABASES entry."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from urllib.parse import parse_qs, unquote, urlsplit
+
+SCHEMES = {
+    "postgres": "django.db.backends.postgresql",
+    "postgresql": "django.db.backends.postgresql",
+    "pgsql": "django.db.backends.postgresql",
+    "sqlite": "django.db.backends.sqlite3",
+}
+
+
+def parse_database_url(url: str) -> dict:
+    """Parse ``url``; raises ValueError naming the URL when the scheme is unknown."""
+    if "://" not in url:
+        raise ValueError(f"database URL {url!r} has no scheme (expected postgres:// or sqlite://)")
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0].lower()
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"database URL {url!r} has scheme {parts.scheme!r}; expected one of "
+            + ", ".join(sorted(SCHEMES))
+        )
+    if scheme == "sqlite":
+        # sqlite:///relative.db and sqlite:////absolute/path.db, as dj-database-url reads them.
+        path = url.split("://", 1)[1]
+        path = path[1:] if path.startswith("/") else path
+        return {"ENGINE": SCHEMES[scheme], "NAME": unquote(path) or ":memory:"}
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    return {
+        "ENGINE": SCHEMES[scheme],
+        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname or "",
+        "PORT": str(parts.port or ""),
+        "OPTIONS": options,
+    }
+
+
+_alias_lock = threading.Lock()
+
+
+def alias_for_conn_string(conn_string: str) -> str:
+    """A Django database alias for a connection string, registered on first use."""
+    from django.db import connections
+
+    from checkpoints.errors import CheckpointConfigError
+
+    alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
+    with _alias_lock:
+        if alias not in connections.settings:
+            try:
+                entry = parse_database_url(conn_string)
+            except ValueError as exc:
+                raise CheckpointConfigError(
+                    f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
+                ) from exc
+            merged = connections.configure_settings(
+                {"default": dict(connections.settings["default"]), alias: entry}
+            )
+            connections.settings[alias] = merged[alias]
+    return alias

@@ -1,0 +1,112 @@
+"""What a store can do beyond LangGraph's interface, asked of the saver itself.
+
+Retention, the admin and the API ask these instead of checking provider names or saver
+classes, so a saver a deployment names in ``CHECKPOINTS["SAVERS"]`` takes part by saying
+what it can. The defaults describe a store with no database behind it (memory); the ORM
+and Redis savers override what they do better.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
+
+# The channel a paused node's interrupt is written to. LangGraph 1.x made its constant
+# private (importing it warns); the value is part of the stored format, so it is stable.
+INTERRUPT = "__interrupt__"
+
+_process_locks: dict[str, threading.Lock] = {}
+_process_locks_guard = threading.Lock()
+
+
+class LockHeld(CheckpointStoreError):
+    """Another holder has the named lock of this store; ``how`` says which lock it is."""
+
+    code = "lock_held"
+    status = 409
+
+    def __init__(self, message: str, *, how: str = "") -> None:
+        super().__init__(message)
+        self.how = how
+
+
+class Capabilities:
+    """Capabilities with the defaults of a store that has no database behind it."""
+
+    provider: str = ""
+    # Owners of threads are recorded (a user per thread), so non-staff see their own.
+    records_owners = False
+    # The Django database alias holding this store's tables, None when it has none.
+    db_alias: str | None = None
+    # A parked run can be resumed by any worker (the store is shared across processes).
+    can_park = False
+    # The store can list threads idle past their waiting horizon itself (`idle_threads`).
+    supports_idle_sweep = False
+
+    # -- naming the store -----------------------------------------------------------------
+    @property
+    def store_key(self) -> str:
+        """A name for the store behind this saver, the same in every saver built on it."""
+        return f"{self.provider}:{id(self)}"
+
+    def set_owner(self, thread_id: str, user_pk: int | None) -> None:
+        """Record the owner of a thread; a store that records no owners ignores it."""
+
+    # -- sweeping -------------------------------------------------------------------------
+    def idle_threads(
+        self, now: datetime, waiting_minutes: int, *, limit: int | None = None
+    ) -> list[str]:
+        """Threads whose newest checkpoint is older than their waiting horizon."""
+        raise CheckpointConfigError(
+            f"the {self.provider} store cannot list idle threads: its keys expire instead"
+        )
+
+    def idle_among(
+        self, thread_ids: Iterable[str], now: datetime, waiting_minutes: int
+    ) -> list[str]:
+        """Those of ``thread_ids`` idle past their waiting horizon at ``now`` (in order).
+
+        ``waiting_minutes`` is the platform's horizon, used where a thread declared none.
+        A store that cannot tell (`supports_idle_sweep` false) answers none.
+        """
+        return []
+
+    def interrupted(self, thread_ids: Iterable[str]) -> set[str]:
+        """Threads whose latest root checkpoint holds a pending interrupt (a paused graph)."""
+        live = set()
+        for thread_id in thread_ids:
+            latest = self.get_tuple(  # type: ignore[attr-defined]
+                {"configurable": {"thread_id": str(thread_id), "checkpoint_ns": ""}}
+            )
+            if latest is None:
+                continue
+            if any(channel == INTERRUPT for _task, channel, _value in latest.pending_writes or ()):
+                live.add(str(thread_id))
+        return live
+
+    @contextmanager
+    def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
+        """Hold the store-wide lock ``name`` or raise LockHeld at once.
+
+        Yields a keep-alive to call between batches (it renews an expiring lock). Without
+        a server to hold it, the lock is this process's, keyed on `store_key`.
+        """
+        key = f"{name}:{self.store_key}"
+        with _process_locks_guard:
+            lock = _process_locks.setdefault(key, threading.Lock())
+        if not lock.acquire(blocking=False):
+            raise LockHeld(
+                f"lock {name!r} on {self.store_key} is held", how="this process is sweeping it"
+            )
+        try:
+            yield lambda: None
+        finally:
+            lock.release()
+
+
+def idle_cutoff(now: datetime, minutes: int) -> datetime:
+    return now - timedelta(minutes=minutes)

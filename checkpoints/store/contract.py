@@ -1,0 +1,463 @@
+"""The store contract every saver adds to LangGraph's BaseCheckpointSaver, written once.
+
+`StoreSaver` holds the one implementation of put, put_writes, delete_thread (repeat until
+empty), delete_for_runs, copy_thread and prune, sync and async. Each is a *flow*: a
+generator that yields `Call`s to the small set of storage primitives a saver supplies
+(``_store_checkpoint``, ``_store_writes``, ``_delete_threads_round``, ...) and receives
+their results. `_run` drives a flow by calling the primitives; `_arun` awaits them
+(``_acall``: the memory saver calls them directly, the ORM saver runs them off the event
+loop, the Redis saver drives its own asyncio flows). So the rules are written once and
+the async twins cannot drift from the sync ones.
+
+The pure rules those flows apply (keys, thread ids, prune keep-sets, delete rounds, copy
+outcomes, the format verdict) live in `checkpoints.store.planning`; what a store can do
+beyond LangGraph's interface is in `checkpoints.store.capabilities`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from abc import ABCMeta, abstractmethod
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+)
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from checkpoints.conf import setting
+from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
+from checkpoints.store.capabilities import Capabilities
+from checkpoints.store.planning import (
+    DELETE_ROUNDS,
+    FORMAT_ERROR_HINT,
+    FORMAT_GENERATION,
+    MAX_THREAD_ID_BYTES,
+    MISSING,
+    CopyOutcome,
+    DeleteRounds,
+    FinishedEntry,
+    PutPlan,
+    ThreadHoldings,
+    ThreadRetention,
+    WritesPlan,
+    check_prune_args,
+    check_thread_id,
+    config_keys,
+    copy_outcome,
+    json_metadata,
+    metadata_matches,
+    plan_put,
+    plan_writes,
+    stored_config,
+    utcnow,
+    validate_filter,
+)
+
+logger = logging.getLogger(__name__)
+
+# Where checkpoints written before the stamp moved beside them carried it in their metadata.
+DURABILITY_KEY = "_durability"
+# Kept under their old names: tests and callers import them from here.
+_MISSING = MISSING
+
+__all__ = [
+    "DELETE_ROUNDS",
+    "DURABILITY_KEY",
+    "FORMAT_ERROR_HINT",
+    "FORMAT_GENERATION",
+    "MAX_THREAD_ID_BYTES",
+    "Call",
+    "FinishedEntry",
+    "StoreSaver",
+    "ThreadHoldings",
+    "ThreadRetention",
+    "check_thread_id",
+    "config_keys",
+    "json_metadata",
+    "metadata_matches",
+    "strict_serializer",
+    "utcnow",
+    "validate_filter",
+]
+
+
+def strict_serializer() -> JsonPlusSerializer:
+    """LangGraph's serializer locked to its safe msgpack types, never pickle.
+
+    Set explicitly, so LANGGRAPH_STRICT_MSGPACK in the environment cannot loosen it;
+    graphs widen it only through `with_allowlist` for their own state classes.
+    """
+    return JsonPlusSerializer(
+        pickle_fallback=False, allowed_json_modules=None, allowed_msgpack_modules=None
+    )
+
+
+@dataclass(frozen=True)
+class Call:
+    """A flow's request: run the storage primitive ``_<name>`` with these arguments."""
+
+    name: str
+    args: tuple = ()
+
+
+Flow = Generator[Call, Any, Any]
+
+
+class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
+    """The contract shared by the ORM, Redis and memory savers."""
+
+    provider: str = ""
+    # Redis stops at the first round (from the second) that makes no progress.
+    delete_stops_without_progress = False
+
+    def __init__(self, *, serde=None, max_checkpoints: int | None = None) -> None:
+        super().__init__(serde=serde or strict_serializer())
+        if max_checkpoints is None:
+            max_checkpoints = setting("MAX_CHECKPOINTS") or 0
+        if not isinstance(max_checkpoints, int) or max_checkpoints < 0:
+            raise InvalidCheckpointInput(
+                f"max_checkpoints must be a whole number >= 0, got {max_checkpoints!r}",
+                field="max_checkpoints",
+            )
+        self.max_checkpoints = max_checkpoints
+
+    def _encode(self, value: Any, where: str) -> tuple[str, bytes]:
+        """The serializer's bytes for ``value``; a refusal names where the value was."""
+        try:
+            return self.serde.dumps_typed(value)
+        except CheckpointCodecError:
+            raise
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CheckpointCodecError(
+                f"{where} holds a {type(value).__name__} the serializer cannot store: {exc}",
+                field=where,
+            ) from exc
+
+    # -- driving flows ----------------------------------------------------------------------
+    def _call(self, name: str, args: tuple) -> Any:
+        """Run one storage primitive synchronously."""
+        return getattr(self, f"_{name}")(*args)
+
+    async def _acall(self, name: str, args: tuple) -> Any:
+        """Run one storage primitive without blocking the event loop (savers override)."""
+        return self._call(name, args)
+
+    def _run(self, flow: Flow) -> Any:
+        reply = None
+        try:
+            while True:
+                call = flow.send(reply)
+                reply = self._call(call.name, call.args)
+        except StopIteration as stop:
+            return stop.value
+
+    async def _arun(self, flow: Flow) -> Any:
+        reply = None
+        try:
+            while True:
+                call = flow.send(reply)
+                reply = await self._acall(call.name, call.args)
+        except StopIteration as stop:
+            return stop.value
+
+    # -- durability -----------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def durability(self) -> str:
+        """The level this store guarantees for an acknowledged write."""
+        ...
+
+    def _stamp(self, plan: PutPlan) -> dict[str, str]:
+        """Record on ``plan`` the durability the store is about to commit it with."""
+        plan.durability = {"level": self.durability, "at": utcnow().isoformat()}
+        return plan.durability
+
+    def get_durability(self, config: RunnableConfig) -> dict[str, str] | None:
+        """``{"level", "at"}`` the store recorded when it committed the checkpoint.
+
+        The newest checkpoint of the namespace when ``config`` names none; None when there
+        is no such checkpoint. Kept beside the checkpoint, so the metadata a graph wrote
+        comes back exactly as written.
+        """
+        return self._run(self._flow_durability(config))
+
+    async def aget_durability(self, config: RunnableConfig) -> dict[str, str] | None:
+        return await self._arun(self._flow_durability(config))
+
+    def _flow_durability(self, config: RunnableConfig) -> Flow:
+        thread_id, ns, checkpoint_id = config_keys(config)
+        return (yield Call("durability_of", (thread_id, ns, checkpoint_id)))
+
+    @abstractmethod
+    def _durability_of(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> dict[str, str] | None:
+        """The stamp stored beside the checkpoint (the newest when no id is given)."""
+        ...
+
+    # -- versions -------------------------------------------------------------------------
+    def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
+        """Zero-padded counter plus a random tail: strings that sort in write order."""
+        if current is None:
+            number = 0
+        elif isinstance(current, (int, float)):
+            number = int(current)
+        else:
+            number = int(str(current).split(".", 1)[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # -- put ------------------------------------------------------------------------------
+    def _flow_put(self, config, checkpoint, metadata, new_versions) -> Flow:
+        plan = plan_put(config, checkpoint, metadata, new_versions)
+        # The primitive stamps the plan (`_stamp`) as it commits, and prunes the namespace
+        # to max_checkpoints in the same unit of work where it can.
+        yield Call("store_checkpoint", (plan,))
+        return self._acknowledge(plan)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._run(self._flow_put(config, checkpoint, metadata, new_versions))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._arun(self._flow_put(config, checkpoint, metadata, new_versions))
+
+    @abstractmethod
+    def _store_checkpoint(self, plan: PutPlan) -> None:
+        """Write the checkpoint, its new blobs and its stamped metadata as one unit."""
+        ...
+
+    def _acknowledge(self, plan: PutPlan) -> RunnableConfig:
+        """The config a committed put returns; sends `checkpoint_created` with the envelope."""
+        from checkpoints.signals import checkpoint_created
+
+        stored = stored_config(plan.thread_id, plan.ns, plan.checkpoint_id)
+        if checkpoint_created.has_listeners(type(self)):
+            checkpoint_created.send(
+                sender=type(self),
+                saver=self,
+                thread_id=plan.thread_id,
+                checkpoint_ns=plan.ns,
+                checkpoint_id=plan.checkpoint_id,
+                envelope={
+                    "config": stored,
+                    "checkpoint": plan.checkpoint,
+                    "metadata": plan.metadata,
+                },
+                durability=plan.durability,
+            )
+        return stored
+
+    # -- put_writes -----------------------------------------------------------------------
+    def _flow_put_writes(self, config, writes, task_id, task_path) -> Flow:
+        plan = plan_writes(config, writes, task_id, task_path)
+        if plan.items:
+            yield Call("store_writes", (plan,))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._run(self._flow_put_writes(config, writes, task_id, task_path))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._arun(self._flow_put_writes(config, writes, task_id, task_path))
+
+    @abstractmethod
+    def _store_writes(self, plan: WritesPlan) -> None:
+        """Store the writes; a slot already held is kept, unless its idx is negative."""
+        ...
+
+    # -- delete that repeats until the thread is empty ------------------------------------
+    def _flow_delete(self, thread_ids: Sequence[str]) -> Flow:
+        rounds = DeleteRounds(thread_ids, stop_without_progress=self.delete_stops_without_progress)
+        for pending in rounds:
+            left = yield Call("delete_threads_round", (pending,))
+            gone = rounds.left(left)
+            if gone:
+                yield Call("forget_threads", (gone,))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run(self._flow_delete([thread_id]))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._arun(self._flow_delete([thread_id]))
+
+    def delete_threads(self, thread_ids: Sequence[str]) -> None:
+        """Delete every thread named, repeating while writers re-add rows (`DeleteRounds`)."""
+        self._run(self._flow_delete(thread_ids))
+
+    def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
+        """Delete the threads once; return what each one still holding rows holds."""
+        left = {}
+        for thread_id in thread_ids:
+            held = self._delete_thread_round(thread_id)
+            if not held.empty:
+                left[thread_id] = held
+        return left
+
+    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
+        """Delete everything the thread holds once; return what is there afterwards."""
+        raise NotImplementedError(f"{type(self).__name__} deletes threads in batches")
+
+    def _forget_threads(self, thread_ids: list[str]) -> None:
+        """Drop the ledger entries of threads now empty."""
+        for thread_id in thread_ids:
+            self.unmark_finished(thread_id)
+
+    # -- delete_for_runs ------------------------------------------------------------------
+    def _flow_delete_runs(self, run_ids: Sequence[str]) -> Flow:
+        runs = sorted({str(r) for r in run_ids})
+        if runs:
+            yield Call("delete_runs", (runs,))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(self._flow_delete_runs(run_ids))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._arun(self._flow_delete_runs(run_ids))
+
+    @abstractmethod
+    def _delete_runs(self, run_ids: list[str]) -> None:
+        """Delete the checkpoints (with their writes and orphaned blobs) of these runs."""
+        ...
+
+    # -- copy -----------------------------------------------------------------------------
+    def _flow_copy(self, source_thread_id: str, target_thread_id: str) -> Flow:
+        src, dst = check_thread_id(source_thread_id), check_thread_id(target_thread_id)
+        outcome = yield Call("copy_thread", (src, dst))
+        copy_outcome(src, dst, outcome)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, blob and write; refuse a target holding checkpoints."""
+        self._run(self._flow_copy(source_thread_id, target_thread_id))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._arun(self._flow_copy(source_thread_id, target_thread_id))
+
+    @abstractmethod
+    def _copy_thread(self, source: str, target: str) -> CopyOutcome:
+        """Copy as one unit, unless there is no source or the target holds checkpoints."""
+        ...
+
+    # -- prune ----------------------------------------------------------------------------
+    def _flow_prune(self, thread_ids, strategy: str, keep_last: int | None) -> Flow:
+        check_prune_args(strategy, keep_last)
+        if isinstance(thread_ids, str):
+            thread_ids = [thread_ids]
+        deleted = 0
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                deleted += (yield Call("count", (str(thread_id),))).checkpoints
+                yield from self._flow_delete([str(thread_id)])
+            else:
+                deleted += yield Call("prune_thread", (str(thread_id), keep_last or 1))
+        return deleted
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+    ) -> int:
+        """Keep the newest checkpoints per thread and namespace; return how many went.
+
+        ``strategy="keep_latest"`` keeps one (``keep_last`` more when given),
+        ``strategy="delete"`` removes everything. Ancestors a kept checkpoint's
+        DeltaChannel values are rebuilt from are kept too (`planning.prune_plan`).
+        """
+        return self._run(self._flow_prune(thread_ids, strategy, keep_last))
+
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+    ) -> int:
+        return await self._arun(self._flow_prune(thread_ids, strategy, keep_last))
+
+    @abstractmethod
+    def _prune_thread(self, thread_id: str, keep_last: int) -> int:
+        """Apply `planning.prune_plan` to each namespace of the thread; return how many went."""
+        ...
+
+    @abstractmethod
+    def _count(self, thread_id: str) -> ThreadHoldings: ...
+
+    # -- reset ----------------------------------------------------------------------------
+    @abstractmethod
+    def reset_store(self) -> int:
+        """Delete everything this store holds and record the current format generation."""
+        ...
+
+    # -- store-wide views -----------------------------------------------------------------
+    @abstractmethod
+    def threads(self, *, limit: int | None = None) -> list[str]:
+        """Thread ids the store holds checkpoints for, newest write first."""
+        ...
+
+    def thread_holdings(self, thread_id: str) -> ThreadHoldings:
+        return self._count(str(thread_id))
+
+    # -- finished-marks ledger ------------------------------------------------------------
+    @abstractmethod
+    def mark_finished(self, thread_id: str, due_at: datetime, owner: str = "") -> FinishedEntry: ...
+
+    @abstractmethod
+    def unmark_finished(self, thread_id: str) -> bool: ...
+
+    @abstractmethod
+    def finished_mark(self, thread_id: str) -> FinishedEntry | None: ...
+
+    @abstractmethod
+    def finished_due(self, now: datetime, *, limit: int | None = None) -> list[FinishedEntry]:
+        """Marks whose due time is at or before ``now``, earliest first."""
+        ...
+
+    # -- thread version (rollback bumps it; API callers send it back in If-Match) ---------
+    @abstractmethod
+    def thread_version(self, thread_id: str) -> int:
+        """The thread's version, 0 when the store has no record of it."""
+        ...
+
+    @abstractmethod
+    def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
+        """Add one to the version; raise ThreadVersionConflict when it is not ``expected``."""
+        ...
+
+    # -- declared retention ---------------------------------------------------------------
+    @abstractmethod
+    def set_thread_retention(self, thread_id: str, retention: ThreadRetention) -> None: ...
+
+    @abstractmethod
+    def thread_retention(self, thread_id: str) -> ThreadRetention: ...

@@ -1,0 +1,1 @@
+"""The ORM saver: checkpoints in Django's database (PostgreSQL or SQLite)."""

@@ -1,0 +1,247 @@
+"""The ORM store's ledgers and capabilities: threads, finished marks, versions, retention.
+
+A mixin of `OrmSaver`: everything here is plain ORM on the ``Thread`` and
+``FinishedMark`` tables, including what retention, the admin and the API ask of the
+store (idle threads, interrupted threads, owners, the sweep lock) so none of them queries
+these tables behind the saver's back.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+from django.db import connections
+from django.db.models import F
+
+from checkpoints.errors import ThreadVersionConflict
+from checkpoints.models import Checkpoint as CheckpointRow
+from checkpoints.models import FinishedMark, PendingWrite, Thread
+from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
+from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
+
+
+class OrmLedger(Capabilities):
+    """Ledgers and capabilities over the ORM tables of database ``self.using``."""
+
+    using: str
+    records_owners = True
+    supports_idle_sweep = True
+
+    @property
+    def db_alias(self) -> str:
+        return self.using
+
+    @property
+    def can_park(self) -> bool:
+        # A parked run must be resumable by any worker: SQLite is one machine's file.
+        return self.provider == "postgres"
+
+    @property
+    def store_key(self) -> str:
+        entry = connections[self.using].settings_dict
+        where = f"{entry.get('HOST') or ''}:{entry.get('PORT') or ''}"
+        return f"{self.provider}:{where}:{entry['NAME']}"
+
+    @contextmanager
+    def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
+        """A session-level advisory lock on PostgreSQL (dies with a crashed holder);
+        SQLite has one writer machine, so this process's lock is enough."""
+        if self.provider != "postgres":
+            with super().sweep_lock(name) as keep_alive:
+                yield keep_alive
+            return
+        key = zlib.crc32(name.encode())
+        connection = connections[self.using]
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_try_advisory_lock(%s)", [key])
+            if not cur.fetchone()[0]:
+                raise LockHeld(
+                    f"lock {name!r} on {self.store_key} is held",
+                    how=f"PostgreSQL advisory lock {key} is held",
+                )
+        try:
+            yield lambda: None
+        finally:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+    # -- owners ---------------------------------------------------------------------------
+    def _owner_pk(self, key: str) -> int | None:
+        """The user a put's ``user_id`` names (by pk, else username), None when none."""
+        if not key:
+            return None
+        if key not in self._owner_cache:
+            from django.contrib.auth import get_user_model
+
+            users = get_user_model().objects.using(self.using)
+            found = None
+            if key.isdigit():
+                found = users.filter(pk=int(key)).values_list("pk", flat=True).first()
+            if found is None:
+                found = (
+                    users.filter(**{get_user_model().USERNAME_FIELD: key})
+                    .values_list("pk", flat=True)
+                    .first()
+                )
+            self._owner_cache[key] = found
+        return self._owner_cache[key]
+
+    def set_owner(self, thread_id: str, user_pk: int | None) -> None:
+        """Record ``user_pk`` as the owner of a thread the store holds."""
+        Thread.objects.using(self.using).filter(thread_id=str(thread_id)).update(owner_id=user_pk)
+
+    # -- store-wide views -----------------------------------------------------------------
+    def threads(self, *, limit: int | None = None) -> list[str]:
+        qs = (
+            Thread.objects.using(self.using)
+            .order_by("-last_write_at")
+            .values_list("thread_id", flat=True)
+        )
+        return list(qs[:limit] if limit else qs)
+
+    def mark_finished(self, thread_id: str, due_at: datetime, owner: str = "") -> FinishedEntry:
+        now = utcnow()
+        FinishedMark.objects.using(self.using).update_or_create(
+            thread_id=str(thread_id),
+            defaults={"marked_at": now, "due_at": due_at, "owner": owner or ""},
+        )
+        return FinishedEntry(str(thread_id), now, due_at, owner or "")
+
+    def unmark_finished(self, thread_id: str) -> bool:
+        deleted, _ = (
+            FinishedMark.objects.using(self.using).filter(thread_id=str(thread_id)).delete()
+        )
+        return bool(deleted)
+
+    def finished_mark(self, thread_id: str) -> FinishedEntry | None:
+        mark = FinishedMark.objects.using(self.using).filter(thread_id=str(thread_id)).first()
+        if mark is None:
+            return None
+        return FinishedEntry(mark.thread_id, mark.marked_at, mark.due_at, mark.owner)
+
+    def finished_due(self, now: datetime, *, limit: int | None = None) -> list[FinishedEntry]:
+        qs = FinishedMark.objects.using(self.using).filter(due_at__lte=now).order_by("due_at")
+        if limit:
+            qs = qs[:limit]
+        return [FinishedEntry(m.thread_id, m.marked_at, m.due_at, m.owner) for m in qs]
+
+    def set_thread_retention(self, thread_id: str, retention: ThreadRetention) -> None:
+        now = utcnow()
+        thread = Thread(
+            thread_id=str(thread_id),
+            created_at=now,
+            last_write_at=now,
+            waiting_minutes=retention.waiting_minutes,
+            finished_minutes=retention.finished_minutes,
+        )
+        Thread.objects.using(self.using).bulk_create(
+            [thread],
+            update_conflicts=True,
+            unique_fields=["thread_id"],
+            update_fields=["waiting_minutes", "finished_minutes"],
+        )
+
+    def thread_retention(self, thread_id: str) -> ThreadRetention:
+        found = (
+            Thread.objects.using(self.using)
+            .filter(thread_id=str(thread_id))
+            .values_list("waiting_minutes", "finished_minutes")
+            .first()
+        )
+        return ThreadRetention(*found) if found else ThreadRetention()
+
+    def thread_version(self, thread_id: str) -> int:
+        found = (
+            Thread.objects.using(self.using)
+            .filter(thread_id=str(thread_id))
+            .values_list("version", flat=True)
+            .first()
+        )
+        return found or 0
+
+    def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
+        rows = Thread.objects.using(self.using).filter(thread_id=str(thread_id))
+        if expected is not None:
+            rows = rows.filter(version=expected)
+        if not rows.update(version=F("version") + 1):
+            current = self.thread_version(thread_id)
+            raise ThreadVersionConflict(
+                f"thread {thread_id!r} is at version {current}, not {expected}: "
+                "it changed since it was read"
+            )
+        return self.thread_version(thread_id)
+
+    def idle_threads(
+        self, now: datetime, waiting_minutes: int, *, limit: int | None = None
+    ) -> list[str]:
+        threads = Thread.objects.using(self.using)
+        found = list(
+            threads.filter(
+                waiting_minutes__isnull=True,
+                last_write_at__lt=now - timedelta(minutes=waiting_minutes),
+            )
+            .order_by("last_write_at")
+            .values_list("thread_id", flat=True)[: limit or None]
+        )
+        # Declared horizons are few distinct values; one indexed query each.
+        declared = (
+            threads.filter(waiting_minutes__isnull=False)
+            .values_list("waiting_minutes", flat=True)
+            .distinct()
+        )
+        for minutes in declared:
+            if limit and len(found) >= limit:
+                break
+            found += list(
+                threads.filter(
+                    waiting_minutes=minutes, last_write_at__lt=now - timedelta(minutes=minutes)
+                )
+                .order_by("last_write_at")
+                .values_list("thread_id", flat=True)[: (limit - len(found)) if limit else None]
+            )
+        return found
+
+    def idle_among(
+        self, thread_ids: Iterable[str], now: datetime, waiting_minutes: int
+    ) -> list[str]:
+        ids = [str(t) for t in thread_ids]
+        rows = (
+            Thread.objects.using(self.using)
+            .filter(thread_id__in=ids)
+            .values_list("thread_id", "last_write_at", "waiting_minutes")
+        )
+        idle = {
+            thread_id
+            for thread_id, last_write, minutes in rows
+            if last_write < now - timedelta(minutes=minutes or waiting_minutes)
+        }
+        return [t for t in ids if t in idle]
+
+    def interrupted(self, thread_ids: Iterable[str]) -> set[str]:
+        # One query finds the few threads holding any interrupt write; only those are checked
+        # for whether it sits on their latest checkpoint, so a batch costs ~1 query, not ~N.
+        db = self.using
+        ids = [str(t) for t in thread_ids]
+        written: dict[str, set[str]] = {}
+        for thread_id, checkpoint_id in (
+            PendingWrite.objects.using(db)
+            .filter(thread__thread_id__in=ids, checkpoint_ns="", channel=INTERRUPT)
+            .values_list("thread__thread_id", "checkpoint_id")
+            .distinct()
+        ):
+            written.setdefault(thread_id, set()).add(checkpoint_id)
+        live = set()
+        for thread_id, checkpoint_ids in written.items():
+            latest = (
+                CheckpointRow.objects.using(db)
+                .filter(thread__thread_id=thread_id, checkpoint_ns="")
+                .order_by("-checkpoint_id")
+                .values_list("checkpoint_id", flat=True)
+                .first()
+            )
+            if latest in checkpoint_ids:
+                live.add(thread_id)
+        return live

@@ -1,0 +1,637 @@
+"""The ORM saver: checkpoints in Django's database (PostgreSQL or SQLite)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, connections, transaction
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+
+from checkpoints.codec import compress_typed, decompress_typed
+from checkpoints.conf import setting
+from checkpoints.dburl import alias_for_conn_string
+from checkpoints.encryption import open_typed, seal_typed
+from checkpoints.errors import CheckpointConfigError
+from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
+from checkpoints.models import Checkpoint as CheckpointRow
+from checkpoints.store.contract import StoreSaver
+from checkpoints.store.orm.ledger import OrmLedger
+from checkpoints.store.orm.postgres import PostgresPaths
+from checkpoints.store.orm.sqlite import SqlitePaths
+from checkpoints.store.planning import (
+    FORMAT_GENERATION,
+    MISSING,
+    CopyOutcome,
+    PruneRow,
+    PutPlan,
+    ThreadHoldings,
+    WritesPlan,
+    check_limit,
+    config_keys,
+    delta_channels,
+    format_verdict,
+    metadata_matches,
+    prune_plan,
+    utcnow,
+    validate_filter,
+)
+
+PAGE = 100
+EMPTY = "empty"
+_format_checked: set[str] = set()
+_format_lock = threading.Lock()
+
+
+def forget_format_checks() -> None:
+    """Make the next saver built on each database check the format generation again."""
+    _format_checked.clear()
+
+
+class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
+    """Checkpoints, blobs and writes as Django models; one transaction per write."""
+
+    def __init__(
+        self, *, using: str = "default", serde=None, max_checkpoints=None, check_format=True
+    ) -> None:
+        super().__init__(serde=serde, max_checkpoints=max_checkpoints)
+        if using not in connections.settings:
+            raise CheckpointConfigError(f"database alias {using!r} is not configured")
+        self.using = using
+        vendor = connections[using].vendor
+        if vendor == "postgresql":
+            self.provider = "postgres"
+        elif vendor == "sqlite":
+            self.provider = "sqlite"
+        else:
+            raise CheckpointConfigError(
+                f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
+            )
+        self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
+        # Server-side prepared statements for the hot-path SQL (PostgreSQL); turn them off
+        # behind a transaction-pooling PgBouncer that cannot keep them.
+        self.prepare = bool(setting("PG_PREPARED_STATEMENTS"))
+        self.pooled = bool(setting("PG_POOL"))
+        self._durability: str | None = None
+        self._owner_cache: dict[str, int | None] = {}
+        if check_format:
+            self.ensure_format()
+
+    @classmethod
+    def build(
+        cls, *, provider: str, conn_string: str | None = None, using: str | None = None, **options
+    ) -> OrmSaver:
+        """The registry's constructor: the database from ``using`` or ``conn_string``."""
+        if using is None:
+            using = alias_for_conn_string(conn_string) if conn_string else "default"
+        saver = cls(using=using, **options)
+        if saver.provider != provider:
+            raise CheckpointConfigError(
+                f"provider {provider!r} was asked for, but database {using!r} is "
+                f"{connections[using].vendor}; set LLM_PROVIDER_CHECKPOINT_CONN_STRING "
+                f"(or DATABASE_URL) to a {provider} database",
+                field="provider",
+            )
+        return saver
+
+    # -- format generation ----------------------------------------------------------------
+    def ensure_format(self) -> None:
+        """Record the generation on a new store; refuse a store in another one."""
+        key = self.using
+        if key in _format_checked:
+            return
+        with _format_lock:
+            if key in _format_checked:
+                return
+            try:
+                with transaction.atomic(using=self.using):
+                    formats = StoreFormat.objects.using(self.using)
+                    recorded = list(formats.values_list("generation", flat=True))
+                    if format_verdict(
+                        recorded,
+                        holds_checkpoints=not recorded
+                        and CheckpointRow.objects.using(self.using).exists(),
+                        where=f"the {self.provider} checkpoint store ({self.using})",
+                    ):
+                        formats.create(generation=FORMAT_GENERATION, recorded_at=utcnow())
+            except DatabaseError as exc:
+                raise CheckpointConfigError(
+                    f"the checkpoint tables are missing or unreadable on database "
+                    f"{self.using!r} ({exc}); run `manage.py migrate`"
+                ) from exc
+            _format_checked.add(key)
+
+    def reset_store(self) -> int:
+        db = self.using
+        with transaction.atomic(using=db):
+            threads = Thread.objects.using(db).count()
+            for model in (
+                PendingWrite,
+                CheckpointRow,
+                ChannelBlob,
+                Thread,
+                FinishedMark,
+                StoreFormat,
+            ):
+                model.objects.using(db).all()._raw_delete(db)
+            StoreFormat.objects.using(db).create(generation=FORMAT_GENERATION, recorded_at=utcnow())
+        _format_checked.add(self.using)
+        return threads
+
+    # -- durability -----------------------------------------------------------------------
+    @property
+    def durability(self) -> str:
+        if self._durability is None:
+            self._durability = self._read_durability()
+        return self._durability
+
+    def _read_durability(self) -> str:
+        if self.provider == "sqlite":
+            return self._sqlite_durability()
+        return self._pg_durability()
+
+    # -- serialization --------------------------------------------------------------------
+    def _dump(self, value: Any, where: str = "value") -> tuple[str, bytes]:
+        return seal_typed(compress_typed(self._encode(value, where), self.compress_bytes))
+
+    def _load(self, type_: str, data: Any) -> Any:
+        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)))))
+
+    # -- writes ---------------------------------------------------------------------------
+    def _store_checkpoint(self, plan: PutPlan) -> None:
+        body_type, body_bytes = self._encode(
+            plan.body(without=("channel_values", "channel_versions")), "checkpoint"
+        )
+        blobs = [
+            (channel, version, EMPTY, None)
+            if value is MISSING
+            else (channel, version, *self._dump(value, f"channel {channel!r}"))
+            for channel, version, value in plan.blobs
+        ]
+        row = {
+            "thread_id": plan.thread_id,
+            "owner_id": self._owner_pk(plan.owner),
+            "ns": plan.ns,
+            "checkpoint_id": plan.checkpoint_id,
+            "parent_id": plan.parent_id,
+            "type": body_type,
+            "body": body_bytes,
+            "channel_versions": plan.versions,
+            "source": plan.source[:64],
+            "step": plan.step,
+            "run_id": plan.run_id,
+            "durability": self.durability,
+        }
+        if self.provider == "postgres" and not self.max_checkpoints:
+            # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round trips.
+            self._stamp_row(row, plan)
+            self._put_pg(row, blobs)
+            return
+        with transaction.atomic(using=self.using):
+            # Stamped inside the transaction: no reader sees it before the commit.
+            self._stamp_row(row, plan)
+            if self.provider == "postgres":
+                thread_pk = self._put_pg(row, blobs)
+            else:
+                thread_pk = self._put_sqlite(row, blobs)
+            if self.max_checkpoints:
+                self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)
+
+    def _stamp_row(self, row: dict, plan: PutPlan) -> None:
+        # The stamp's time is the row's created_at: the store keeps it once, as a column.
+        row["now"] = datetime.fromisoformat(self._stamp(plan)["at"])
+        row["metadata"] = plan.metadata
+
+    def _durability_of(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> dict[str, str] | None:
+        rows = CheckpointRow.objects.using(self.using).filter(
+            thread__thread_id=thread_id, checkpoint_ns=ns
+        )
+        if checkpoint_id:
+            rows = rows.filter(checkpoint_id=checkpoint_id)
+        found = rows.order_by("-checkpoint_id").values_list("durability", "created_at").first()
+        if found is None:
+            return None
+        return {"level": found[0], "at": found[1].astimezone(UTC).isoformat()}
+
+    def _store_writes(self, plan: WritesPlan) -> None:
+        rows = [
+            (idx, channel, *self._dump(value, f"write to channel {channel!r}"))
+            for idx, channel, value in plan.items
+        ]
+        thread_id, ns, checkpoint_id = plan.thread_id, plan.ns, plan.checkpoint_id
+        task_id, task_path, special = plan.task_id, plan.task_path, plan.special
+        put_fast = self._put_writes_pg if self.provider == "postgres" else self._put_writes_sqlite
+        if put_fast(thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+            return
+        db = self.using
+        with transaction.atomic(using=db):
+            pk = self._thread_pk(thread_id, create=True)
+            objs = [
+                PendingWrite(
+                    thread_id=pk,
+                    checkpoint_ns=ns,
+                    checkpoint_id=checkpoint_id,
+                    task_id=task_id,
+                    task_path=task_path,
+                    idx=i,
+                    channel=c,
+                    type=t,
+                    blob=b,
+                )
+                for i, c, t, b in rows
+            ]
+            if special:
+                PendingWrite.objects.using(db).bulk_create(
+                    objs,
+                    update_conflicts=True,
+                    unique_fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                    update_fields=["channel", "type", "blob", "task_path"],
+                )
+            else:
+                PendingWrite.objects.using(db).bulk_create(objs, ignore_conflicts=True)
+
+    def _thread_pk(self, thread_id: str, *, create: bool = False) -> int | None:
+        found = list(
+            Thread.objects.using(self.using)
+            .filter(thread_id=thread_id)
+            .values_list("pk", flat=True)[:1]
+        )
+        pk = found[0] if found else None
+        if pk is None and create:
+            now = utcnow()
+            thread = Thread(thread_id=thread_id, created_at=now, last_write_at=now)
+            Thread.objects.using(self.using).bulk_create(
+                [thread],
+                update_conflicts=True,
+                unique_fields=["thread_id"],
+                update_fields=["thread_id"],
+            )
+            pk = thread.pk
+        return pk
+
+    # -- reads ----------------------------------------------------------------------------
+    # Row shape shared by both read paths: pk, thread pk, thread id, ns, checkpoint id,
+    # parent id, body type, body, metadata, channel versions, blobs, writes.
+    _ROW_FIELDS = (
+        "pk",
+        "thread_id",
+        "thread__thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+        "channel_versions",
+    )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread_id, ns, checkpoint_id = config_keys(config)
+        params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        get_rows = self._get_rows_pg if self.provider == "postgres" else self._get_rows_sqlite
+        found = get_rows(params)
+        return self._tuples(found)[0] if found else None
+
+    def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
+        out = []
+        for row in rows:
+            _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
+            checkpoint = self.serde.loads_typed((type_, bytes(body)))
+            if isinstance(metadata, str):
+                metadata = json.loads(metadata)
+            if isinstance(versions, str):
+                versions = json.loads(versions)
+            checkpoint["channel_versions"] = versions or {}
+            checkpoint["channel_values"] = {
+                _text(channel): self._load(_text(blob_type), data)
+                for channel, blob_type, data in (blobs or ())
+            }
+            pending = sorted(
+                (
+                    (
+                        _text(task_id),
+                        _text(task_path),
+                        int(_text(idx)),
+                        _text(channel),
+                        _text(w_type),
+                        data,
+                    )
+                    for task_id, task_path, idx, channel, w_type, data in (writes or ())
+                ),
+                key=lambda w: writes_sort_key(w[1], w[0], w[2]),
+            )
+            conf = {"thread_id": thread_id, "checkpoint_ns": ns}
+            out.append(
+                CheckpointTuple(
+                    config={"configurable": {**conf, "checkpoint_id": cid}},
+                    checkpoint=checkpoint,
+                    metadata=metadata,
+                    parent_config=(
+                        {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
+                    ),
+                    pending_writes=[(w[0], w[3], self._load(w[4], w[5])) for w in pending],
+                )
+            )
+        return out
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for page in self._list_pages(config, filter=filter, before=before, limit=limit):
+            yield from page
+
+    def _list_pages(self, config, *, filter=None, before=None, limit=None) -> Iterator[list]:
+        """Pages of tuples, each fetched by its own keyset query (no cursor held open)."""
+        wanted = validate_filter(filter)
+        check_limit(limit)
+        params: dict[str, Any] = {}
+        if config is not None:
+            params["thread_id"], _, params["checkpoint_id"] = config_keys(config)
+            params["ns"] = config["configurable"].get("checkpoint_ns")
+        if before is not None:
+            params["before"] = (before.get("configurable") or {}).get("checkpoint_id")
+        params = {k: (str(v) if v is not None else None) for k, v in params.items()}
+        remaining = limit
+        cursor: tuple[str, int] | None = None
+        while remaining is None or remaining > 0:
+            size = PAGE if remaining is None or wanted else min(PAGE, remaining)
+            fetch = self._page_pg if self.provider == "postgres" else self._page_sqlite
+            fetched = fetch(params, wanted, cursor, size)
+            if not fetched:
+                return
+            cursor = (fetched[-1][4], fetched[-1][0])
+            full_page = len(fetched) == size
+            if wanted:
+                fetched = [
+                    r
+                    for r in fetched
+                    if metadata_matches(json.loads(r[8]) if isinstance(r[8], str) else r[8], wanted)
+                ]
+            if remaining is not None:
+                fetched = fetched[:remaining]
+                remaining -= len(fetched)
+            if fetched:
+                yield self._tuples(fetched)
+            if not full_page:
+                return
+
+    # -- deletes and copies ---------------------------------------------------------------
+    def _count(self, thread_id: str) -> ThreadHoldings:
+        pk = self._thread_pk(thread_id)
+        if pk is None:
+            return ThreadHoldings(0, 0)
+        return ThreadHoldings(
+            CheckpointRow.objects.using(self.using).filter(thread_id=pk).count(),
+            PendingWrite.objects.using(self.using).filter(thread_id=pk).count(),
+        )
+
+    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
+        return self._delete_threads_round([thread_id]).get(thread_id, ThreadHoldings(0, 0))
+
+    def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
+        """Set-based deletes, one transaction per thousand threads."""
+        db = self.using
+        if self.provider == "postgres":
+            return {t: self._count(t) for t in self._delete_round_pg(thread_ids)}
+        for start in range(0, len(thread_ids), 1000):
+            chunk = thread_ids[start : start + 1000]
+            with transaction.atomic(using=db):
+                pks = list(
+                    Thread.objects.using(db)
+                    .filter(thread_id__in=chunk)
+                    .values_list("pk", flat=True)
+                )
+                for model in (PendingWrite, CheckpointRow, ChannelBlob):
+                    model.objects.using(db).filter(thread_id__in=pks)._raw_delete(db)
+                Thread.objects.using(db).filter(pk__in=pks)._raw_delete(db)
+        # A writer's put or put_writes re-creates the thread row, so rows mean "holds rows".
+        again = (
+            Thread.objects.using(db)
+            .filter(thread_id__in=thread_ids)
+            .values_list("thread_id", flat=True)
+        )
+        return {t: self._count(t) for t in again}
+
+    def _forget_threads(self, thread_ids: list[str]) -> None:
+        if self.provider == "postgres":
+            return  # AFTER_DELETE already dropped the marks of the threads that went
+        db = self.using
+        for start in range(0, len(thread_ids), 1000):
+            FinishedMark.objects.using(db).filter(
+                thread_id__in=thread_ids[start : start + 1000]
+            )._raw_delete(db)
+
+    def _delete_runs(self, run_ids: list[str]) -> None:
+        db = self.using
+        with transaction.atomic(using=db):
+            doomed = list(
+                CheckpointRow.objects.using(db)
+                .filter(run_id__in=run_ids)
+                .values_list("thread_id", "checkpoint_ns", "checkpoint_id")
+            )
+            by_key: dict[tuple[int, str], list[str]] = defaultdict(list)
+            for tpk, ns, cid in doomed:
+                by_key[(tpk, ns)].append(cid)
+            for (tpk, ns), ids in by_key.items():
+                PendingWrite.objects.using(db).filter(
+                    thread_id=tpk, checkpoint_ns=ns, checkpoint_id__in=ids
+                )._raw_delete(db)
+            CheckpointRow.objects.using(db).filter(run_id__in=run_ids)._raw_delete(db)
+            for tpk in {k[0] for k in by_key}:
+                self._drop_unreferenced_blobs(tpk)
+
+    def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> CopyOutcome:
+        db = self.using
+        with transaction.atomic(using=db):
+            src = Thread.objects.using(db).filter(thread_id=source_thread_id).first()
+            if src is None:
+                return CopyOutcome.NO_SOURCE
+            if CheckpointRow.objects.using(db).filter(thread__thread_id=target_thread_id).exists():
+                return CopyOutcome.TARGET_HOLDS
+            now = utcnow()
+            target = Thread(
+                thread_id=target_thread_id,
+                created_at=now,
+                last_write_at=now,
+                owner_id=src.owner_id,
+                waiting_minutes=src.waiting_minutes,
+                finished_minutes=src.finished_minutes,
+            )
+            Thread.objects.using(db).bulk_create(
+                [target],
+                update_conflicts=True,
+                unique_fields=["thread_id"],
+                update_fields=["last_write_at"],
+            )
+            for model, fields in (
+                (ChannelBlob, ("checkpoint_ns", "channel", "version", "type", "blob")),
+                (
+                    CheckpointRow,
+                    (
+                        "checkpoint_ns",
+                        "checkpoint_id",
+                        "parent_checkpoint_id",
+                        "channel_versions",
+                        "type",
+                        "checkpoint",
+                        "metadata",
+                        "source",
+                        "step",
+                        "run_id",
+                        "durability",
+                        "created_at",
+                    ),
+                ),
+                (
+                    PendingWrite,
+                    (
+                        "checkpoint_ns",
+                        "checkpoint_id",
+                        "task_id",
+                        "task_path",
+                        "idx",
+                        "channel",
+                        "type",
+                        "blob",
+                    ),
+                ),
+            ):
+                qs = model.objects.using(db).filter(thread_id=src.pk).order_by("pk")
+                last = 0
+                while True:
+                    batch = list(qs.filter(pk__gt=last).values("pk", *fields)[:500])
+                    if not batch:
+                        break
+                    last = batch[-1].pop("pk")
+                    for item in batch:
+                        item.pop("pk", None)
+                    model.objects.using(db).bulk_create(
+                        [model(thread_id=target.pk, **item) for item in batch],
+                        ignore_conflicts=True,
+                    )
+        return CopyOutcome.COPIED
+
+    # -- prune ----------------------------------------------------------------------------
+    def _prune_thread(self, thread_id: str, keep_last: int) -> int:
+        with transaction.atomic(using=self.using):
+            pk = self._thread_pk(thread_id)
+            if pk is None:
+                return 0
+            return self._prune_pk(pk, keep_last)
+
+    def _prune_pk(self, pk: int, keep_last: int, only_ns: str | None = None) -> int:
+        """Keep the newest ``keep_last`` per namespace plus the ancestors their delta
+        channels replay from; delete the rest with their writes and unused blobs."""
+        db = self.using
+        rows = CheckpointRow.objects.using(db).filter(thread_id=pk)
+        if only_ns is not None:
+            rows = rows.filter(checkpoint_ns=only_ns)
+            # Cheap exit on the put path: nothing to do while under the cap.
+            if rows.count() <= keep_last:
+                return 0
+        listing = list(
+            rows.order_by("checkpoint_ns", "-checkpoint_id").values_list(
+                "checkpoint_ns",
+                "checkpoint_id",
+                "parent_checkpoint_id",
+                "metadata",
+                "channel_versions",
+            )
+        )
+        by_ns: dict[str, list[PruneRow]] = defaultdict(list)
+        for ns, cid, parent, metadata, versions in listing:
+            by_ns[ns].append(PruneRow(cid, parent, delta_channels(metadata), versions or {}))
+        doomed: list[tuple[str, str]] = []
+        for ns, ns_rows in by_ns.items():
+            doomed.extend((ns, cid) for cid in prune_plan(ns_rows, keep_last, self._seeded(pk, ns)))
+        if not doomed:
+            return 0
+        by_ns_ids: dict[str, list[str]] = defaultdict(list)
+        for ns, cid in doomed:
+            by_ns_ids[ns].append(cid)
+        for ns, ids in by_ns_ids.items():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                PendingWrite.objects.using(db).filter(
+                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
+                )._raw_delete(db)
+                CheckpointRow.objects.using(db).filter(
+                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
+                )._raw_delete(db)
+        self._drop_unreferenced_blobs(pk)
+        return len(doomed)
+
+    def _seeded(self, pk: int, ns: str):
+        """Whether the namespace stores a value (not "no value") for a channel version."""
+
+        def has_value(channel: str, version: str) -> bool:
+            return (
+                ChannelBlob.objects.using(self.using)
+                .filter(thread_id=pk, checkpoint_ns=ns, channel=channel, version=version)
+                .exclude(type=EMPTY)
+                .exists()
+            )
+
+        return has_value
+
+    def _drop_unreferenced_blobs(self, pk: int) -> None:
+        db = self.using
+        referenced: set[tuple[str, str, str]] = set()
+        for ns, versions in (
+            CheckpointRow.objects.using(db)
+            .filter(thread_id=pk)
+            .values_list("checkpoint_ns", "channel_versions")
+            .iterator(chunk_size=500)
+        ):
+            for channel, version in (versions or {}).items():
+                referenced.add((ns, channel, str(version)))
+        stale = [
+            blob_pk
+            for blob_pk, ns, channel, version in ChannelBlob.objects.using(db)
+            .filter(thread_id=pk)
+            .values_list("pk", "checkpoint_ns", "channel", "version")
+            if (ns, channel, version) not in referenced
+        ]
+        for start in range(0, len(stale), 500):
+            ChannelBlob.objects.using(db).filter(pk__in=stale[start : start + 500])._raw_delete(db)
+
+    # -- async: the ORM is synchronous, so each primitive runs in Django's sync thread ---
+    async def _acall(self, name: str, args: tuple) -> Any:
+        return await sync_to_async(self._call, thread_sensitive=True)(name, args)
+
+    async def aget_tuple(self, config):
+        return await sync_to_async(self.get_tuple, thread_sensitive=True)(config)
+
+    async def aget_delta_channel_history(self, *, config, channels):
+        return await sync_to_async(self.get_delta_channel_history, thread_sensitive=True)(
+            config=config, channels=channels
+        )
+
+    async def alist(
+        self, config, *, filter=None, before=None, limit=None
+    ) -> AsyncIterator[CheckpointTuple]:
+        pages = self._list_pages(config, filter=filter, before=before, limit=limit)
+        step = sync_to_async(lambda: next(pages, None), thread_sensitive=True)
+        while (page := await step()) is not None:
+            for item in page:
+                yield item
+
+
+def _text(value: Any) -> str:
+    """Names come back as bytea from the PostgreSQL arrays and as str from the ORM."""
+    if isinstance(value, memoryview):
+        value = bytes(value)
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,460 @@
+"""Pure rules of the store: what a write, prune, copy or delete means, with no I/O.
+
+Every saver reads and writes its own storage, then asks these functions what to do, so
+each rule is written once: the keys a config names, the thread-id rule, the split of a
+checkpoint into body, blobs and metadata, the DeltaChannel keep-set of a prune, the
+repeat-until-empty delete, the format-generation verdict, and the refusals' wording.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+
+from checkpoints.errors import (
+    CheckpointDeleteError,
+    CheckpointStoreFormatError,
+    InvalidCheckpointInput,
+    ThreadExists,
+)
+
+# Bumped whenever stored bytes change shape; a store written by another generation is refused.
+FORMAT_GENERATION = 3
+FORMAT_ERROR_HINT = "reset the checkpoint store before starting this version"
+DELETE_ROUNDS = 100
+# Every provider's key index can hold this much; a longer thread id is refused up front.
+MAX_THREAD_ID_BYTES = 1024
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- records the ledgers hand out ---------------------------------------------------------
+@dataclass(frozen=True)
+class FinishedEntry:
+    """A thread in the finished-marks ledger."""
+
+    thread_id: str
+    marked_at: datetime
+    due_at: datetime
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class ThreadRetention:
+    """The retention a thread's owner declared; None means the platform's value."""
+
+    waiting_minutes: int | None = None
+    finished_minutes: int | None = None
+
+
+@dataclass(frozen=True)
+class ThreadHoldings:
+    """What a thread still holds: how many checkpoints and pending writes."""
+
+    checkpoints: int
+    writes: int
+
+    @property
+    def empty(self) -> bool:
+        return self.checkpoints == 0 and self.writes == 0
+
+    @property
+    def total(self) -> int:
+        return self.checkpoints + self.writes
+
+    def __str__(self) -> str:
+        return f"{self.checkpoints} checkpoint(s) and {self.writes} pending write(s)"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+# A channel the checkpoint versions but holds no value for (stored as "no value").
+MISSING = _Missing()
+
+
+# -- keys and ids -------------------------------------------------------------------------
+def config_keys(config: RunnableConfig | None, *, need_checkpoint: bool = False):
+    """(thread_id, checkpoint_ns, checkpoint_id) from a config, refusing a bad one clearly."""
+    if not isinstance(config, Mapping) or not isinstance(config.get("configurable"), Mapping):
+        raise InvalidCheckpointInput(
+            "config must be a dict with a 'configurable' dict holding 'thread_id'",
+            field="config",
+        )
+    conf = config["configurable"]
+    thread_id = conf.get("thread_id")
+    if thread_id is None or thread_id == "":
+        raise InvalidCheckpointInput(
+            "config['configurable']['thread_id'] is required", field="thread_id"
+        )
+    thread_id = check_thread_id(thread_id)
+    ns = conf.get("checkpoint_ns") or ""
+    checkpoint_id = conf.get("checkpoint_id") or None
+    if need_checkpoint and not checkpoint_id:
+        raise InvalidCheckpointInput(
+            "config['configurable']['checkpoint_id'] is required for this call",
+            field="checkpoint_id",
+        )
+    return thread_id, str(ns), (str(checkpoint_id) if checkpoint_id else None)
+
+
+def check_thread_id(thread_id: Any) -> str:
+    """A thread id as the store keeps it, or InvalidCheckpointInput saying what is wrong."""
+    thread_id = str(thread_id)
+    if not thread_id:
+        raise InvalidCheckpointInput("thread_id must not be empty", field="thread_id")
+    if "\x00" in thread_id:
+        raise InvalidCheckpointInput("thread_id must not contain NUL characters", field="thread_id")
+    size = len(thread_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_THREAD_ID_BYTES:
+        raise InvalidCheckpointInput(
+            f"thread_id is {size} bytes long; the store takes at most {MAX_THREAD_ID_BYTES}",
+            field="thread_id",
+        )
+    return thread_id
+
+
+def check_limit(limit: Any) -> None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise InvalidCheckpointInput(f"limit must be a whole number >= 0, got {limit!r}")
+
+
+def stored_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+# -- metadata -----------------------------------------------------------------------------
+def validate_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A metadata filter as plain data: keys must be strings; nothing else is interpreted."""
+    if not filter:
+        return {}
+    if not isinstance(filter, Mapping):
+        raise InvalidCheckpointInput(
+            "filter must be a dict of metadata key to value", field="filter"
+        )
+    for key in filter:
+        if not isinstance(key, str):
+            raise InvalidCheckpointInput(f"filter key {key!r} is not a string", field="filter")
+    return dict(filter)
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
+    """True when every filter key is a metadata key spelled exactly so, with an equal value."""
+    for key, wanted in filter.items():
+        if key not in metadata:
+            return False
+        if _json_shape(metadata[key]) != _json_shape(wanted):
+            return False
+    return True
+
+
+def _json_shape(value: Any) -> Any:
+    # Stored metadata went through JSON (tuples came back as lists); compare in that shape,
+    # keeping True apart from 1.
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (list, tuple)):
+        return [_json_shape(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_shape(v) for k, v in value.items()}
+    return value
+
+
+def json_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """The metadata to store: LangGraph's merge of config keys, cleaned for JSON columns."""
+    merged = get_checkpoint_metadata(config, metadata)
+    merged.pop("writes", None)
+    return _clean_json(merged, "metadata")
+
+
+def _clean_json(value: Any, path: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidCheckpointInput(f"{path} is {value!r}, which JSON cannot hold", field=path)
+        return value
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidCheckpointInput(
+                    f"{path} has key {k!r}; metadata keys must be strings", field=path
+                )
+            out[k.replace("\x00", "")] = _clean_json(v, f"{path}.{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_clean_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    raise InvalidCheckpointInput(
+        f"{path} holds a {type(value).__name__}; checkpoint metadata must be JSON data",
+        field=path,
+    )
+
+
+# -- the start of put ---------------------------------------------------------------------
+@dataclass
+class PutPlan:
+    """One checkpoint write, split into what every store keeps."""
+
+    thread_id: str
+    ns: str
+    parent_id: str | None
+    checkpoint_id: str
+    checkpoint: Checkpoint
+    # (channel, version, value or MISSING) for each channel this write gives a new version.
+    blobs: list[tuple[str, str, Any]]
+    metadata: dict[str, Any]
+    # The caller's user id as given (config["configurable"]["user_id"]), "" when none.
+    owner: str
+    # {"level", "at"}: what the store guarantees for this write, set by the store as it
+    # commits and kept beside the checkpoint, never inside its metadata.
+    durability: dict[str, str] | None = None
+
+    def body(self, *, without: Iterable[str] = ("channel_values",)) -> dict[str, Any]:
+        """The checkpoint without the parts a store keeps elsewhere."""
+        dropped = set(without)
+        return {k: v for k, v in self.checkpoint.items() if k not in dropped}
+
+    @property
+    def versions(self) -> dict[str, Any]:
+        return dict(self.checkpoint.get("channel_versions") or {})
+
+    @property
+    def run_id(self) -> str | None:
+        run_id = self.metadata.get("run_id")
+        return None if run_id is None else str(run_id)
+
+    @property
+    def step(self) -> int | None:
+        step = self.metadata.get("step")
+        return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+    @property
+    def source(self) -> str:
+        return str(self.metadata.get("source") or "")
+
+
+def plan_put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> PutPlan:
+    """Keys, the thread-id check, the blobs to write and the metadata of one put."""
+    thread_id, ns, parent_id = config_keys(config)
+    if not checkpoint.get("id"):
+        raise InvalidCheckpointInput("checkpoint['id'] is required", field="checkpoint.id")
+    values = checkpoint.get("channel_values") or {}
+    return PutPlan(
+        thread_id=thread_id,
+        ns=ns,
+        parent_id=parent_id,
+        checkpoint_id=str(checkpoint["id"]),
+        checkpoint=checkpoint,
+        blobs=[
+            (channel, str(version), values.get(channel, MISSING))
+            for channel, version in new_versions.items()
+        ],
+        metadata=json_metadata(config, metadata),
+        owner=str((config.get("configurable") or {}).get("user_id") or ""),
+    )
+
+
+@dataclass
+class WritesPlan:
+    """One task's pending writes against one checkpoint."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    task_id: str
+    task_path: str
+    # (idx, channel, value); a negative idx is a special write that replaces its slot.
+    items: list[tuple[int, str, Any]] = field(default_factory=list)
+
+    @property
+    def special(self) -> bool:
+        return all(idx < 0 for idx, _, _ in self.items)
+
+
+def plan_writes(
+    config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+) -> WritesPlan:
+    thread_id, ns, checkpoint_id = config_keys(config, need_checkpoint=True)
+    return WritesPlan(
+        thread_id,
+        ns,
+        checkpoint_id,
+        str(task_id),
+        task_path or "",
+        [
+            (WRITES_IDX_MAP.get(channel, idx), channel, value)
+            for idx, (channel, value) in enumerate(writes)
+        ],
+    )
+
+
+# -- prune --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PruneRow:
+    """What a prune needs to know of one checkpoint of one namespace."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    # Channels this checkpoint's DeltaChannel values are rebuilt from ancestors for.
+    delta_channels: frozenset[str]
+    versions: Mapping[str, Any]
+
+
+def delta_channels(metadata: Mapping[str, Any] | None) -> frozenset[str]:
+    return frozenset(((metadata or {}).get("counters_since_delta_snapshot") or {}).keys())
+
+
+def check_prune_args(strategy: str, keep_last: Any) -> None:
+    if strategy not in ("keep_latest", "delete"):
+        raise InvalidCheckpointInput(
+            f"prune strategy {strategy!r} is unknown; use 'keep_latest' or 'delete'",
+            field="strategy",
+        )
+    if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 1):
+        raise InvalidCheckpointInput(
+            f"keep_last must be a whole number >= 1, got {keep_last!r}", field="keep_last"
+        )
+
+
+def prune_plan(
+    rows: Iterable[PruneRow], keep_last: int, has_value: Callable[[str, str], bool]
+) -> list[str]:
+    """The checkpoint ids of one namespace a prune deletes, newest first.
+
+    Keeps the newest ``keep_last`` and every ancestor a kept checkpoint's delta channels
+    replay from, up to and including the one holding a stored value (the seed):
+    deleting any of them would sever the chain. ``has_value(channel, version)`` says
+    whether the store holds a value for that channel version.
+    """
+    by_id = {row.checkpoint_id: row for row in rows}
+    if len(by_id) <= keep_last:
+        return []
+    ordered = sorted(by_id, reverse=True)
+    keep = set(ordered[:keep_last])
+    for cid in list(keep):
+        channels = set(by_id[cid].delta_channels)
+        current: str | None = cid
+        while channels and current in by_id:
+            versions = by_id[current].versions
+            channels -= {
+                ch for ch in channels if ch in versions and has_value(ch, str(versions[ch]))
+            }
+            keep.add(current)
+            current = by_id[current].parent_id
+    return [cid for cid in ordered if cid not in keep]
+
+
+# -- delete that repeats until the thread is empty ----------------------------------------
+class DeleteRounds:
+    """The repeat-until-empty rule: feed it what each round left; it says when to stop.
+
+    A thread still holding rows after a round is deleted again, up to DELETE_ROUNDS
+    rounds; with ``stop_without_progress`` (Redis) it gives up at the first round, from
+    the second, that makes no progress. Either way CheckpointDeleteError names the thread
+    and what it still holds.
+    """
+
+    def __init__(self, thread_ids: Iterable[Any], *, stop_without_progress: bool) -> None:
+        self.pending = list(dict.fromkeys(check_thread_id(t) for t in thread_ids))
+        self.stop_without_progress = stop_without_progress
+        self.round = 0
+        self._before: dict[str, ThreadHoldings] = {}
+
+    def __iter__(self):
+        while self.pending:
+            if self.round >= DELETE_ROUNDS:
+                first = self.pending[0]
+                more = len(self.pending) - 1
+                raise CheckpointDeleteError(
+                    f"thread {first!r} still holds {self._before[first]} after {DELETE_ROUNDS} "
+                    "delete rounds: a writer keeps adding to it"
+                    + (f" (and {more} more thread(s))" if more else "")
+                )
+            self.round += 1
+            yield list(self.pending)
+
+    def left(self, left: Mapping[str, ThreadHoldings]) -> list[str]:
+        """Record what this round left; return the threads now empty."""
+        gone = [t for t in self.pending if t not in left]
+        if self.stop_without_progress and self.round >= 2:
+            stuck = [
+                t
+                for t, held in left.items()
+                if t in self._before and held.total >= self._before[t].total
+            ]
+            if stuck:
+                raise CheckpointDeleteError(
+                    f"thread {stuck[0]!r} still holds {left[stuck[0]]} after delete round "
+                    f"{self.round}: a writer keeps adding to it"
+                )
+        self._before = dict(left)
+        self.pending = list(left)
+        return gone
+
+
+# -- copy ---------------------------------------------------------------------------------
+class CopyOutcome(enum.Enum):
+    COPIED = "copied"
+    NO_SOURCE = "no source"
+    TARGET_HOLDS = "target holds checkpoints"
+
+
+def copy_outcome(source: str, target: str, outcome: CopyOutcome) -> None:
+    """Raise what a copy that ended so means to the caller (nothing to copy is no error)."""
+    if outcome is CopyOutcome.TARGET_HOLDS:
+        raise ThreadExists(
+            f"cannot copy thread {source!r} onto {target!r}: the target already holds checkpoints"
+        )
+
+
+# -- format generation --------------------------------------------------------------------
+def format_verdict(recorded: Iterable[Any], *, holds_checkpoints: bool, where: str) -> bool:
+    """True when the store must record FORMAT_GENERATION now; raise when it is refused.
+
+    ``recorded`` are the generations the store records, ``where`` names the store in the
+    refusal ("the redis checkpoint store at 127.0.0.1:6379").
+    """
+    found = {str(g) for g in recorded}
+    if not found:
+        if holds_checkpoints:
+            raise CheckpointStoreFormatError(
+                f"{where} holds checkpoints but records no format generation: {FORMAT_ERROR_HINT}"
+            )
+        return True
+    if found != {str(FORMAT_GENERATION)}:
+        shown = max(found, key=lambda g: (len(g), g))
+        raise CheckpointStoreFormatError(
+            f"{where} is in format generation {shown}, this version writes "
+            f"{FORMAT_GENERATION}: {FORMAT_ERROR_HINT}"
+        )
+    return False

@@ -1,0 +1,1 @@
+"""The Redis saver: checkpoints in plain Redis, one Lua script per write."""

@@ -1,0 +1,173 @@
+"""The Redis store's ledgers: thread registry, finished marks, versions, declared retention."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from checkpoints.errors import ThreadVersionConflict
+from checkpoints.store.capabilities import Capabilities, LockHeld
+from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
+from checkpoints.store.redis.driver import Batch, Eval, cmd, single
+from checkpoints.store.redis.keys import (
+    DUE_KEY,
+    MARKS_KEY,
+    PAGE,
+    REGISTRY_KEY,
+    dec,
+    enc,
+    now_ms,
+    thread_prefix,
+)
+from checkpoints.store.redis.scripts import BUMP, RETENTION
+
+# A sweep that dies leaves its lock to expire after this long; a live one renews it.
+LOCK_SECONDS = 600
+
+
+class RedisLedger(Capabilities):
+    """Ledger methods and capabilities of `RedisSaver`, over the flows `RedisDriver` runs."""
+
+    @contextmanager
+    def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
+        """SET NX PX with a token: expires if the holder dies, only the holder releases it."""
+        key = f"{name}:lock"
+        lock = self.client.lock(key, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
+        if not lock.acquire():
+            raise LockHeld(
+                f"lock {name!r} on redis {self.address} is held", how=f"Redis key {key!r} is set"
+            )
+        try:
+            yield lock.reacquire
+        finally:
+            lock.release()
+
+    # -- store-wide views and ledgers -----------------------------------------------------
+    def _threads_flow(self, limit: int | None):
+        out: list[str] = []
+        start = 0
+        while limit is None or len(out) < limit:
+            (members,) = yield Batch([cmd("ZRANGE", REGISTRY_KEY, start, start + PAGE - 1, "REV")])
+            if not members:
+                break
+            exists = yield Batch([cmd("EXISTS", thread_prefix(dec(m)) + "m") for m in members])
+            # A thread whose keys expired leaves a registry entry behind: drop it here.
+            stale = [m for m, e in zip(members, exists, strict=True) if not int(e)]
+            if stale:
+                yield Batch([cmd("ZREM", REGISTRY_KEY, *stale)])
+            out += [dec(m) for m, e in zip(members, exists, strict=True) if int(e)]
+            start += len(members) - len(stale)
+            if len(members) < PAGE:
+                break
+        return out[:limit] if limit else out
+
+    def threads(self, *, limit: int | None = None) -> list[str]:
+        return self._drive(self._threads_flow(limit))
+
+    def mark_finished(self, thread_id: str, due_at: datetime, owner: str = "") -> FinishedEntry:
+        entry = FinishedEntry(str(thread_id), utcnow(), due_at, owner or "")
+        record = json.dumps(
+            {
+                "marked_at": entry.marked_at.isoformat(),
+                "due_at": due_at.isoformat(),
+                "owner": entry.owner,
+            }
+        )
+        key = enc(entry.thread_id)
+        self._drive(
+            single(
+                Batch(
+                    [
+                        cmd("ZADD", DUE_KEY, due_at.timestamp(), key),
+                        cmd("HSET", MARKS_KEY, key, record),
+                    ],
+                    transaction=True,
+                )
+            )
+        )
+        return entry
+
+    def _unmark_flow(self, thread_id: str):
+        key = enc(str(thread_id))
+        removed, _ = yield Batch(
+            [cmd("ZREM", DUE_KEY, key), cmd("HDEL", MARKS_KEY, key)], transaction=True
+        )
+        return bool(int(removed))
+
+    def unmark_finished(self, thread_id: str) -> bool:
+        return self._drive(self._unmark_flow(thread_id))
+
+    def finished_mark(self, thread_id: str) -> FinishedEntry | None:
+        (record,) = self._drive(single(Batch([cmd("HGET", MARKS_KEY, enc(str(thread_id)))])))
+        return _entry(str(thread_id), record) if record is not None else None
+
+    def finished_due(self, now: datetime, *, limit: int | None = None) -> list[FinishedEntry]:
+        args = ["ZRANGE", DUE_KEY, "-inf", now.timestamp(), "BYSCORE"]
+        if limit:
+            args += ["LIMIT", 0, limit]
+        (members,) = self._drive(single(Batch([cmd(*args)])))
+        if not members:
+            return []
+        (records,) = self._drive(single(Batch([cmd("HMGET", MARKS_KEY, *members)])))
+        return [_entry(dec(m), r) for m, r in zip(members, records, strict=True) if r is not None]
+
+    def set_thread_retention(self, thread_id: str, retention: ThreadRetention) -> None:
+        thread_id = str(thread_id)
+
+        def text(value):
+            return "" if value is None else str(int(value))
+
+        self._drive(
+            single(
+                Batch(
+                    [
+                        Eval(
+                            RETENTION,
+                            thread_id,
+                            (
+                                self._default_ttl_ms(),
+                                enc(thread_id),
+                                now_ms(),
+                                text(retention.waiting_minutes),
+                                text(retention.finished_minutes),
+                            ),
+                        )
+                    ]
+                )
+            )
+        )
+
+    def thread_retention(self, thread_id: str) -> ThreadRetention:
+        (found,) = self._drive(
+            single(Batch([cmd("HMGET", thread_prefix(str(thread_id)) + "m", "wm", "fm")]))
+        )
+        return ThreadRetention(*(None if v is None else int(v) for v in found))
+
+    def thread_version(self, thread_id: str) -> int:
+        (found,) = self._drive(
+            single(Batch([cmd("HGET", thread_prefix(str(thread_id)) + "m", "v")]))
+        )
+        return int(found) if found is not None else 0
+
+    def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:
+        thread_id = str(thread_id)
+        arg = "" if expected is None else str(int(expected))
+        ((bumped, version),) = self._drive(single(Batch([Eval(BUMP, thread_id, (arg,))])))
+        if not int(bumped):
+            raise ThreadVersionConflict(
+                f"thread {thread_id!r} is at version {int(version)}, not {expected}: "
+                "it changed since it was read"
+            )
+        return int(version)
+
+
+def _entry(thread_id: str, record: bytes) -> FinishedEntry:
+    data = json.loads(record)
+    return FinishedEntry(
+        thread_id,
+        datetime.fromisoformat(data["marked_at"]),
+        datetime.fromisoformat(data["due_at"]),
+        data.get("owner") or "",
+    )

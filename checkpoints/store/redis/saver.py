@@ -1,0 +1,620 @@
+"""The Redis saver: checkpoints in plain Redis, expiring on the thread's waiting retention.
+
+Key layout. A thread's keys share the hash tag ``{<32 hex chars of sha256(thread_id)>}``,
+so any thread id (slashes, braces, unicode, 10 KB) makes a short, safe tag and all of a
+thread's keys land in one Redis Cluster slot; the original id is kept in the thread's meta
+hash. With ``P = cp:{tag}:`` and ``N`` the namespace as hex:
+
+- ``P m``      hash: id, created/last-write ms, version, owner, declared retention (wm, fm)
+- ``P n``      set of the thread's namespaces (as hex)
+- ``P i:N``    sorted set of checkpoint ids (all scores 0: ordered by id, lexically)
+- ``P c:N``    hash checkpoint id -> record (blob fields, parent, metadata, body, run id)
+- ``P b:N``    hash (channel, version) -> value: an unchanged channel is never written twice
+- ``P w:N``    hash (checkpoint id, task id, idx) -> pending write
+- ``P x:N``    sorted set of the ``w:N`` fields, so one checkpoint's writes are a range read
+
+Store-wide keys: ``cp:format`` (generation), ``cp:threads`` (thread registry by last write),
+``cp:finished:due`` / ``cp:finished:at`` (the finished-marks ledger).
+
+Every write is one Lua script (atomic: a reader never sees half of it) that also gives all
+of the thread's keys its waiting retention as TTL, so a fixed number of keys per namespace
+carries the whole thread and nothing of it outlives the rest. Reads never touch a TTL.
+Strings inside keys, fields and records are length-prefixed (``<len>:<bytes>``), so no
+thread id, namespace, channel or task id can be mistaken for a separator.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import redis
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+
+from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
+from checkpoints.conf import setting
+from checkpoints.encryption import open_typed, seal_typed
+from checkpoints.errors import StoreUnavailable
+from checkpoints.store.contract import DURABILITY_KEY, StoreSaver
+from checkpoints.store.planning import (
+    FORMAT_GENERATION,
+    MISSING,
+    CopyOutcome,
+    PruneRow,
+    PutPlan,
+    ThreadHoldings,
+    WritesPlan,
+    check_limit,
+    config_keys,
+    delta_channels,
+    format_verdict,
+    metadata_matches,
+    prune_plan,
+    validate_filter,
+)
+from checkpoints.store.redis.driver import Batch, Emit, Eval, RedisDriver, cmd
+from checkpoints.store.redis.keys import (
+    FORMAT_KEY,
+    PAGE,
+    REGISTRY_KEY,
+    dec,
+    enc,
+    now_ms,
+    ns_hex,
+    pack,
+    thread_prefix,
+    unpack,
+)
+from checkpoints.store.redis.ledger import RedisLedger
+from checkpoints.store.redis.scripts import COPY, COUNT, DELETE, DROP, PUT, PUT_WRITES, READ
+
+
+class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
+    """Checkpoints in Redis; a thread's keys expire on its waiting retention."""
+
+    provider = "redis"
+    delete_stops_without_progress = True
+    # Any worker reaches the same server, so a parked run can be resumed anywhere.
+    can_park = True
+
+    def __init__(
+        self,
+        *,
+        conn_string: str | None = None,
+        serde=None,
+        max_checkpoints=None,
+        check_format: bool = True,
+    ) -> None:
+        super().__init__(serde=serde or FaithfulJSONCodec(), max_checkpoints=max_checkpoints)
+        self.conn_string = conn_string
+        if conn_string:
+            self.url = conn_string
+            self.client = redis.Redis.from_url(conn_string, socket_connect_timeout=5)
+        else:
+            import django_redis
+            from django.conf import settings
+
+            location = settings.CACHES["default"]["LOCATION"]
+            self.url = location[0] if isinstance(location, (list, tuple)) else location
+            self.client = django_redis.get_redis_connection("default")
+        kwargs = self.client.connection_pool.connection_kwargs
+        if kwargs.get("path"):
+            self.address = str(kwargs["path"])
+        else:
+            self.address = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        self._aclients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._durability: str | None = None
+        self._ready = False
+        if not check_format:
+            return  # only `reset_checkpoint_store` builds a saver past the format check
+        try:
+            self._drive(self._ready_flow(), prepare=False)
+        except StoreUnavailable:
+            # Checked again at the first call, so a saver built while Redis is down still
+            # refuses a store in another format once it answers.
+            pass
+
+    @classmethod
+    def build(cls, *, provider: str, conn_string: str | None = None, **options) -> RedisSaver:
+        """The registry's constructor: ``conn_string``, else the default cache's Redis."""
+        return cls(conn_string=conn_string, **options)
+
+    # -- store format and durability ------------------------------------------------------
+    def _ready_flow(self):
+        got = yield Batch(
+            [
+                cmd("GET", FORMAT_KEY),
+                cmd("CONFIG", "GET", "appendonly"),
+                cmd("CONFIG", "GET", "appendfsync"),
+            ],
+            errors_ok=True,
+        )
+        recorded, appendonly, appendfsync = got
+        if isinstance(recorded, Exception):
+            raise self._fail(recorded) from recorded
+        where = f"the redis checkpoint store at {self.address}"
+        generations = [] if recorded is None else [dec(recorded)]
+        holds = not generations and (yield from self._holds_checkpoint_keys())
+        if format_verdict(generations, holds_checkpoints=holds, where=where):
+            _, recorded = yield Batch(
+                [cmd("SET", FORMAT_KEY, FORMAT_GENERATION, "NX"), cmd("GET", FORMAT_KEY)]
+            )
+            # Another saver may have recorded first: judge what the store holds now.
+            format_verdict([dec(recorded)], holds_checkpoints=False, where=where)
+        self._durability = _durability_level(appendonly, appendfsync)
+        self._ready = True
+
+    def _holds_checkpoint_keys(self):
+        cursor = 0
+        while True:
+            cursor, keys = (yield Batch([cmd("SCAN", cursor, "MATCH", "cp:*", "COUNT", 1000)]))[0]
+            if keys:
+                return True
+            if int(cursor) == 0:
+                return False
+
+    def reset_store(self) -> int:
+        """Delete every key of this store (``cp:*``) and record the current generation."""
+        try:
+            threads = self.client.zcard(REGISTRY_KEY)
+            for keys in _chunks(self.client.scan_iter(match="cp:*", count=1000), 500):
+                self.client.unlink(*keys)
+            self.client.set(FORMAT_KEY, FORMAT_GENERATION)
+        except redis.RedisError as exc:
+            raise self._fail(exc) from exc
+        self._ready = False
+        return int(threads)
+
+    @property
+    def durability(self) -> str:
+        if self._durability is None:
+            self._drive(self._ready_flow(), prepare=False)
+        return self._durability
+
+    # -- storage primitives: the sync ones drive their flow, the async ones await it ------
+    async def _acall(self, name: str, args: tuple) -> Any:
+        return await self._adrive(getattr(self, f"_io_{name}")(*args))
+
+    def _durability_of(
+        self, thread_id: str, ns: str, checkpoint_id: str | None
+    ) -> dict[str, str] | None:
+        return self._drive(self._io_durability_of(thread_id, ns, checkpoint_id))
+
+    def _io_durability_of(self, thread_id: str, ns: str, checkpoint_id: str | None):
+        p, h = thread_prefix(thread_id), ns_hex(ns)
+        if not checkpoint_id:
+            (newest,) = yield Batch(
+                [cmd("ZRANGE", f"{p}i:{h}", "+", "-", "BYLEX", "REV", "LIMIT", 0, 1)]
+            )
+            if not newest:
+                return None
+            checkpoint_id = dec(newest[0])
+        (record,) = yield Batch([cmd("HGET", f"{p}c:{h}", checkpoint_id)])
+        if record is None:
+            return None
+        parts = unpack(record)
+        if len(parts) > 6:
+            return json.loads(parts[6])
+        # Written before the stamp moved beside the metadata: it is in the metadata.
+        return json.loads(parts[2]).get(DURABILITY_KEY)
+
+    def _store_checkpoint(self, plan: PutPlan) -> None:
+        self._drive(self._io_store_checkpoint(plan))
+
+    def _store_writes(self, plan: WritesPlan) -> None:
+        self._drive(self._io_store_writes(plan))
+
+    def _count(self, thread_id: str) -> ThreadHoldings:
+        return self._drive(self._io_count(thread_id))
+
+    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
+        return self._drive(self._delete_round_flow(thread_id))
+
+    def _delete_runs(self, run_ids: list[str]) -> None:
+        self._drive(self._io_delete_runs(run_ids))
+
+    def _copy_thread(self, source: str, target: str) -> CopyOutcome:
+        return self._drive(self._io_copy_thread(source, target))
+
+    def _prune_thread(self, thread_id: str, keep_last: int) -> int:
+        return self._drive(self._io_prune_thread(thread_id, keep_last))
+
+    def _io_delete_threads_round(self, thread_ids: list[str]):
+        left = {}
+        for thread_id in thread_ids:
+            held = yield from self._delete_round_flow(thread_id)
+            if not held.empty:
+                left[thread_id] = held
+        return left
+
+    def _io_forget_threads(self, thread_ids: list[str]):
+        for thread_id in thread_ids:
+            yield from self._unmark_flow(thread_id)
+
+    # -- serialization --------------------------------------------------------------------
+    def _dump(self, value: Any, path: str = "value") -> tuple[str, bytes]:
+        if isinstance(self.serde, FaithfulJSONCodec):
+            # The codec names the refused value's path, such as channel_values.messages[3].
+            return seal_typed(self.serde.dumps_typed(value, path=path))
+        return seal_typed(compress_typed(self._encode(value, path)))
+
+    def _load(self, type_: bytes, data: bytes) -> Any:
+        return self.serde.loads_typed(decompress_typed(open_typed((dec(type_), data))))
+
+    def _default_ttl_ms(self) -> int:
+        return int(setting("RETENTION_WAITING_MINUTES")) * 60000
+
+    # -- writes ---------------------------------------------------------------------------
+    def _io_store_checkpoint(self, plan: PutPlan):
+        thread_id, ns, parent_id = plan.thread_id, plan.ns, plan.parent_id
+        checkpoint_id = plan.checkpoint_id
+        body_type, body = self._dump(plan.body(), "checkpoint")
+        blob_args: list[bytes] = []
+        for channel, version, value in plan.blobs:
+            if value is not MISSING:
+                typed = self._dump(value, f"channel_values.{channel}")
+                blob_args += [pack(channel, version), pack(*typed)]
+        blob_fields = pack(
+            *(pack(channel, str(version)) for channel, version in plan.versions.items())
+        )
+        run_id = plan.run_id
+        # The script cannot fail once sent, so the stamp is taken here, beside the record's
+        # metadata rather than in it (record part 7).
+        record = pack(
+            blob_fields,
+            parent_id or "",
+            json.dumps(plan.metadata, separators=(",", ":")),
+            body_type,
+            body,
+            "" if run_id is None else str(run_id),
+            json.dumps(self._stamp(plan), separators=(",", ":")),
+        )
+        owner = plan.owner
+        now = now_ms()
+        size, _ = yield Batch(
+            [
+                Eval(
+                    PUT,
+                    thread_id,
+                    (
+                        self._default_ttl_ms(),
+                        ns_hex(ns),
+                        checkpoint_id,
+                        record,
+                        now,
+                        enc(thread_id),
+                        owner,
+                        *blob_args,
+                    ),
+                ),
+                # The registry is store-wide (another slot on a cluster), so it is not part
+                # of the thread's script; a lost update heals at the thread's next put.
+                cmd("ZADD", REGISTRY_KEY, now, enc(thread_id)),
+            ]
+        )
+        if self.max_checkpoints and int(size) > self.max_checkpoints:
+            yield from self._io_prune_thread(thread_id, self.max_checkpoints, only_ns=ns)
+
+    def _io_store_writes(self, plan: WritesPlan):
+        thread_id, ns = plan.thread_id, plan.ns
+        args: list = []
+        for idx, channel, value in plan.items:
+            type_, data = self._dump(value, f"writes[{idx}].{channel}")
+            args += [
+                pack(plan.checkpoint_id, plan.task_id, str(idx)),
+                pack(plan.task_id, plan.task_path, channel, type_, data),
+                "1" if idx < 0 else "0",
+            ]
+        yield Batch(
+            [
+                Eval(
+                    PUT_WRITES,
+                    thread_id,
+                    (self._default_ttl_ms(), ns_hex(ns), now_ms(), enc(thread_id), *args),
+                )
+            ]
+        )
+        return None
+
+    # -- reads ----------------------------------------------------------------------------
+    def _tuple(self, thread_id: str, ns: str, found: list) -> CheckpointTuple:
+        checkpoint_id = dec(found[0])
+        blob_fields, parent, md, body_type, body, *_ = unpack(found[1])
+        checkpoint = self._load(body_type, body)
+        values = {}
+        for blob_field, value in zip(unpack(blob_fields), found[2], strict=False):
+            if value is not None:
+                channel = dec(unpack(blob_field)[0])
+                values[channel] = self._load(*unpack(value))
+        checkpoint["channel_values"] = values
+        pending = []
+        for write_field, value in zip(found[3], found[4], strict=False):
+            if value is None:
+                continue
+            idx = int(unpack(write_field)[2])
+            task, path, channel, type_, data = unpack(value)
+            pending.append((dec(path), dec(task), idx, dec(channel), type_, data))
+        pending.sort(key=lambda w: writes_sort_key(w[0], w[1], w[2]))
+        conf = {"thread_id": thread_id, "checkpoint_ns": ns}
+        return CheckpointTuple(
+            config={"configurable": {**conf, "checkpoint_id": checkpoint_id}},
+            checkpoint=checkpoint,
+            metadata=json.loads(md),
+            parent_config=(
+                {"configurable": {**conf, "checkpoint_id": dec(parent)}} if parent else None
+            ),
+            pending_writes=[(w[1], w[3], self._load(w[4], w[5])) for w in pending],
+        )
+
+    def _get_tuple_flow(self, config):
+        thread_id, ns, checkpoint_id = config_keys(config)
+        (found,) = yield Batch([Eval(READ, thread_id, (ns_hex(ns), checkpoint_id or ""))])
+        return self._tuple(thread_id, ns, found) if found else None
+
+    def _list_flow(self, config, filter, before, limit):
+        wanted = validate_filter(filter)
+        check_limit(limit)
+        if limit == 0:
+            return
+        only_id = only_ns = None
+        if config is not None:
+            thread_id, _, only_id = config_keys(config)
+            only_ns = config["configurable"].get("checkpoint_ns")
+            threads = [thread_id]
+        else:
+            (members,) = yield Batch([cmd("ZRANGE", REGISTRY_KEY, 0, -1)])
+            threads = [dec(m) for m in members]
+        if only_ns is not None:
+            sources = [(t, str(only_ns)) for t in threads]
+        else:
+            found = yield Batch([cmd("SMEMBERS", thread_prefix(t) + "n") for t in threads])
+            sources = [
+                (t, dec(bytes.fromhex(dec(h))))
+                for t, hexes in zip(threads, found, strict=True)
+                for h in hexes
+            ]
+        before_id = None
+        if before is not None:
+            before_id = (before.get("configurable") or {}).get("checkpoint_id")
+        upper = [f"({before_id}" if before_id else "+" for _ in sources]
+        buffers: list[list[str]] = [[] for _ in sources]
+        done = [False for _ in sources]
+        if only_id is not None:
+            buffers = [[only_id] if not before_id or only_id < before_id else [] for _ in sources]
+            done = [True for _ in sources]
+        remaining = limit
+        while remaining is None or remaining > 0:
+            picks: list[tuple[int, str]] = []
+            while len(picks) < PAGE:
+                refill = [k for k, buf in enumerate(buffers) if not buf and not done[k]]
+                if refill:
+                    pages = yield Batch(
+                        [
+                            cmd(
+                                "ZRANGE",
+                                f"{thread_prefix(sources[k][0])}i:{ns_hex(sources[k][1])}",
+                                upper[k],
+                                "-",
+                                "BYLEX",
+                                "REV",
+                                "LIMIT",
+                                0,
+                                PAGE,
+                            )
+                            for k in refill
+                        ]
+                    )
+                    for k, ids in zip(refill, pages, strict=True):
+                        buffers[k] = [dec(i) for i in ids]
+                        done[k] = len(ids) < PAGE
+                        if ids:
+                            upper[k] = b"(" + ids[-1]
+                live = [k for k, buf in enumerate(buffers) if buf]
+                if not live:
+                    break
+                k = max(live, key=lambda k: buffers[k][0])
+                picks.append((k, buffers[k].pop(0)))
+            if not picks:
+                return
+            if wanted:
+                records = yield Batch(
+                    [
+                        cmd("HGET", f"{thread_prefix(sources[k][0])}c:{ns_hex(sources[k][1])}", c)
+                        for k, c in picks
+                    ]
+                )
+                picks = [
+                    pick
+                    for pick, rec in zip(picks, records, strict=True)
+                    if rec is not None and metadata_matches(json.loads(unpack(rec)[2]), wanted)
+                ]
+            if remaining is not None:
+                picks = picks[:remaining]
+            if picks:
+                found = yield Batch(
+                    [Eval(READ, sources[k][0], (ns_hex(sources[k][1]), c)) for k, c in picks]
+                )
+                items = [
+                    self._tuple(sources[k][0], sources[k][1], f)
+                    for (k, _), f in zip(picks, found, strict=True)
+                    if f
+                ]
+                if remaining is not None:
+                    remaining -= len(items)
+                yield Emit(items)
+
+    # -- deletes, copies, prune -----------------------------------------------------------
+    def _io_count(self, thread_id: str):
+        (counts,) = yield Batch([Eval(COUNT, thread_id, ())])
+        return ThreadHoldings(int(counts[0]), int(counts[1]))
+
+    def _delete_round_flow(self, thread_id: str):
+        _, _, counts = yield Batch(
+            [
+                Eval(DELETE, thread_id, ()),
+                cmd("ZREM", REGISTRY_KEY, enc(thread_id)),
+                Eval(COUNT, thread_id, ()),
+            ]
+        )
+        return ThreadHoldings(int(counts[0]), int(counts[1]))
+
+    def _io_delete_runs(self, run_ids: list[str]):
+        runs = set(run_ids)
+        (members,) = yield Batch([cmd("ZRANGE", REGISTRY_KEY, 0, -1)])
+        threads = [dec(m) for m in members]
+        if not threads:
+            return
+        nsets = yield Batch([cmd("SMEMBERS", thread_prefix(t) + "n") for t in threads])
+        sources = [(t, dec(h)) for t, hexes in zip(threads, nsets, strict=True) for h in hexes]
+        if not sources:
+            return
+        records = yield Batch([cmd("HGETALL", f"{thread_prefix(t)}c:{h}") for t, h in sources])
+        drops = []
+        for (t, h), recs in zip(sources, records, strict=True):
+            doomed = [cid for cid, rec in recs.items() if dec(unpack(rec)[5]) in runs]
+            if doomed:
+                drops.append(Eval(DROP, t, (h, *doomed)))
+        if drops:
+            yield Batch(drops)
+
+    def _io_copy_thread(self, src: str, dst: str):
+        sp = thread_prefix(src)
+        meta, nsets = yield Batch([cmd("HGETALL", sp + "m"), cmd("SMEMBERS", sp + "n")])
+        hexes = sorted(dec(h) for h in nsets)
+        suffixes = [kind + h for h in hexes for kind in ("i:", "c:", "b:", "w:", "x:")]
+        if not suffixes:
+            return CopyOutcome.NO_SOURCE
+        dumps = yield Batch([cmd("DUMP", sp + s) for s in suffixes], transaction=True)
+        pairs: list = []
+        for suffix, payload in zip(suffixes, dumps, strict=True):
+            if payload is not None:
+                pairs += [suffix, payload]
+        if not any(s.startswith("i:") for s in pairs[::2]):
+            return CopyOutcome.NO_SOURCE
+        now = now_ms()
+        copied, _ = yield Batch(
+            [
+                Eval(
+                    COPY,
+                    dst,
+                    (
+                        self._default_ttl_ms(),
+                        enc(dst),
+                        now,
+                        meta.get(b"o", b""),
+                        meta.get(b"wm", b""),
+                        meta.get(b"fm", b""),
+                        len(hexes),
+                        *hexes,
+                        *pairs,
+                    ),
+                ),
+                cmd("ZADD", REGISTRY_KEY, "NX", now, enc(dst)),
+            ]
+        )
+        return CopyOutcome.COPIED if int(copied) else CopyOutcome.TARGET_HOLDS
+
+    def _io_prune_thread(self, thread_id: str, keep_last: int, only_ns: str | None = None):
+        p = thread_prefix(thread_id)
+        if only_ns is not None:
+            hexes = [ns_hex(only_ns)]
+        else:
+            (nsets,) = yield Batch([cmd("SMEMBERS", p + "n")])
+            hexes = [dec(h) for h in nsets]
+        if not hexes:
+            return 0
+        found = yield Batch(
+            [
+                cmd(op, f"{p}{kind}{h}")
+                for h in hexes
+                for op, kind in (("HGETALL", "c:"), ("HKEYS", "b:"))
+            ]
+        )
+        drops = []
+        for n, h in enumerate(hexes):
+            stored_blobs = set(found[2 * n + 1])
+            doomed = prune_plan(
+                (_prune_row(dec(cid), unpack(rec)) for cid, rec in found[2 * n].items()),
+                keep_last,
+                lambda channel, version, stored=stored_blobs: pack(channel, version) in stored,
+            )
+            if doomed:
+                drops.append(Eval(DROP, thread_id, (h, *doomed)))
+        if not drops:
+            return 0
+        dropped = yield Batch(drops)
+        return sum(int(d) for d in dropped)
+
+    # -- LangGraph's interface, sync ------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._drive(self._get_tuple_flow(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self._drive_iter(self._list_flow(config, filter, before, limit))
+
+    # -- async twins: the same flows over redis.asyncio -----------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._adrive(self._get_tuple_flow(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in self._adrive_iter(self._list_flow(config, filter, before, limit)):
+            yield item
+
+
+def _durability_level(appendonly, appendfsync) -> str:
+    """ "disk" only when every write is fsynced to the AOF before it is acknowledged."""
+
+    def value(reply, name):
+        if isinstance(reply, dict):
+            got = reply.get(enc(name), reply.get(name))
+        elif isinstance(reply, (list, tuple)) and len(reply) == 2:
+            got = reply[1]
+        else:
+            return ""
+        return dec(got) if isinstance(got, bytes) else str(got or "")
+
+    if isinstance(appendonly, Exception) or isinstance(appendfsync, Exception):
+        return "memory"
+    aof = value(appendonly, "appendonly")
+    fsync = value(appendfsync, "appendfsync")
+    return "disk" if aof == "yes" and fsync == "always" else "memory"
+
+
+def _prune_row(checkpoint_id: str, record: list[bytes]) -> PruneRow:
+    """What a prune needs of a stored record: parent, delta channels, channel versions."""
+    blob_fields, parent, md = record[0], record[1], record[2]
+    versions = {}
+    for blob_field in unpack(blob_fields):
+        channel, version = unpack(blob_field)
+        versions[dec(channel)] = dec(version)
+    return PruneRow(
+        checkpoint_id, dec(parent) if parent else None, delta_channels(json.loads(md)), versions
+    )
+
+
+def _chunks(items, size: int):
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

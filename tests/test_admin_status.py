@@ -1,0 +1,178 @@
+"""The thread's status at a glance in the admin: list column, filter and thread page."""
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+
+from checkpoints.models import Thread
+from checkpoints.savers.base import utcnow
+from checkpoints.status import thread_status
+from retention.models import Park
+from retention.runs import mark_finished
+from tests.admin_fixtures import run_chat, run_paused, saver, superuser  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+THREADS = "/admin/checkpoints/thread/"
+
+
+class Box(TypedDict):
+    x: int
+
+
+def _explode(state: Box) -> Box:
+    raise ValueError("the tool timed out")
+
+
+def run_failing(saver, thread_id: str) -> str:
+    graph = StateGraph(Box)
+    graph.add_node("explode", _explode)
+    graph.add_edge(START, "explode")
+    graph.add_edge("explode", END)
+    with pytest.raises(ValueError):
+        graph.compile(checkpointer=saver).invoke(
+            {"x": 1}, {"configurable": {"thread_id": thread_id}}
+        )
+    return thread_id
+
+
+@pytest.fixture
+def threads(saver):
+    run_paused(saver, "asks")
+    run_failing(saver, "broke")
+    run_chat(saver, "fresh", turns=1)
+    run_chat(saver, "quiet", turns=1)
+    run_chat(saver, "done", turns=1)
+    run_chat(saver, "held", turns=1)
+    Thread.objects.filter(thread_id__in=["quiet", "held"]).update(
+        last_write_at=utcnow() - timedelta(days=2)
+    )
+    mark_finished(saver, "done")
+    now = utcnow()
+    Park.objects.create(
+        thread_id="held", deadline=now + timedelta(hours=3), created_at=now, provider="sqlite"
+    )
+
+
+def row_of(page: str, thread_id: str) -> str:
+    start = page.index(f">{thread_id}</a>")
+    return page[start : page.index("</tr>", start)]
+
+
+def test_each_status_shows_in_the_list(admin_client, threads):
+    page = admin_client.get(THREADS).content.decode()
+    assert "Waiting on a human" in row_of(page, "asks")
+    assert "Failed" in row_of(page, "broke") and "the last task failed" in row_of(page, "broke")
+    assert "Recently written" in row_of(page, "fresh")
+    assert "Idle" in row_of(page, "quiet")
+    assert re.search(r"due in 4\W+days", row_of(page, "quiet")), row_of(page, "quiet")
+    assert "Finished" in row_of(page, "done") and "due at" in row_of(page, "done")
+    assert "Parked" in row_of(page, "held") and "parked until" in row_of(page, "held")
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("waiting_on_human", {"asks"}),
+        ("failed", {"broke"}),
+        ("recent", {"fresh"}),
+        ("idle", {"quiet", "held"}),
+        ("finished", {"done"}),
+    ],
+)
+def test_the_status_filter_follows_the_same_rule(admin_client, threads, kind, expected):
+    page = admin_client.get(THREADS, {"status": kind}).content.decode()
+    listed = {t for t in ["asks", "broke", "fresh", "quiet", "done", "held"] if f">{t}</a>" in page}
+    assert listed == expected
+
+
+def test_the_thread_page_shows_the_question_and_node_or_the_error(admin_client, threads):
+    asks = Thread.objects.get(thread_id="asks").pk
+    page = admin_client.get(f"{THREADS}{asks}/change/").content.decode()
+    assert "Waiting on a human" in page and "“approve the answer?” at approve" in page
+    broke = Thread.objects.get(thread_id="broke").pk
+    page = admin_client.get(f"{THREADS}{broke}/change/").content.decode()
+    assert "ValueError(&#x27;the tool timed out&#x27;)" in page
+
+
+def test_a_resumed_interrupt_no_longer_waits(admin_client, saver, threads):
+    from langgraph.types import Command
+
+    from tests.admin_fixtures import paused_graph
+
+    paused_graph(saver).invoke(Command(resume="yes"), {"configurable": {"thread_id": "asks"}})
+    page = admin_client.get(THREADS).content.decode()
+    assert "Recently written" in row_of(page, "asks")
+
+
+def test_status_rule_order_and_details():
+    now = utcnow()
+    old = now - timedelta(days=8)
+    assert thread_status(now=now, last_write_at=old, waiting_minutes=60).detail.startswith(
+        "past its waiting horizon since"
+    )
+    marked = thread_status(
+        now=now,
+        last_write_at=now,
+        waiting_minutes=60,
+        mark_due=now - timedelta(1),
+        interrupted=True,
+    )
+    assert (marked.kind, marked.detail.startswith("due since")) == ("finished", True)
+    expired_park = thread_status(
+        now=now,
+        last_write_at=now,
+        waiting_minutes=60,
+        park_deadline=now - timedelta(minutes=1),
+        interrupted=True,
+        question="ok?",
+    )
+    assert (expired_park.kind, expired_park.detail) == ("waiting_on_human", "“ok?”")
+
+
+def test_mark_and_unmark_finished_from_the_thread_page(admin_client, saver):
+    from checkpoints.models import AuditEvent, FinishedMark
+
+    run_chat(saver, "to-mark", turns=1)
+    pk = Thread.objects.get(thread_id="to-mark").pk
+    page = admin_client.get(f"{THREADS}{pk}/change/").content.decode()
+    assert ">Mark finished</button>" in page and "Unmark finished" not in page
+    assert admin_client.get(f"{THREADS}{pk}/mark/").status_code == 405
+    done = admin_client.post(f"{THREADS}{pk}/mark/", follow=True).content.decode()
+    assert "Thread to-mark marked finished; due at" in done
+    assert ">Unmark finished</button>" in done and "Finished" in done
+    assert FinishedMark.objects.get(thread_id="to-mark").owner == "admin"
+    back = admin_client.post(f"{THREADS}{pk}/mark/", {"unmark": "1"}, follow=True)
+    assert "Thread to-mark waits again" in back.content.decode()
+    assert not FinishedMark.objects.filter(thread_id="to-mark").exists()
+    assert [(e.action, e.origin) for e in AuditEvent.objects.order_by("id")] == [
+        ("mark_finished", "admin"),
+        ("unmark_finished", "admin"),
+    ]
+
+
+def test_the_mark_button_needs_the_change_permission(client, saver):
+    from django.contrib.auth.models import Permission, User
+
+    from checkpoints.models import FinishedMark
+
+    run_chat(saver, "not-yours", turns=1)
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_thread"))
+    client.force_login(viewer)
+    pk = Thread.objects.get(thread_id="not-yours").pk
+    page = client.get(f"{THREADS}{pk}/change/").content.decode()
+    assert "Mark finished" not in page
+    assert client.post(f"{THREADS}{pk}/mark/").status_code == 403
+    assert not FinishedMark.objects.exists()
+
+
+def test_the_parks_page_explains_why_it_is_empty_on_sqlite(admin_client, saver):
+    page = admin_client.get("/admin/retention/park/").content.decode()
+    assert "This deployment&#x27;s store is sqlite, which cannot hold a parked run" in page
+    assert "Only postgres and redis stores park" in page

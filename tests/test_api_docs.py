@@ -1,0 +1,64 @@
+"""The API mounted by ``checkpoints.urls``: offline Swagger UI, and no global DRF settings."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.test.utils import override_settings
+
+from tests.api_fixtures import clients, threads, users  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+
+def test_docs_page_loads_swagger_ui_from_this_server():
+    response = Client().get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    sources = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert sources, html
+    # Every script, style and icon comes from this server: the page works offline.
+    assert all(source.startswith("/api/docs/assets/") for source in sources), sources
+    assert '"/api/schema/"' in html
+    for source in sources:
+        asset = Client().get(source)
+        assert asset.status_code == 200, source
+        body = b"".join(asset.streaming_content)
+        assert len(body) > 500, source
+    bundle = Client().get("/api/docs/assets/swagger-ui-bundle.js")
+    assert bundle["Content-Type"] in ("text/javascript", "application/javascript")
+
+
+def test_docs_serve_no_other_file():
+    for name in ("swagger-ui.css.map", "..%2F__init__.py", "LICENSE"):
+        assert Client().get(f"/api/docs/assets/{name}").status_code == 404, name
+
+
+# A host project's settings: DRF's defaults everywhere (no pagination class, DRF's own
+# exception handler and schema class), as a fresh `django-admin startproject` has.
+@override_settings(REST_FRAMEWORK={})
+def test_api_needs_no_global_drf_settings(clients, threads):  # noqa: F811
+    from rest_framework.settings import api_settings
+
+    api_settings.reload()
+    try:
+        page = clients["staff"].get("/api/threads/", {"limit": 2})
+        assert page.status_code == 200, page.content
+        assert len(page.json()["results"]) == 2
+        # Without a limit the page is still cut at our own default.
+        assert "results" in clients["staff"].get("/api/threads/").json()
+        missing = clients["alice"].get("/api/threads/nobody-has-this/")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "thread_not_found"
+        anonymous = clients["anonymous"].get("/api/threads/")
+        assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
+        assert anonymous.json()["error"]["code"] == "not_authenticated"
+        bad = clients["staff"].get("/api/threads/", {"limit": "x"})
+        assert bad.status_code == 400 and bad.json()["error"]["field"] == "limit"
+        schema = Client().get("/api/schema/", HTTP_ACCEPT="application/json")
+        assert schema.status_code == 200
+        assert "/api/threads/{thread_id}/rollback/" in schema.json()["paths"]
+    finally:
+        api_settings.reload()
