@@ -24,8 +24,8 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     get_checkpoint_metadata,
 )
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
 from checkpoints.errors import (
     CheckpointCodecError,
@@ -43,17 +43,6 @@ DELETE_ROUNDS = 100
 DURABILITY_KEY = "_durability"
 # Every provider's key index can hold this much; a longer thread id is refused up front.
 MAX_THREAD_ID_BYTES = 1024
-
-
-def strict_serializer() -> JsonPlusSerializer:
-    """LangGraph's serializer locked to its safe msgpack types, never pickle.
-
-    Set explicitly, so LANGGRAPH_STRICT_MSGPACK in the environment cannot loosen it;
-    graphs widen it only through `with_allowlist` for their own state classes.
-    """
-    return JsonPlusSerializer(
-        pickle_fallback=False, allowed_json_modules=None, allowed_msgpack_modules=None
-    )
 
 
 @dataclass(frozen=True)
