@@ -196,3 +196,16 @@ def test_the_deployment_list_makes_the_serializer_strict_whatever_the_environmen
 def test_a_malformed_deployment_list_is_a_configuration_error(bad):
     with checkpoints(ALLOWED_MSGPACK_MODULES=bad), pytest.raises(CheckpointConfigError):
         store_serializer()
+
+
+def test_the_environment_variable_fills_the_deployment_list():
+    import os
+    import subprocess
+
+    code = "from project import settings; print(settings.CHECKPOINTS['ALLOWED_MSGPACK_MODULES'])"
+    env = {**os.environ, "CHECKPOINTS_ALLOWED_MSGPACK_MODULES": "app.state.Order, app.state.Line"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "['app.state.Order', 'app.state.Line']", done.stderr
+    env.pop("CHECKPOINTS_ALLOWED_MSGPACK_MODULES")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "None", done.stderr
