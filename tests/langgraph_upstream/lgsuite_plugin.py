@@ -72,6 +72,11 @@ def _setup_django() -> None:
     import django
 
     django.setup()
+    if os.environ.get("LGSUITE_WITHOUT_DURABILITY_STAMP") == "1":
+        # Diagnosis only: shows what else fails once the stamp leaves LangGraph's metadata.
+        from checkpoints.savers.base import StoreSaver
+
+        StoreSaver._stamp = lambda self, metadata: metadata
     if PROVIDER not in ("sqlite", "postgres"):
         return
     from django.test.utils import setup_databases
