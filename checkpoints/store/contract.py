@@ -31,8 +31,8 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
 )
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 from checkpoints.store.capabilities import Capabilities
@@ -88,17 +88,6 @@ __all__ = [
     "utcnow",
     "validate_filter",
 ]
-
-
-def strict_serializer() -> JsonPlusSerializer:
-    """LangGraph's serializer locked to its safe msgpack types, never pickle.
-
-    Set explicitly, so LANGGRAPH_STRICT_MSGPACK in the environment cannot loosen it;
-    graphs widen it only through `with_allowlist` for their own state classes.
-    """
-    return JsonPlusSerializer(
-        pickle_fallback=False, allowed_json_modules=None, allowed_msgpack_modules=None
-    )
 
 
 @dataclass(frozen=True)
