@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
 from checkpoints.savers.base import FinishedEntry, StoreSaver, utcnow
 from retention.errors import ParkNotSupported, ParkRefused
-from retention.models import Park
 from retention.policy import effective_retention
+
+if TYPE_CHECKING:
+    from retention.models import Park
 
 PARK_PROVIDERS = ("postgres", "redis")
 
@@ -79,6 +81,9 @@ def park(
             f"waiting horizon {horizon.isoformat()} ({waiting} minutes from now)",
             field="deadline",
         )
+    # Imported here: a plain script imports this module before Django is set up.
+    from retention.models import Park
+
     return Park.objects.create(
         thread_id=thread_id,
         deadline=deadline,

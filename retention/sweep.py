@@ -31,7 +31,6 @@ from checkpoints.savers.base import StoreSaver, utcnow
 from retention import metrics
 from retention.errors import LiveFilterFailed, SweepAlreadyRunning
 from retention.locks import sweep_lock
-from retention.models import SparedThread, SweepRun
 from retention.policy import platform_retention
 
 logger = logging.getLogger(__name__)
@@ -218,6 +217,9 @@ def _new_result(saver: StoreSaver, dry_run: bool) -> SweepResult:
 
 
 def _record(result: SweepResult, started: datetime, triggered_by: str, error: str = "") -> None:
+    # Imported here: a plain script imports this module before Django is set up.
+    from retention.models import SparedThread, SweepRun
+
     with transaction.atomic():
         run = SweepRun.objects.create(
             started_at=started,
