@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from urllib.parse import parse_qs, unquote, urlsplit
 
 SCHEMES = {
@@ -38,3 +40,28 @@ def parse_database_url(url: str) -> dict:
         "PORT": str(parts.port or ""),
         "OPTIONS": options,
     }
+
+
+_alias_lock = threading.Lock()
+
+
+def alias_for_conn_string(conn_string: str) -> str:
+    """A Django database alias for a connection string, registered on first use."""
+    from django.db import connections
+
+    from checkpoints.errors import CheckpointConfigError
+
+    alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
+    with _alias_lock:
+        if alias not in connections.settings:
+            try:
+                entry = parse_database_url(conn_string)
+            except ValueError as exc:
+                raise CheckpointConfigError(
+                    f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
+                ) from exc
+            merged = connections.configure_settings(
+                {"default": dict(connections.settings["default"]), alias: entry}
+            )
+            connections.settings[alias] = merged[alias]
+    return alias
