@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -346,11 +347,26 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         copy_outcome(src, dst, outcome)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, blob and write; refuse a target holding checkpoints."""
+        """Copy every checkpoint, blob and write; refuse a target that exists in any form."""
+        self._refuse_existing_target(source_thread_id, target_thread_id)
         self._run(self._flow_copy(source_thread_id, target_thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        refuse = sync_to_async(self._refuse_existing_target, thread_sensitive=False)
+        await refuse(source_thread_id, target_thread_id)
         await self._arun(self._flow_copy(source_thread_id, target_thread_id))
+
+    def _refuse_existing_target(self, source_thread_id: str, target_thread_id: str) -> None:
+        # The copy itself refuses a target holding checkpoints atomically; this also refuses
+        # one known only by a mark, a retention or a thread record, so no owner is taken over.
+        from checkpoints.threads import refuse_existing
+
+        check_thread_id(source_thread_id)
+        refuse_existing(
+            saver=self,
+            thread_id=check_thread_id(target_thread_id),
+            doing=f"copy thread {source_thread_id!r}",
+        )
 
     @abstractmethod
     def _copy_thread(self, source: str, target: str) -> CopyOutcome:

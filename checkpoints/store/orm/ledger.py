@@ -45,6 +45,13 @@ class OrmLedger(Capabilities):
         where = f"{entry.get('HOST') or ''}:{entry.get('PORT') or ''}"
         return f"{self.provider}:{where}:{entry['NAME']}"
 
+    def thread_presence(self, thread_id: str) -> str | None:
+        found = super().thread_presence(thread_id)
+        if found is None and Thread.objects.using(self.using).filter(thread_id=thread_id).exists():
+            # A Thread row alone (an owner recorded, a retention declared and cleared).
+            return "a thread record"
+        return found
+
     @contextmanager
     def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
         """A session-level advisory lock on PostgreSQL (dies with a crashed holder);
