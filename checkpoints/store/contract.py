@@ -35,6 +35,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
+from checkpoints.flows import arun, run
 from checkpoints.store.capabilities import Capabilities
 from checkpoints.store.planning import (
     DELETE_ROUNDS,
@@ -152,22 +153,10 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         return self._call(name, args)
 
     def _run(self, flow: Flow) -> Any:
-        reply = None
-        try:
-            while True:
-                call = flow.send(reply)
-                reply = self._call(call.name, call.args)
-        except StopIteration as stop:
-            return stop.value
+        return run(flow, lambda call: self._call(call.name, call.args))
 
     async def _arun(self, flow: Flow) -> Any:
-        reply = None
-        try:
-            while True:
-                call = flow.send(reply)
-                reply = await self._acall(call.name, call.args)
-        except StopIteration as stop:
-            return stop.value
+        return await arun(flow, lambda call: self._acall(call.name, call.args))
 
     # -- durability -----------------------------------------------------------------------
     @property

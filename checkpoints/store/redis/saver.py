@@ -38,6 +38,7 @@ from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_type
 from checkpoints.conf import setting
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
+from checkpoints.flows import Emit
 from checkpoints.store.contract import DURABILITY_KEY, StoreSaver
 from checkpoints.store.planning import (
     FORMAT_GENERATION,
@@ -55,7 +56,7 @@ from checkpoints.store.planning import (
     prune_plan,
     validate_filter,
 )
-from checkpoints.store.redis.driver import Batch, Emit, Eval, RedisDriver, cmd
+from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
 from checkpoints.store.redis.keys import (
     FORMAT_KEY,
     PAGE,
@@ -444,7 +445,8 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
                 ]
                 if remaining is not None:
                     remaining -= len(items)
-                yield Emit(items)
+                for item in items:
+                    yield Emit(item)
 
     # -- deletes, copies, prune -----------------------------------------------------------
     def _io_count(self, thread_id: str):
