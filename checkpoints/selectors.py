@@ -23,6 +23,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from checkpoints.errors import ThreadNotFound
 from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.contract import StoreSaver
+from checkpoints.store.orm.ledger import find_user
 
 
 @dataclass
@@ -99,15 +100,6 @@ def thread_rows(saver: StoreSaver) -> QuerySet:
 def visible_rows(user, saver: StoreSaver) -> QuerySet:
     rows = thread_rows(saver)
     return rows if user.is_staff else rows.filter(owner_id=user.pk)
-
-
-def find_user(value: str) -> Any:
-    """A user by primary key or username, or None."""
-    users = get_user_model().objects.all()
-    found = None
-    if value.isdigit():
-        found = users.filter(pk=int(value)).first()
-    return found or users.filter(**{get_user_model().USERNAME_FIELD: value}).first()
 
 
 class Page(Sequence):

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connections
 from django.db.models import F
@@ -21,6 +22,23 @@ from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.models import FinishedMark, PendingWrite, Thread
 from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
 from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
+
+
+def find_user(value: str, *, using: str = "default", only_pk: bool = False) -> Any:
+    """A user by primary key (an all-digit value), else by username; None when none.
+
+    The one rule for naming a user: a put's ``user_id`` and the API's ``owner`` filter.
+    """
+    from django.contrib.auth import get_user_model
+
+    model = get_user_model()
+    users = model.objects.using(using)
+    if only_pk:
+        users = users.only("pk")
+    found = None
+    if value.isdigit():
+        found = users.filter(pk=int(value)).first()
+    return found or users.filter(**{model.USERNAME_FIELD: value}).first()
 
 
 class OrmLedger(Capabilities):
@@ -74,19 +92,8 @@ class OrmLedger(Capabilities):
         if not key:
             return None
         if key not in self._owner_cache:
-            from django.contrib.auth import get_user_model
-
-            users = get_user_model().objects.using(self.using)
-            found = None
-            if key.isdigit():
-                found = users.filter(pk=int(key)).values_list("pk", flat=True).first()
-            if found is None:
-                found = (
-                    users.filter(**{get_user_model().USERNAME_FIELD: key})
-                    .values_list("pk", flat=True)
-                    .first()
-                )
-            self._owner_cache[key] = found
+            found = find_user(key, using=self.using, only_pk=True)
+            self._owner_cache[key] = found.pk if found is not None else None
         return self._owner_cache[key]
 
     def set_owner(self, thread_id: str, user_pk: int | None) -> None:
