@@ -36,13 +36,9 @@ from langgraph.checkpoint.base import (
 from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
+from checkpoints.flows import arun, run
 from checkpoints.store.capabilities import Capabilities
 from checkpoints.store.planning import (
-    DELETE_ROUNDS,
-    FORMAT_ERROR_HINT,
-    FORMAT_GENERATION,
-    MAX_THREAD_ID_BYTES,
-    MISSING,
     CopyOutcome,
     DeleteRounds,
     FinishedEntry,
@@ -54,41 +50,17 @@ from checkpoints.store.planning import (
     check_thread_id,
     config_keys,
     copy_outcome,
-    json_metadata,
-    metadata_matches,
     plan_put,
     plan_writes,
     stored_config,
     utcnow,
-    validate_filter,
 )
 
 logger = logging.getLogger(__name__)
 
 # Where checkpoints written before the stamp moved beside them carried it in their metadata.
 DURABILITY_KEY = "_durability"
-# Kept under their old names: tests and callers import them from here.
-_MISSING = MISSING
-
-__all__ = [
-    "DELETE_ROUNDS",
-    "DURABILITY_KEY",
-    "FORMAT_ERROR_HINT",
-    "FORMAT_GENERATION",
-    "MAX_THREAD_ID_BYTES",
-    "Call",
-    "FinishedEntry",
-    "StoreSaver",
-    "ThreadHoldings",
-    "ThreadRetention",
-    "check_thread_id",
-    "config_keys",
-    "json_metadata",
-    "metadata_matches",
-    "strict_serializer",
-    "utcnow",
-    "validate_filter",
-]
+__all__ = ["DURABILITY_KEY", "Call", "StoreSaver", "strict_serializer"]
 
 
 @dataclass(frozen=True)
@@ -142,22 +114,10 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         return self._call(name, args)
 
     def _run(self, flow: Flow) -> Any:
-        reply = None
-        try:
-            while True:
-                call = flow.send(reply)
-                reply = self._call(call.name, call.args)
-        except StopIteration as stop:
-            return stop.value
+        return run(flow, lambda call: self._call(call.name, call.args))
 
     async def _arun(self, flow: Flow) -> Any:
-        reply = None
-        try:
-            while True:
-                call = flow.send(reply)
-                reply = await self._acall(call.name, call.args)
-        except StopIteration as stop:
-            return stop.value
+        return await arun(flow, lambda call: self._acall(call.name, call.args))
 
     # -- durability -----------------------------------------------------------------------
     @property

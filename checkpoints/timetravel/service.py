@@ -1,6 +1,6 @@
 """TimeTravel: read state, walk history, roll back, fork and bulk-update over any saver.
 
-Each operation is written once, as a flow (see :mod:`checkpoints.timetravel.flow`): a
+Each operation is written once, as a flow (see :mod:`checkpoints.flows`): a
 generator that yields the I/O it needs (``GetTuple``, ``Put``, ...) and is sent back the
 result. ``_perform`` fulfils the requests with the saver's sync methods, ``_aperform`` with
 its async twins, so ``rollback`` and ``arollback`` (and every other pair) run the same
@@ -26,8 +26,8 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from checkpoints import audit
 from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.flows import Emit, Flow, arun, astream, run, stream
 from checkpoints.threads import refuse_existing
-from checkpoints.timetravel.flow import Emit, Flow, arun, astream, run, stream
 from checkpoints.timetravel.planning import (
     EVIDENCE_ROWS,
     bulk_plan,
