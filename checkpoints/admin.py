@@ -712,9 +712,23 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     # -- decoded state, read once per page through the saver -----------------------------
     def _tuple(self, obj):
+        """The decoded tuple, or None; a decoding failure is kept for ``_unreadable``."""
         if not hasattr(obj, "_saved_tuple"):
-            obj._saved_tuple = admin_views.load_tuple(obj)
+            obj._read_error = None
+            try:
+                obj._saved_tuple = admin_views.load_tuple(obj)
+            except CheckpointStoreError as exc:
+                obj._saved_tuple, obj._read_error = None, exc
         return obj._saved_tuple
+
+    def _unreadable(self, obj):
+        return format_html(
+            '<div class="cs-card cs-unreadable"><strong>Cannot decode this checkpoint</strong>'
+            '<p><code>{}</code>: {}</p><p class="cs-muted">The rows are left as they are; '
+            "metadata and lineage above are still accurate.</p></div>",
+            obj._read_error.code,
+            obj._read_error.message,
+        )
 
     @admin.display(description="thread")
     def thread_link(self, obj):
@@ -779,6 +793,8 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="channel values")
     def channel_values(self, obj):
         saved = self._tuple(obj)
+        if obj._read_error is not None:
+            return self._unreadable(obj)
         if saved is None:
             return "the saver holds no such checkpoint"
         return state_view(saved.checkpoint.get("channel_values") or {}, self._sizes(obj))
@@ -802,6 +818,8 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="pending writes")
     def pending_writes(self, obj):
         saved = self._tuple(obj)
+        if obj._read_error is not None:
+            return "— (see the channel values: this checkpoint cannot be decoded)"
         writes = (saved.pending_writes or []) if saved is not None else []
         if not writes:
             return "—"

@@ -268,19 +268,27 @@ class ChangesView(_CheckpointPage):
         obj = self.row(request, object_id)
         if not self.model_admin.has_view_permission(request, obj):
             raise PermissionDenied
-        saved = load_tuple(obj)
-        if saved is None:
-            raise Http404(f"the saver holds no checkpoint {obj.checkpoint_id!r}")
-        parent_row = None
-        parent_values: dict = {}
-        against, relation = baseline(saved.metadata, obj.parent_checkpoint_id)
-        if against:
-            parent_row = find_checkpoint(obj.thread.thread_id, against, obj.checkpoint_ns)
-            if parent_row is not None:
-                parent_row.thread = obj.thread
-                parent_saved = load_tuple(parent_row)
-                if parent_saved is not None:
-                    parent_values = parent_saved.checkpoint.get("channel_values") or {}
+        try:
+            saved = load_tuple(obj)
+            if saved is None:
+                raise Http404(f"the saver holds no checkpoint {obj.checkpoint_id!r}")
+            parent_row = None
+            parent_values: dict = {}
+            against, relation = baseline(saved.metadata, obj.parent_checkpoint_id)
+            if against:
+                parent_row = find_checkpoint(obj.thread.thread_id, against, obj.checkpoint_ns)
+                if parent_row is not None:
+                    parent_row.thread = obj.thread
+                    parent_saved = load_tuple(parent_row)
+                    if parent_saved is not None:
+                        parent_values = parent_saved.checkpoint.get("channel_values") or {}
+        except CheckpointStoreError as exc:
+            messages.error(
+                request, f"Cannot show what checkpoint {obj.checkpoint_id} changed: {exc}"
+            )
+            return HttpResponseRedirect(
+                keep_store(reverse("admin:checkpoints_checkpoint_change", args=[obj.pk]))
+            )
         values = saved.checkpoint.get("channel_values") or {}
         changes = channel_changes(parent_values, values)
         return self.render(

@@ -104,8 +104,12 @@ def record(
     detail: dict[str, Any] | None = None,
 ):
     """Write one audit event for the current actor and return it."""
+    from checkpoints.conf import has_database
     from checkpoints.models import AuditEvent
 
+    if not has_database():
+        logger.info("audit: %s on %r not recorded: no database is configured", action, thread_id)
+        return None
     actor = _actor.get()
     user, name = actor.who()
     event = AuditEvent.objects.create(

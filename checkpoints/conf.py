@@ -66,3 +66,12 @@ def _reload(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reload)
+
+
+def has_database() -> bool:
+    """Whether Django has a real default database (a standalone Redis or memory script
+    configures none: the audit trail and parks, which live there, are then off)."""
+    from django.db import connections
+
+    engine = connections.settings.get("default", {}).get("ENGINE", "")
+    return bool(engine) and not engine.endswith(".dummy")

@@ -94,3 +94,25 @@ class StoreUnavailable(CheckpointStoreError, ConnectionError):
 
     code = "store_unavailable"
     status = 503
+
+
+class UnreadableValue(CheckpointCodecError):
+    """Stored bytes of one checkpoint part cannot be decoded (corrupt, unknown or blocked
+    type). Not the caller's fault and not a crash: 409, naming where the bytes are."""
+
+    status = 409
+
+    def __init__(self, message: str, *, field: str | None = None, where: dict | None = None):
+        super().__init__(message, field=field)
+        self.where = where or {}
+
+
+class UndecryptableValue(CheckpointEncryptionError):
+    """Stored sealed bytes of one checkpoint part cannot be opened (tampered, moved from
+    elsewhere, unknown key, or plaintext where sealed is required); 409, naming where."""
+
+    status = 409
+
+    def __init__(self, message: str, *, field: str | None = None, where: dict | None = None):
+        super().__init__(message, field=field)
+        self.where = where or {}

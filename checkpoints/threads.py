@@ -19,7 +19,10 @@ def thread_presence(*, saver, thread_id: str) -> str | None:
         return found
     from django.apps import apps
 
-    if apps.is_installed("retention"):
+    from checkpoints.conf import has_database
+
+    # Parks exist only where a run can be parked, and they live in the Django database.
+    if saver.can_park and apps.is_installed("retention") and has_database():
         park = apps.get_model("retention", "Park")
         if park.objects.filter(thread_id=str(thread_id), provider=saver.provider).exists():
             return "a park"

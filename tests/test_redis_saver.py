@@ -292,6 +292,7 @@ def test_the_same_saver_works_again_after_its_connections_drop(saver, raw):
     assert saver.thread_holdings("t").checkpoints == 2
 
 
+@pytest.mark.django_db  # a copy also checks the target has no park (parks live there)
 def test_copy_refuses_a_target_with_checkpoints_and_copies_retention(saver):
     put(saver, "src", {"a": 1})
     saver.set_thread_retention("src", ThreadRetention(waiting_minutes=9))

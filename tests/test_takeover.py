@@ -81,9 +81,10 @@ FORMS = {
     "pending writes only": _writes_only,
     "a finished mark": _mark,
     "a declared retention": _retention,
-    "a park": _park,
 }
 ORM_FORMS = {"a thread record": _thread_record}
+# Parks exist only on stores that can park (postgres, redis).
+PARK_FORMS = {"a park": _park}
 
 
 def holdings(saver, thread_id):
@@ -96,7 +97,11 @@ def holdings(saver, thread_id):
 
 
 def forms_for(saver):
-    return {**FORMS, **(ORM_FORMS if saver.records_owners else {})}
+    return {
+        **FORMS,
+        **(ORM_FORMS if saver.records_owners else {}),
+        **(PARK_FORMS if saver.can_park else {}),
+    }
 
 
 def test_copy_and_fork_refuse_every_existing_form_on_every_provider(store):

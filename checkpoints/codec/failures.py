@@ -32,7 +32,14 @@ def decode_at(
     """``load()``, or a failure naming where the bytes are stored."""
     try:
         return load()
-    except (UnreadableValue, UndecryptableValue):
+    except (UnreadableValue, UndecryptableValue) as exc:
+        if not exc.where:
+            # A specific refusal from below (a blocked type): keep its class, add the place.
+            exc.message = (
+                f"cannot decode {place(thread_id, ns, checkpoint_id, part)}: {exc.message}"
+            )
+            exc.args = (exc.message,)
+            exc.where = _where(thread_id, ns, checkpoint_id, part)
         raise
     except CheckpointEncryptionError as exc:
         raise UndecryptableValue(

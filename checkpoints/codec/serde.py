@@ -25,13 +25,13 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints.codec.envelope import LONE_SURROGATE_REASON, lone_surrogate_path
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointCodecError, CheckpointConfigError
+from checkpoints.errors import CheckpointConfigError, UnreadableValue
 
 _BLOCKED_KINDS = ("msgpack_blocked", "msgpack_method_blocked")
 _seen = threading.local()
 
 
-class BlockedTypeError(CheckpointCodecError):
+class BlockedTypeError(UnreadableValue):
     """A stored value holds a type the msgpack allowlist does not let LangGraph revive."""
 
     code = "blocked_type"

@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
+from checkpoints.codec.failures import decode_at
 from checkpoints.errors import ThreadVersionConflict
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import (
@@ -148,12 +149,15 @@ class MemorySaver(StoreSaver):
 
     # -- reads ----------------------------------------------------------------------------
     def _tuple(self, thread_id: str, ns: str, checkpoint_id: str, saved: _Saved) -> CheckpointTuple:
-        checkpoint = self.serde.loads_typed(saved.body)
+        at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        checkpoint = decode_at(lambda: self.serde.loads_typed(saved.body), part="the body", **at)
         values = {}
         for channel, version in checkpoint.get("channel_versions", {}).items():
             typed = self.store.blobs.get((thread_id, ns, channel, str(version)))
             if typed is not None:
-                values[channel] = self.serde.loads_typed(typed)
+                values[channel] = decode_at(
+                    lambda t=typed: self.serde.loads_typed(t), part=f"channel {channel!r}", **at
+                )
         checkpoint["channel_values"] = values
         bucket = self.store.writes.get((thread_id, ns, checkpoint_id), {})
         ordered = sorted(
@@ -180,7 +184,18 @@ class MemorySaver(StoreSaver):
                 if saved.parent_id
                 else None
             ),
-            pending_writes=[(w[0], w[1], self.serde.loads_typed(w[2])) for _, w in ordered],
+            pending_writes=[
+                (
+                    w[0],
+                    w[1],
+                    decode_at(
+                        lambda w=w: self.serde.loads_typed(w[2]),
+                        part=f"pending write {w[1]!r} of task {w[0]!r}",
+                        **at,
+                    ),
+                )
+                for _, w in ordered
+            ],
         )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -14,6 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import compress_typed, decompress_typed
+from checkpoints.codec.failures import decode_at
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
 from checkpoints.encryption import open_typed, seal_typed
@@ -250,14 +251,23 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
         out = []
         for row in rows:
             _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
-            checkpoint = self.serde.loads_typed((type_, bytes(body)))
+            at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": cid}
+            checkpoint = decode_at(
+                lambda t=type_, b=body: self.serde.loads_typed((t, bytes(b))),
+                part="the body",
+                **at,
+            )
             if isinstance(metadata, str):
                 metadata = json.loads(metadata)
             if isinstance(versions, str):
                 versions = json.loads(versions)
             checkpoint["channel_versions"] = versions or {}
             checkpoint["channel_values"] = {
-                _text(channel): self._load(_text(blob_type), data)
+                _text(channel): decode_at(
+                    lambda t=blob_type, d=data: self._load(_text(t), d),
+                    part=f"channel {_text(channel)!r}",
+                    **at,
+                )
                 for channel, blob_type, data in (blobs or ())
             }
             pending = sorted(
@@ -283,7 +293,18 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                     parent_config=(
                         {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
                     ),
-                    pending_writes=[(w[0], w[3], self._load(w[4], w[5])) for w in pending],
+                    pending_writes=[
+                        (
+                            w[0],
+                            w[3],
+                            decode_at(
+                                lambda w=w: self._load(w[4], w[5]),
+                                part=f"pending write {w[3]!r} of task {w[0]!r}",
+                                **at,
+                            ),
+                        )
+                        for w in pending
+                    ],
                 )
             )
         return out

@@ -35,6 +35,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
+from checkpoints.codec.failures import decode_at
 from checkpoints.conf import setting
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
@@ -324,12 +325,15 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     def _tuple(self, thread_id: str, ns: str, found: list) -> CheckpointTuple:
         checkpoint_id = dec(found[0])
         blob_fields, parent, md, body_type, body, *_ = unpack(found[1])
-        checkpoint = self._load(body_type, body)
+        at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        checkpoint = decode_at(lambda: self._load(body_type, body), part="the body", **at)
         values = {}
         for blob_field, value in zip(unpack(blob_fields), found[2], strict=False):
             if value is not None:
                 channel = dec(unpack(blob_field)[0])
-                values[channel] = self._load(*unpack(value))
+                values[channel] = decode_at(
+                    lambda v=value: self._load(*unpack(v)), part=f"channel {channel!r}", **at
+                )
         checkpoint["channel_values"] = values
         pending = []
         for write_field, value in zip(found[3], found[4], strict=False):
@@ -347,7 +351,18 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             parent_config=(
                 {"configurable": {**conf, "checkpoint_id": dec(parent)}} if parent else None
             ),
-            pending_writes=[(w[1], w[3], self._load(w[4], w[5])) for w in pending],
+            pending_writes=[
+                (
+                    w[1],
+                    w[3],
+                    decode_at(
+                        lambda w=w: self._load(w[4], w[5]),
+                        part=f"pending write {w[3]!r} of task {w[1]!r}",
+                        **at,
+                    ),
+                )
+                for w in pending
+            ],
         )
 
     def _get_tuple_flow(self, config):
