@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef, Subquery
-from django.http import Http404, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -17,7 +17,7 @@ from django.utils.translation import ngettext
 
 from checkpoints import audit
 from checkpoints.admin import ThreadAdmin
-from checkpoints.admin_views import keep_store, store_alias, store_saver
+from checkpoints.admin.views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.planning import utcnow
@@ -108,13 +108,15 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
 
     def mark_view(self, request, object_id):
         """POST: mark the thread finished, or (unmark=1) take it out of the finished set."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
         if not self.has_mark_permission(request):
             raise PermissionDenied
         thread = self.get_object(request, object_id)
         if thread is None:
             raise Http404(f"no thread with pk {object_id!r} in this store")
+        back = keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
+        if request.method != "POST":
+            # A GET never changes anything: it leads back to the page with the button.
+            return HttpResponseRedirect(back)
         saver = store_saver()
         with audit.from_request(request, "admin"):
             if request.POST.get("unmark"):
@@ -127,9 +129,7 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
                 due = f"{entry.due_at:%Y-%m-%d %H:%M:%S %Z}"
                 text = f"Thread {thread.thread_id} marked finished; due at {due}."
         self.message_user(request, text, messages.SUCCESS)
-        return HttpResponseRedirect(
-            keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
-        )
+        return HttpResponseRedirect(back)
 
     def has_mark_permission(self, request, obj=None):
         return request.user.has_perm("checkpoints.change_thread")

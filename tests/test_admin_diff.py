@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage, HumanMessage
 
-from checkpoints.admin_display import collapsible, collapsible_map
+from checkpoints.admin.display import collapsible, collapsible_map
 from checkpoints.codec.render import pretty, preview, readable
 from checkpoints.timetravel.diff import MISSING, baseline, channel_changes, value_change
 

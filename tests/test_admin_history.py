@@ -121,7 +121,7 @@ def test_the_thread_page_draws_its_checkpoint_tree_with_branches(admin_client, s
 
 
 def test_the_tree_is_windowed(admin_client, saver, chat, monkeypatch):
-    from checkpoints import admin_tree
+    from checkpoints.admin import tree as admin_tree
 
     monkeypatch.setattr(admin_tree, "WINDOW", 5)
     pk = Thread.objects.get(thread_id="story").pk

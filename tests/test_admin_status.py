@@ -142,7 +142,9 @@ def test_mark_and_unmark_finished_from_the_thread_page(admin_client, saver):
     pk = Thread.objects.get(thread_id="to-mark").pk
     page = admin_client.get(f"{THREADS}{pk}/change/").content.decode()
     assert ">Mark finished</button>" in page and "Unmark finished" not in page
-    assert admin_client.get(f"{THREADS}{pk}/mark/").status_code == 405
+    # A GET changes nothing: it leads back to the thread page.
+    assert admin_client.get(f"{THREADS}{pk}/mark/")["Location"] == f"{THREADS}{pk}/change/"
+    assert not FinishedMark.objects.filter(thread_id="to-mark").exists()
     done = admin_client.post(f"{THREADS}{pk}/mark/", follow=True).content.decode()
     assert "Thread to-mark marked finished; due at" in done
     assert ">Unmark finished</button>" in done and "Finished" in done

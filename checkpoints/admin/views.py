@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from checkpoints import audit
-from checkpoints.admin_display import pretty
+from checkpoints.admin.display import pretty
 from checkpoints.diff import baseline, channel_changes
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.graphs import time_travel_for

@@ -1,0 +1,71 @@
+"""Pieces every page of the store's admin shares: links, the store choice, read-only pages."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+
+from checkpoints.admin import views as admin_views
+from checkpoints.admin.views import keep_store, store_choices
+
+HEAD_ROWS = 10
+
+
+def thread_change_url(thread_pk: int) -> str:
+    return keep_store(reverse("admin:checkpoints_thread_change", args=[thread_pk]))
+
+
+def checkpoint_change_url(checkpoint_pk: int) -> str:
+    return keep_store(reverse("admin:checkpoints_checkpoint_change", args=[checkpoint_pk]))
+
+
+def history_url(thread_pk: int) -> str:
+    url = reverse("admin:checkpoints_checkpoint_changelist") + f"?thread__id__exact={thread_pk}"
+    return keep_store(url, changelist=True)
+
+
+class StoreChoiceMixin:
+    """Every page of this admin reads the store the request names (see `ProviderFilter`)."""
+
+    def changelist_view(self, request, extra_context=None):
+        named = request.GET.get(admin_views.PROVIDER_PARAM)
+        choices = dict(store_choices())
+        if named is not None and named not in choices:
+            # Django would quietly drop the bad filter and show the default store.
+            self.message_user(
+                request,
+                f"There is no checkpoint store {named!r} in this admin; choose one of "
+                f"{', '.join(choices)}. Showing the deployment's own store instead.",
+                messages.ERROR,
+            )
+            query = request.GET.copy()
+            del query[admin_views.PROVIDER_PARAM]
+            return HttpResponseRedirect(f"{request.path}?{query.urlencode()}")
+        return super().changelist_view(request, extra_context)
+
+    @property
+    def urls(self):
+        # Wrapped here, not in get_urls, so the views subclasses add are covered too.
+        changelist = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
+        urls = self.get_urls()
+        for pattern in urls:
+            if hasattr(pattern, "callback"):
+                pattern.callback = admin_views.with_store_choice(
+                    pattern.callback, lenient=pattern.name == changelist
+                )
+        return urls
+
+
+class ReadOnlyMixin:
+    """Pages to read, not forms to edit: the store's own operations are the only writers."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting is the sweep's job: it asks the live-thread filters first.
+        return False

@@ -1,0 +1,99 @@
+"""The list filters: which store, finished or waiting, and the status rule."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.db.models import Exists, OuterRef, Q
+
+from checkpoints import status
+from checkpoints.admin import views as admin_views
+from checkpoints.admin.views import store_alias, store_choices
+from checkpoints.models import (
+    FinishedMark,
+)
+from checkpoints.store.planning import utcnow
+
+
+class ProviderFilter(admin.SimpleListFilter):
+    """Which ORM checkpoint store the list reads; the deployment's own when none is chosen.
+
+    The rows of two databases cannot be listed as one, so there is no "All" choice. The
+    query itself is switched by `admin_views.with_store_choice`; this filter offers the
+    stores and refuses an unknown one (Django answers that with its invalid-filter page).
+    """
+
+    title = "provider"
+    parameter_name = admin_views.PROVIDER_PARAM
+
+    def lookups(self, request, model_admin):
+        return store_choices()
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        if value not in dict(self.lookup_choices):
+            known = ", ".join(alias for alias, _ in self.lookup_choices)
+            raise IncorrectLookupParameters(
+                f"checkpoint store {value!r} is not available; choose one of {known}"
+            )
+        return queryset.using(value)
+
+    def choices(self, changelist):
+        current = self.value() or store_alias()
+        for alias, label in self.lookup_choices:
+            yield {
+                "selected": alias == current,
+                "query_string": changelist.get_query_string({self.parameter_name: alias}),
+                "display": label,
+            }
+
+    def get_facet_counts(self, pk_attname, filtered_qs):
+        # Counting across databases would need a cross-database subquery; show none.
+        return {}
+
+
+class FinishedFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("finished", "Finished (marked)"), ("waiting", "Waiting (not marked)")]
+
+    def queryset(self, request, queryset):
+        marked = Exists(FinishedMark.objects.filter(thread_id=OuterRef("thread_id")))
+        if self.value() == "finished":
+            return queryset.filter(marked)
+        if self.value() == "waiting":
+            return queryset.filter(~marked)
+        return queryset
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Filter by the status column's rule (checkpoints/status.py), in the same order."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [(kind, label) for kind, label in status.KINDS.items() if kind != "parked"]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        now = utcnow()
+        marked = Exists(FinishedMark.objects.filter(thread_id=OuterRef("thread_id")))
+        waiting = Q(has_interrupt=True, has_resume=False)
+        recent = Q(last_write_at__gte=now - status.RECENT)
+        rules = {
+            "finished": Q(marked),
+            "waiting_on_human": ~Q(marked) & waiting,
+            "failed": ~Q(marked) & ~waiting & Q(has_error=True),
+            "recent": ~Q(marked) & ~waiting & Q(has_error=False) & recent,
+            "idle": ~Q(marked) & ~waiting & Q(has_error=False) & ~recent,
+        }
+        if value not in rules:
+            raise IncorrectLookupParameters(f"status {value!r} is not one of {', '.join(rules)}")
+        return queryset.filter(rules[value])

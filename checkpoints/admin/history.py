@@ -1,0 +1,410 @@
+"""Checkpoint history and the checkpoint page: decoded state, lineage, time travel."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Q
+from django.db.models.functions import Length
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from checkpoints import status
+from checkpoints.admin import views as admin_views
+from checkpoints.admin.base import (
+    ReadOnlyMixin,
+    StoreChoiceMixin,
+    checkpoint_change_url,
+    history_url,
+    thread_change_url,
+)
+from checkpoints.admin.display import byte_size, collapsible, json_block, state_view
+from checkpoints.admin.filters import ProviderFilter
+from checkpoints.admin.views import keep_store, store_alias
+from checkpoints.errors import CheckpointStoreError
+from checkpoints.models import (
+    ChannelBlob,
+    Checkpoint,
+    PendingWrite,
+    Thread,
+)
+
+# Query parameters the history's "jump to" form sends (see change_list.html).
+JUMPS = ("step__lte", "created_at__lte")
+
+
+class HistoryChangeList(ChangeList):
+    """The checkpoint list, with the node(s) that wrote each row read for the page at once."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        rows = list(self.result_list)
+        parents = {(r.thread_id, r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
+        parents = {p for p in parents if p[2]}
+        nodes: dict[tuple, list[str]] = {}
+        if parents:
+            wanted = Q()
+            for thread_pk, ns, checkpoint_id in parents:
+                wanted |= Q(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+            found = (
+                PendingWrite.objects.using(store_alias())
+                .filter(wanted)
+                .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")
+                .distinct()
+            )
+            for thread_pk, ns, checkpoint_id, task_path in found:
+                node = status.node_of(task_path)
+                names = nodes.setdefault((thread_pk, ns, checkpoint_id), [])
+                if node and node not in names:
+                    names.append(node)
+        for row in rows:
+            key = (row.thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
+            row.nodes = sorted(nodes.get(key, []))
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+    list_display = (
+        "checkpoint_id",
+        "thread_link",
+        "step",
+        "source",
+        "written_by",
+        "created_seconds",
+        "stored_size",
+        "durability",
+    )
+    list_display_links = ("checkpoint_id",)
+    list_filter = ("source", "durability", ProviderFilter)
+    search_fields = ("checkpoint_id",)
+    search_help_text = "Checkpoint id or thread id, exactly."
+    list_select_related = ("thread",)
+    list_per_page = 50
+    ordering = ("-checkpoint_id",)
+    show_full_result_count = False
+    change_form_template = "admin/checkpoints/checkpoint/change_form.html"
+    actions = ["rollback_selected", "fork_selected"]
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "thread_link",
+                    "checkpoint_id",
+                    "checkpoint_ns",
+                    "source",
+                    "step",
+                    "created_at",
+                    "durability",
+                )
+            },
+        ),
+        ("Lineage", {"fields": ("parent_link", "fork_origin", "rollback_target", "children")}),
+        ("State", {"fields": ("channel_values", "pending_writes", "metadata_view")}),
+    )
+    readonly_fields = (
+        "thread_link",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "source",
+        "step",
+        "created_at",
+        "durability",
+        "parent_link",
+        "fork_origin",
+        "rollback_target",
+        "children",
+        "channel_values",
+        "pending_writes",
+        "metadata_view",
+    )
+
+    # -- permissions for the two time-travel operations ---------------------------------
+    def has_rollback_permission(self, request, obj=None):
+        return request.user.has_perm("checkpoints.change_checkpoint")
+
+    def has_fork_permission(self, request, obj=None):
+        return request.user.has_perm("checkpoints.add_checkpoint")
+
+    # -- queries ------------------------------------------------------------------------
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .using(store_alias())
+            .defer("checkpoint")
+            .annotate(body_size=Length("checkpoint"))
+        )
+
+    def lookup_allowed(self, lookup, value, request=None):
+        if lookup in JUMPS or lookup in ("thread__id__exact", "thread__thread_id"):
+            return True
+        return super().lookup_allowed(lookup, value, request)
+
+    def get_changelist(self, request, **kwargs):
+        return HistoryChangeList
+
+    @admin.display(description="written by")
+    def written_by(self, obj):
+        return ", ".join(getattr(obj, "nodes", ())) or "—"
+
+    @admin.display(description="written", ordering="created_at")
+    def created_seconds(self, obj):
+        return f"{obj.created_at:%Y-%m-%d %H:%M:%S %Z}"
+
+    @admin.display(description="stored")
+    def stored_size(self, obj):
+        # The checkpoint row itself; channel values are shared blobs, sized on its page.
+        return byte_size(obj.body_size)
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        by_checkpoint = queryset.filter(checkpoint_id=term)
+        return by_checkpoint | queryset.filter(thread__thread_id=term), False
+
+    def changelist_view(self, request, extra_context=None):
+        extra = dict(extra_context or {})
+        thread_pk = request.GET.get("thread__id__exact")
+        if thread_pk and thread_pk.isdigit():
+            thread = Thread.objects.using(store_alias()).filter(pk=int(thread_pk)).first()
+            if thread is not None:
+                extra["title"] = f"History of thread {thread.thread_id}, newest first"
+                extra["subtitle"] = None
+                extra["history_thread"] = thread
+                extra["history_thread_url"] = thread_change_url(thread.pk)
+                # The jump form keeps every other filter; its own fields start empty.
+                keep = [(k, v) for k, v in request.GET.items() if k not in (*JUMPS, "p")]
+                extra["jump_keep"] = keep
+                extra["jump_step"] = request.GET.get("step__lte", "")
+                extra["jump_time"] = request.GET.get("created_at__lte", "")
+                extra["jump_clear"] = urlencode(keep)
+        return super().changelist_view(request, extra)
+
+    # -- per-object views ---------------------------------------------------------------
+    def get_urls(self):
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        view = self.admin_site.admin_view
+        return [
+            path(
+                "<path:object_id>/changes/",
+                view(admin_views.ChangesView(self)),
+                name=f"{prefix}_changes",
+            ),
+            path(
+                "<path:object_id>/rollback/",
+                view(admin_views.RollbackView(self)),
+                name=f"{prefix}_rollback",
+            ),
+            path(
+                "<path:object_id>/fork/",
+                view(admin_views.ForkView(self)),
+                name=f"{prefix}_fork",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        pk = unquote(object_id)
+        extra = {
+            **self._neighbours(pk),
+            "can_rollback": self.has_rollback_permission(request),
+            "can_fork": self.has_fork_permission(request),
+            "changes_url": keep_store(reverse("admin:checkpoints_checkpoint_changes", args=[pk])),
+            "rollback_url": keep_store(reverse("admin:checkpoints_checkpoint_rollback", args=[pk])),
+            "fork_url": keep_store(reverse("admin:checkpoints_checkpoint_fork", args=[pk])),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _neighbours(self, pk) -> dict[str, str]:
+        """Links to the older and newer checkpoint of the same thread and namespace."""
+        row = (
+            Checkpoint.objects.using(store_alias())
+            .filter(pk=pk)
+            .values("thread_id", "checkpoint_ns", "checkpoint_id")
+            .first()
+        )
+        if row is None:
+            return {}
+        same = Checkpoint.objects.using(store_alias()).filter(
+            thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"]
+        )
+        older = (
+            same.filter(checkpoint_id__lt=row["checkpoint_id"])
+            .order_by("-checkpoint_id")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        newer = (
+            same.filter(checkpoint_id__gt=row["checkpoint_id"])
+            .order_by("checkpoint_id")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        links = {"history_url": history_url(row["thread_id"])}
+        if older is not None:
+            links["older_url"] = checkpoint_change_url(older)
+        if newer is not None:
+            links["newer_url"] = checkpoint_change_url(newer)
+        return links
+
+    # -- list actions: each leads to the same confirmation page as the object's button ---
+    def _single(self, request, queryset, verb):
+        chosen = list(queryset[:2])
+        if len(chosen) != 1:
+            self.message_user(
+                request,
+                f"Select exactly one checkpoint to {verb}; {queryset.count()} were selected.",
+                level="error",
+            )
+            return None
+        return chosen[0]
+
+    @admin.action(
+        description="Roll back the thread to the selected checkpoint…", permissions=["rollback"]
+    )
+    def rollback_selected(self, request, queryset):
+        target = self._single(request, queryset, "roll back to")
+        if target is not None:
+            return admin_views.RollbackView(self)(request, str(target.pk), from_action=True)
+        return None
+
+    @admin.action(
+        description="Fork a new thread from the selected checkpoint…", permissions=["fork"]
+    )
+    def fork_selected(self, request, queryset):
+        source = self._single(request, queryset, "fork from")
+        if source is not None:
+            return admin_views.ForkView(self)(request, str(source.pk), from_action=True)
+        return None
+
+    # -- decoded state, read once per page through the saver -----------------------------
+    def _tuple(self, obj):
+        """The decoded tuple, or None; a decoding failure is kept for ``_unreadable``."""
+        if not hasattr(obj, "_saved_tuple"):
+            obj._read_error = None
+            try:
+                obj._saved_tuple = admin_views.load_tuple(obj)
+            except CheckpointStoreError as exc:
+                obj._saved_tuple, obj._read_error = None, exc
+        return obj._saved_tuple
+
+    def _unreadable(self, obj):
+        return format_html(
+            '<div class="cs-card cs-unreadable"><strong>Cannot decode this checkpoint</strong>'
+            '<p><code>{}</code>: {}</p><p class="cs-muted">The rows are left as they are; '
+            "metadata and lineage above are still accurate.</p></div>",
+            obj._read_error.code,
+            obj._read_error.message,
+        )
+
+    @admin.display(description="thread")
+    def thread_link(self, obj):
+        return format_html(
+            '<a href="{}">{}</a> · <a href="{}">history</a>',
+            thread_change_url(obj.thread_id),
+            obj.thread.thread_id,
+            history_url(obj.thread_id),
+        )
+
+    @admin.display(description="parent")
+    def parent_link(self, obj):
+        if not obj.parent_checkpoint_id:
+            return "— (first checkpoint of the thread)"
+        parent = admin_views.find_checkpoint(
+            obj.thread.thread_id, obj.parent_checkpoint_id, obj.checkpoint_ns
+        )
+        if parent is None:
+            return f"{obj.parent_checkpoint_id} (no longer stored)"
+        return format_html(
+            '<a href="{}">{}</a> · <a href="{}">what this checkpoint changed</a>',
+            checkpoint_change_url(parent.pk),
+            obj.parent_checkpoint_id,
+            keep_store(reverse("admin:checkpoints_checkpoint_changes", args=[obj.pk])),
+        )
+
+    @admin.display(description="forked from")
+    def fork_origin(self, obj):
+        origin = (obj.metadata or {}).get("forked_from")
+        if not isinstance(origin, dict):
+            return "—"
+        return admin_views.checkpoint_link(
+            str(origin.get("thread_id", "")), str(origin.get("checkpoint_id", ""))
+        )
+
+    @admin.display(description="rolled back to")
+    def rollback_target(self, obj):
+        info = (obj.metadata or {}).get("rollback")
+        if not isinstance(info, dict):
+            return "—"
+        thread_id = obj.thread.thread_id
+        return format_html(
+            "target {} · replaced head {}",
+            admin_views.checkpoint_link(thread_id, str(info.get("target", ""))),
+            admin_views.checkpoint_link(thread_id, str(info.get("replaced_head", ""))),
+        )
+
+    @admin.display(description="forks and children")
+    def children(self, obj):
+        rows = admin_views.children_of(obj)
+        if not rows:
+            return "—"
+        return format_html_join(
+            ", ",
+            '<a href="{}">{}{}</a>',
+            (
+                (checkpoint_change_url(pk), cid, f" (thread {tid})" if tid else "")
+                for pk, cid, tid in rows
+            ),
+        )
+
+    @admin.display(description="channel values")
+    def channel_values(self, obj):
+        saved = self._tuple(obj)
+        if obj._read_error is not None:
+            return self._unreadable(obj)
+        if saved is None:
+            return "the saver holds no such checkpoint"
+        return state_view(saved.checkpoint.get("channel_values") or {}, self._sizes(obj))
+
+    def _sizes(self, obj) -> dict[str, int]:
+        """Stored bytes of each channel's value at this checkpoint (after compression)."""
+        versions = {c: str(v) for c, v in (obj.channel_versions or {}).items()}
+        if not versions:
+            return {}
+        wanted = Q()
+        for channel, version in versions.items():
+            wanted |= Q(channel=channel, version=version)
+        rows = (
+            ChannelBlob.objects.using(store_alias())
+            .filter(wanted, thread_id=obj.thread_id, checkpoint_ns=obj.checkpoint_ns)
+            .annotate(size=Length("blob"))
+            .values_list("channel", "size")
+        )
+        return {channel: size or 0 for channel, size in rows}
+
+    @admin.display(description="pending writes")
+    def pending_writes(self, obj):
+        saved = self._tuple(obj)
+        if obj._read_error is not None:
+            return "— (see the channel values: this checkpoint cannot be decoded)"
+        writes = (saved.pending_writes or []) if saved is not None else []
+        if not writes:
+            return "—"
+        return format_html_join(
+            "",
+            "{}",
+            (
+                (collapsible(f"{channel} ← task {task_id}", value),)
+                for task_id, channel, value in writes
+            ),
+        )
+
+    @admin.display(description="metadata")
+    def metadata_view(self, obj):
+        return json_block(obj.metadata or {})

@@ -1,0 +1,305 @@
+"""The thread list and thread page: status at a glance, lineage, the checkpoint tree."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+from django.utils.html import format_html, format_html_join
+
+from checkpoints import status
+from checkpoints.admin import tree as admin_tree
+from checkpoints.admin import views as admin_views
+from checkpoints.admin.base import (
+    HEAD_ROWS,
+    ReadOnlyMixin,
+    StoreChoiceMixin,
+    checkpoint_change_url,
+    history_url,
+)
+from checkpoints.admin.filters import FinishedFilter, ProviderFilter, StatusFilter
+from checkpoints.admin.views import store_alias, store_saver
+from checkpoints.conf import setting
+from checkpoints.errors import CheckpointStoreError
+from checkpoints.models import (
+    Checkpoint,
+    FinishedMark,
+    PendingWrite,
+    Thread,
+)
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
+from checkpoints.timetravel import TimeTravel
+
+
+@admin.register(Thread)
+class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+    list_display = (
+        "thread_id",
+        "status",
+        "owner",
+        "last_write_seconds",
+        "checkpoint_count",
+        "due_at",
+        "declared_retention",
+    )
+    list_filter = [
+        StatusFilter,
+        ("owner", admin.RelatedFieldListFilter),
+        FinishedFilter,
+        ProviderFilter,
+    ]
+    search_fields = ("thread_id",)
+    search_help_text = "Thread id, exactly or its beginning."
+    list_select_related = ("owner",)
+    list_per_page = 50
+    ordering = ("-last_write_at",)
+    # A COUNT(*) over a million-row table on every page load is the slow part; skip it.
+    show_full_result_count = False
+    change_form_template = "admin/checkpoints/thread/change_form.html"
+    change_list_template = "admin/checkpoints/thread/change_list.html"
+    fields = (
+        "thread_id",
+        "status_detail",
+        "owner",
+        "created_at",
+        "last_write_at",
+        "version",
+        "declared_retention",
+        "finished_state",
+        "due_at",
+        "lineage",
+        "checkpoint_tree",
+        "recent_checkpoints",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        count = (
+            Checkpoint.objects.filter(thread=OuterRef("pk"))
+            .order_by()
+            .values("thread")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        mark = FinishedMark.objects.filter(thread_id=OuterRef("thread_id"))
+        head = (
+            Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="")
+            .order_by("-checkpoint_id")
+            .values("checkpoint_id")[:1]
+        )
+
+        def head_writes(channel: str) -> Exists:
+            return Exists(
+                PendingWrite.objects.filter(
+                    thread=OuterRef("pk"),
+                    checkpoint_ns="",
+                    checkpoint_id=OuterRef("head_id"),
+                    channel=channel,
+                )
+            )
+
+        return (
+            super()
+            .get_queryset(request)
+            .using(store_alias())
+            .annotate(
+                # Correlated per page row: answered from the (thread, ns, checkpoint_id)
+                # index, so the cost follows the page size, not the table size.
+                checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0),
+                mark_due=Subquery(mark.values("due_at")[:1]),
+                mark_owner=Subquery(mark.values("owner")[:1]),
+                head_id=Subquery(head),
+            )
+            .annotate(
+                has_interrupt=head_writes(status.INTERRUPT),
+                has_resume=head_writes(status.RESUME),
+                has_error=head_writes(status.ERROR),
+            )
+        )
+
+    def park_deadline(self, obj):
+        """The thread's live park deadline; retention's admin knows parks."""
+        return None
+
+    def head_details(self, obj) -> dict[str, str]:
+        """The interrupt's question and node, or the error, read from the head's writes."""
+        if not (obj.has_interrupt or obj.has_error):
+            return {}
+        try:
+            head = store_saver().get_tuple({"configurable": {"thread_id": obj.thread_id}})
+        except CheckpointStoreError as exc:
+            return {"error": f"cannot read the head checkpoint: {exc}"}
+        paths = dict(
+            PendingWrite.objects.using(store_alias())
+            .filter(thread=obj, checkpoint_ns="", checkpoint_id=obj.head_id)
+            .values_list("task_id", "task_path")
+        )
+        found: dict[str, str] = {}
+        for task_id, channel, value in (head.pending_writes if head else []) or []:
+            if channel == status.INTERRUPT and "question" not in found:
+                first = value[0] if isinstance(value, (list, tuple)) and value else value
+                found["question"] = str(getattr(first, "value", first))[:300]
+                found["node"] = status.node_of(paths.get(task_id, ""))
+            elif channel == status.ERROR and "error" not in found:
+                found["error"] = str(value)[:300]
+        return found
+
+    def status_of(self, obj, *, detailed: bool) -> status.ThreadStatus:
+        details = self.head_details(obj) if detailed else {}
+        return status.thread_status(
+            now=utcnow(),
+            last_write_at=obj.last_write_at,
+            waiting_minutes=obj.waiting_minutes or setting("RETENTION_WAITING_MINUTES"),
+            mark_due=obj.mark_due,
+            park_deadline=self.park_deadline(obj),
+            interrupted=obj.has_interrupt and not obj.has_resume,
+            question=details.get("question", ""),
+            node=details.get("node", ""),
+            error=details.get("error") or ("the last task failed" if obj.has_error else ""),
+        )
+
+    def _status_html(self, found: status.ThreadStatus):
+        return format_html(
+            '<span class="cs-status cs-status-{}">{}</span> <span class="cs-muted">{}</span>',
+            found.kind,
+            found.label,
+            found.detail,
+        )
+
+    @admin.display(description="status")
+    def status(self, obj):
+        return self._status_html(self.status_of(obj, detailed=False))
+
+    @admin.display(description="status")
+    def status_detail(self, obj):
+        # The thread page also reads the interrupt's question and node, or the error.
+        return self._status_html(self.status_of(obj, detailed=True))
+
+    @admin.display(description="last write", ordering="last_write_at")
+    def last_write_seconds(self, obj):
+        return f"{obj.last_write_at:%Y-%m-%d %H:%M:%S %Z}"
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        # Exact and prefix matches keep to the unique index; a substring scan would not.
+        return queryset.filter(thread_id__startswith=term), False
+
+    @admin.display(description="checkpoints")
+    def checkpoint_count(self, obj):
+        return format_html('<a href="{}">{}</a>', history_url(obj.pk), obj.checkpoint_count)
+
+    @admin.display(description="finished", boolean=True)
+    def finished_state(self, obj):
+        return obj.mark_due is not None
+
+    @admin.display(description="due at")
+    def due_at(self, obj):
+        if obj.mark_due is None:
+            return "—"
+        owner = f" (marked by {obj.mark_owner})" if obj.mark_owner else ""
+        return f"{obj.mark_due:%Y-%m-%d %H:%M:%S %Z}{owner}"
+
+    @admin.display(description="declared retention")
+    def declared_retention(self, obj):
+        if obj.waiting_minutes is None and obj.finished_minutes is None:
+            return "platform default"
+        waiting = obj.waiting_minutes if obj.waiting_minutes is not None else "default"
+        finished = obj.finished_minutes if obj.finished_minutes is not None else "default"
+        return f"waiting {waiting} min, finished {finished} min"
+
+    @admin.display(description="lineage (forked from)")
+    def lineage(self, obj):
+        try:
+            steps = TimeTravel(store_saver()).lineage(obj.thread_id)
+        except CheckpointStoreError as exc:
+            return f"unavailable: {exc}"
+        if len(steps) < 2:
+            return "an original thread (not a fork)"
+        return format_html_join(
+            " ← ",
+            "{}",
+            ((admin_views.checkpoint_link(s["thread_id"], s["checkpoint_id"]),) for s in steps),
+        )
+
+    @admin.display(description="checkpoint tree")
+    def checkpoint_tree(self, obj):
+        checkpoints = Checkpoint.objects.using(store_alias()).filter(thread=obj)
+        namespaces = sorted(
+            set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
+        )
+        drawn = []
+        for ns in namespaces:
+            rows = list(
+                checkpoints.filter(checkpoint_ns=ns)
+                .order_by("-checkpoint_id")
+                .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "source", "step")[
+                    : admin_tree.WINDOW + 1
+                ]
+            )
+            truncated = 0
+            if len(rows) > admin_tree.WINDOW:
+                rows = rows[: admin_tree.WINDOW]
+                truncated = checkpoints.filter(checkpoint_ns=ns).count() - admin_tree.WINDOW
+            nodes = [admin_tree.Node(*row) for row in rows]
+            title = f"namespace {ns}" if ns else "root namespace"
+            drawn.append(
+                format_html(
+                    '<div class="cs-tree-ns"><strong>{}</strong>{}</div>',
+                    title,
+                    admin_tree.draw(
+                        nodes,
+                        head_id=rows[0][1] if rows else None,
+                        link=checkpoint_change_url,
+                        label=f"checkpoints of thread {obj.thread_id}, {title}",
+                        truncated=truncated,
+                    ),
+                )
+            )
+        return format_html_join("", "{}", ((d,) for d in drawn)) if drawn else "no checkpoints"
+
+    @admin.display(description="newest checkpoints")
+    def recent_checkpoints(self, obj):
+        rows = list(
+            Checkpoint.objects.using(store_alias())
+            .filter(thread=obj)
+            .order_by("-checkpoint_id")
+            .values_list("pk", "checkpoint_id", "source", "step", "created_at")[:HEAD_ROWS]
+        )
+        if not rows:
+            return "no checkpoints"
+        body = format_html_join(
+            "",
+            '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (checkpoint_change_url(pk), cid, source or "—", step, created)
+                for pk, cid, source, step, created in rows
+            ),
+        )
+        return format_html(
+            '<table class="cs-table"><thead><tr><th>checkpoint</th><th>source</th>'
+            "<th>step</th><th>written</th></tr></thead><tbody>{}</tbody></table>"
+            '<p><a href="{}">Full history ({})</a></p>',
+            body,
+            history_url(obj.pk),
+            obj.checkpoint_count,
+        )
+
+    def changelist_view(self, request, extra_context=None):
+        provider = get_saver().provider
+        if provider not in ("postgres", "sqlite"):
+            # Only the ORM providers keep these tables; say so instead of an empty page.
+            self.message_user(
+                request,
+                f"This deployment keeps its checkpoints in {provider}; the thread list reads "
+                "the database tables of the postgres and sqlite stores, so it shows none of "
+                "them. The sweep page still works on this store.",
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = {"history_url": history_url(object_id), **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra)
