@@ -158,6 +158,13 @@ def _empty_orm(alias: str) -> None:
 
 # -- the saver ------------------------------------------------------------------------------
 def _make():
+    """A saver on an empty store.
+
+    Emptied here too, not only after the previous test: a graph's background work (a
+    cancelled run's last write) can land after that test's teardown, and would otherwise
+    show up in this test's thread "1".
+    """
+    _clean()
     from checkpoints.savers import get_saver
 
     if PROVIDER == "memory":
