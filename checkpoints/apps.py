@@ -1,4 +1,4 @@
-"""App config: refuse to boot on a wrong CHECKPOINTS configuration."""
+"""App config: refuse to boot on a wrong CHECKPOINTS configuration; tune SQLite connections."""
 
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
@@ -10,7 +10,11 @@ class CheckpointsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
         from checkpoints import checks, signals  # noqa: F401  (registers checks and signals)
+
+        connection_created.connect(tune_sqlite, dispatch_uid="checkpoints.tune_sqlite")
 
         errors = checks.configuration_errors()
         if errors:
@@ -19,3 +23,30 @@ class CheckpointsConfig(AppConfig):
                 "Checkpoint store settings are wrong:\n"
                 + "\n".join(f"- {e.msg} {e.hint or ''}".rstrip() for e in errors)
             )
+
+
+# How long a SQLite writer waits for another's lock before "database is locked" (ms);
+# Python's own default is 5 s, short for several graphs writing at once.
+SQLITE_BUSY_TIMEOUT_MS = 20000
+
+
+def tune_sqlite(sender, connection, **kwargs) -> None:
+    """What concurrent graph runs need from a SQLite connection, where the project left it unset.
+
+    A graph writes from several threads at once. WAL lets readers and a writer run side by
+    side; the busy timeout makes a writer wait for the lock instead of failing; and IMMEDIATE
+    transactions take the write lock when they begin: a deferred transaction that read first
+    cannot upgrade to a write once another writer committed, and fails at once with
+    "database is locked" whatever the timeout. A mode or timeout the project set in OPTIONS
+    is kept (``checkpoints.checks`` warns about a DEFERRED mode).
+    """
+    if connection.vendor != "sqlite" or connection.is_in_memory_db():
+        return
+    options = connection.settings_dict.get("OPTIONS") or {}
+    if connection.transaction_mode is None and "transaction_mode" not in options:
+        # Read by Django's BEGIN for every atomic block on this connection.
+        connection.transaction_mode = "IMMEDIATE"
+    with connection.cursor() as cursor:
+        if "timeout" not in options:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")

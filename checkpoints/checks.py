@@ -171,3 +171,32 @@ def check_memory_in_production(app_configs=None, **kwargs):
             )
         ]
     return []
+
+
+@register(Tags.compatibility)
+def check_sqlite_transaction_mode(app_configs=None, **kwargs):
+    from django.conf import settings
+
+    return sqlite_mode_warnings(settings.DATABASES)
+
+
+def sqlite_mode_warnings(databases: dict) -> list[Warning]:
+    """A SQLite database set to DEFERRED transactions fails concurrent graph runs."""
+    found = []
+    for alias, entry in databases.items():
+        if not entry.get("ENGINE", "").endswith("sqlite3"):
+            continue
+        mode = (entry.get("OPTIONS") or {}).get("transaction_mode")
+        # Unset, the app makes the store's connections IMMEDIATE itself (checkpoints.apps).
+        if mode is None or str(mode).upper() in ("IMMEDIATE", "EXCLUSIVE"):
+            continue
+        found.append(
+            Warning(
+                f"DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] is {mode!r}: graph runs "
+                "writing at once fail with 'database is locked' when a transaction that read "
+                "first tries to write.",
+                hint=f"Set DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] = 'IMMEDIATE'.",
+                id="checkpoints.W002",
+            )
+        )
+    return found

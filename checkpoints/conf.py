@@ -26,6 +26,9 @@ DEFAULTS: dict[str, Any] = {
         "retention",
     ],
     "CODEC_MAX_DEPTH": 200,
+    # None: LangGraph's default (permissive unless LANGGRAPH_STRICT_MSGPACK is set); True:
+    # permissive; a list of "module.Class" names: strict, those types (and the graph's) allowed.
+    "ALLOWED_MSGPACK_MODULES": None,
     "CODEC_MAX_BYTES": 64 * 1024 * 1024,
     "LIVE_THREAD_FILTERS": {
         "interrupts": "retention.filters.interrupts",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -177,10 +178,27 @@ def _ensure_tables(alias: str, may_create: bool) -> None:
                 f"{alias!r}; run `python manage.py migrate --database {alias}` in your project",
                 field="conn_string",
             )
-        from django.core.management import call_command
-
-        call_command("migrate", database=alias, verbosity=0, interactive=False)
+        _migrate(alias)
     _ready_aliases.add(alias)
+
+
+def _migrate(alias: str, attempts: int = 5) -> None:
+    """``migrate`` on ``alias``; another process migrating the same new database at once
+    makes ours fail on a table it just made, so look again and go on from where it is."""
+    from django.core.management import call_command
+    from django.db import DatabaseError, connections
+
+    for attempt in range(attempts):
+        try:
+            call_command("migrate", database=alias, verbosity=0, interactive=False)
+            return
+        except DatabaseError:
+            connections[alias].close()
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+            if not _store_migrations_pending(alias):
+                return
 
 
 def _open(conn_string: str, options: dict[str, Any]):

@@ -1,5 +1,5 @@
-"""The service's settings read database URLs with the app's own parser (``checkpoints.dburl``)."""
+"""The service reads DATABASE_URL with the app's parser: it moved to checkpoints.dburl."""
 
-from checkpoints.dburl import SCHEMES, parse_database_url
+from checkpoints.dburl import parse_database_url
 
-__all__ = ["SCHEMES", "parse_database_url"]
+__all__ = ["parse_database_url"]

@@ -131,6 +131,17 @@ CHECKPOINTS = {
         k.strip() for k in os.environ.get("CHECKPOINTS_ENCRYPTION_KEYS", "").split(",") if k.strip()
     ],
     "SWEEP_SCHEDULE": os.environ.get("CHECKPOINTS_SWEEP_SCHEDULE") or None,
+    # Unset: LangGraph's own rule (permissive unless LANGGRAPH_STRICT_MSGPACK); a
+    # comma-separated list of module.Class names: strict, those classes allowed.
+    "ALLOWED_MSGPACK_MODULES": (
+        [
+            n.strip()
+            for n in os.environ["CHECKPOINTS_ALLOWED_MSGPACK_MODULES"].split(",")
+            if n.strip()
+        ]
+        if os.environ.get("CHECKPOINTS_ALLOWED_MSGPACK_MODULES") is not None
+        else None
+    ),
 }
 
 # Only the defaults for views of the service's own; the store's API views carry their own

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
@@ -18,8 +18,10 @@ from checkpoints import audit
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import FinishedEntry, utcnow
 from retention.errors import ParkNotSupported, ParkRefused
-from retention.models import Park
 from retention.policy import effective_retention
+
+if TYPE_CHECKING:
+    from retention.models import Park
 
 
 def mark_finished(
@@ -89,6 +91,9 @@ def park(
             f"waiting horizon {horizon.isoformat()} ({waiting} minutes from now)",
             field="deadline",
         )
+    # Imported here: a plain script imports this module before Django is set up.
+    from retention.models import Park
+
     return Park.objects.create(
         thread_id=thread_id,
         deadline=deadline,
@@ -100,6 +105,8 @@ def park(
 
 def has_live_park(saver: StoreSaver, thread_id: str, now: datetime | None = None) -> bool:
     """True when a park on this store holds the thread past ``now``."""
+    from retention.models import Park
+
     return Park.objects.filter(
         thread_id=str(thread_id), provider=saver.provider, deadline__gt=now or utcnow()
     ).exists()

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils.module_loading import import_string
@@ -33,8 +33,10 @@ from checkpoints.store.planning import utcnow
 from retention import metrics
 from retention.errors import LiveFilterFailed, SweepAlreadyRunning, SweepFailed
 from retention.locks import sweep_lock
-from retention.models import SparedThread, SweepRun
 from retention.policy import platform_retention
+
+if TYPE_CHECKING:
+    from retention.models import SweepRun
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +250,8 @@ def _open_run(result: SweepResult, started: datetime, triggered_by: str) -> Swee
     Called with the store's sweep lock held, so an older run of this store still marked
     running cannot be running: it was killed, and is marked interrupted.
     """
+    from retention.models import SweepRun
+
     run = SweepRun.objects.create(
         status=SweepRun.RUNNING,
         started_at=started,
@@ -279,7 +283,9 @@ def _counts(result: SweepResult) -> dict[str, int]:
 
 def _progress(run: SweepRun, result: SweepResult, horizon: str, spared: list[str]) -> None:
     """Record one batch: the totals so far and the threads it spared."""
-    entries = [e for e in result.spared[len(result.spared) - len(spared) :]]
+    from retention.models import SparedThread, SweepRun
+
+    entries = result.spared[len(result.spared) - len(spared) :]
     with transaction.atomic():
         SweepRun.objects.filter(pk=run.pk).update(**_counts(result))
         SparedThread.objects.bulk_create(
@@ -288,6 +294,8 @@ def _progress(run: SweepRun, result: SweepResult, horizon: str, spared: list[str
 
 
 def _close_run(run: SweepRun, result: SweepResult, triggered_by: str, error: str = "") -> None:
+    from retention.models import SweepRun
+
     SweepRun.objects.filter(pk=run.pk).update(
         status=SweepRun.FAILED if error else SweepRun.OK,
         finished_at=utcnow(),

@@ -1,8 +1,34 @@
 #!/usr/bin/env bash
-# Install, migrate, write demo threads with a real graph, print the admin login, serve.
+# Install, migrate, write demo threads with a real graph, serve; then print, last and alone,
+# the login, the API docs, how to get an API token and how to stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
+port="${DEMO_PORT:-8000}"
+base="http://127.0.0.1:${port}"
+[ -n "${DEMO_SKIP_INSTALL:-}" ] || bash scripts/install.sh   # the tests set it
 .venv/bin/python manage.py migrate --verbosity 0
-.venv/bin/python manage.py seed_demo
-exec .venv/bin/python manage.py runserver 127.0.0.1:8000
+seeded="$(.venv/bin/python manage.py seed_demo --no-color "$@")"
+
+.venv/bin/python manage.py runserver "127.0.0.1:${port}" &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT INT TERM
+for _ in $(seq 60); do
+  .venv/bin/python -c "import urllib.request; urllib.request.urlopen('${base}/admin/login/', timeout=1)" \
+    2>/dev/null && break
+  kill -0 "$server" 2>/dev/null || { echo "the server did not start" >&2; exit 1; }
+  sleep 0.5
+done
+
+cat <<TEXT
+
+==============================================================================
+ Checkpoint Store demo is running
+   ${seeded//$'\n'/$'\n'   }
+   Admin:     ${base}/admin/
+   API docs:  ${base}/api/docs/
+   API token: .venv/bin/python manage.py drf_create_token admin
+              curl -H "Authorization: Token <key>" ${base}/api/threads/
+   Stop:      press Ctrl+C (or: kill ${server})
+==============================================================================
+TEXT
+wait "$server"

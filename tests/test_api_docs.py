@@ -62,3 +62,55 @@ def test_api_needs_no_global_drf_settings(clients, threads):  # noqa: F811
         assert "/api/threads/{thread_id}/rollback/" in schema.json()["paths"]
     finally:
         api_settings.reload()
+
+
+WITHOUT_RETENTION = """
+from django.conf import settings
+settings.configure(
+    SECRET_KEY="x",
+    INSTALLED_APPS=["django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+                    "django.contrib.sessions", "django.contrib.messages", "rest_framework",
+                    "checkpoints"],
+    ROOT_URLCONF=__name__,
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}},
+    MIDDLEWARE=["django.contrib.sessions.middleware.SessionMiddleware",
+                "django.contrib.auth.middleware.AuthenticationMiddleware",
+                "django.contrib.messages.middleware.MessageMiddleware"],
+    TEMPLATES=[{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
+                "OPTIONS": {"context_processors": [
+                    "django.template.context_processors.request",
+                    "django.contrib.auth.context_processors.auth",
+                    "django.contrib.messages.context_processors.messages"]}}],
+    USE_TZ=True,
+)
+import django
+django.setup()
+from django.contrib import admin
+from django.urls import include, path
+urlpatterns = [path("admin/", admin.site.urls), path("checkpoints/", include("checkpoints.urls"))]
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.test.utils import setup_test_environment
+setup_test_environment()
+call_command("migrate", verbosity=0)
+client = Client()
+client.force_login(get_user_model().objects.create_superuser("root", "", "pw"))
+for page in ("/checkpoints/api/threads/", "/checkpoints/api/schema/",
+             "/checkpoints/api/checkpoints/sweeps/", "/admin/checkpoints/thread/"):
+    print(page, client.get(page).status_code)
+"""
+
+
+def test_checkpoints_urls_without_the_retention_app(tmp_path):
+    from tests.standalone import run_python
+
+    done = run_python(["-c", WITHOUT_RETENTION], cwd=tmp_path)
+    statuses = dict(line.rsplit(" ", 1) for line in done.stdout.splitlines())
+    assert statuses == {
+        "/checkpoints/api/threads/": "200",
+        "/checkpoints/api/schema/": "200",
+        # retention's routes are mounted only with the app
+        "/checkpoints/api/checkpoints/sweeps/": "404",
+        "/admin/checkpoints/thread/": "200",
+    }

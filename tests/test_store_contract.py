@@ -9,16 +9,22 @@ import itertools
 import operator
 import sys
 import threading
+from collections import OrderedDict, defaultdict
 from datetime import datetime
 from typing import Annotated, TypedDict
 
 import pytest
 from django.conf import settings
 from django.db import connections
+from django.test import override_settings
+from langchain_core.agents import AgentAction
+from langchain_core.messages import AIMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel
 
 from checkpoints.codec import FaithfulJSONCodec
 from checkpoints.errors import (
@@ -212,30 +218,86 @@ Smuggled.__qualname__ = "Smuggled"
 def test_stored_bytes_never_choose_what_gets_imported(saver_factory, provider, monkeypatch):
     from langgraph.checkpoint.serde import _msgpack
 
+    from checkpoints.codec.serde import BlockedTypeError
+
     # LANGGRAPH_STRICT_MSGPACK=false loosens LangGraph's default serializer; LangGraph reads
-    # it at import, so mirror that reading too. Our savers must not care.
+    # it at import, so mirror that reading too. The deployment's list (strict) wins over it.
     monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "false")
     monkeypatch.setattr(_msgpack, "STRICT_MSGPACK_ENABLED", False)
+    strict = {**settings.CHECKPOINTS, "ALLOWED_MSGPACK_MODULES": []}
+    with override_settings(CHECKPOINTS=strict):
+        store = saver_factory()
+        assert "tabnanny" not in sys.modules
+        kept = put(store, "strict", {"x": 1})
+        before = raw_holdings(provider)
+        if provider == "redis":
+            # The faithful JSON codec refuses a class off its allowlist at write.
+            assert isinstance(store.serde, FaithfulJSONCodec)
+            with pytest.raises(CheckpointCodecError, match="CODEC_ALLOWED_MODULES") as caught:
+                put(store, "strict", {"value": Smuggled("boom")}, parent=cid(kept))
+            assert "tabnanny.Smuggled" in str(caught.value)
+            assert raw_holdings(provider) == before
+        else:
+            # LangGraph's msgpack, strict: the class is not revived, and reading it back
+            # fails naming it instead of handing back its fields as a plain dict.
+            assert store.serde.pickle_fallback is False
+            assert store.serde._allowed_msgpack_modules is None
+            written = put(store, "strict", {"value": Smuggled("boom")}, parent=cid(kept))
+            with pytest.raises(BlockedTypeError, match="tabnanny.Smuggled") as caught:
+                store.get_tuple(written)
+            assert caught.value.field == "tabnanny.Smuggled"
+            assert isinstance(caught.value, CheckpointCodecError)
+        assert "tabnanny" not in sys.modules
+
+
+@dataclasses.dataclass
+class Shipment:
+    """A graph's own state class, outside every module the codec lists."""
+
+    sku: str
+    count: int
+
+
+class Parcel(BaseModel):
+    label: str
+    weight: float
+
+
+def test_state_classes_round_trip_under_the_default_configuration(saver_factory, provider):
+    """What InMemorySaver gives back, every provider gives back: same types, same values."""
     store = saver_factory()
-    assert "tabnanny" not in sys.modules
-    kept = put(store, "strict", {"x": 1})
+    action = AgentAction(tool="search", tool_input="q", log="go")
+    values = {
+        "shipment": Shipment("a-1", 2),
+        "parcel": Parcel(label="p", weight=1.5),
+        "action": action,
+        "text": AIMessage("hello there").text,
+        "ordered": OrderedDict([("b", 1), ("a", 2)]),
+        "counts": defaultdict(int, {"x": 3}),
+    }
+    back = store.get_tuple(put(store, "default-types", values)).checkpoint["channel_values"]
+    reference = InMemorySaver()
+    written = put(reference, "default-types", values, versions=dict.fromkeys(values, 1))
+    expected = reference.get_tuple(written).checkpoint["channel_values"]
+    for name in values:
+        assert type(back[name]) is type(expected[name]), name
+        assert back[name] == expected[name], name
+    assert list(back["ordered"]) == ["b", "a"]
+    assert type(back["text"]) is str and back["text"] == "hello there"
+
+
+def test_a_lone_surrogate_is_refused_naming_the_channel_and_path(saver_factory, provider):
+    store = saver_factory()
+    kept = put(store, "surrogate", {"x": 1})
     before = raw_holdings(provider)
-    if provider == "redis":
-        # The faithful JSON codec refuses a class off its allowlist at write.
-        assert isinstance(store.serde, FaithfulJSONCodec)
-        with pytest.raises(CheckpointCodecError, match="CODEC_ALLOWED_MODULES") as caught:
-            put(store, "strict", {"value": Smuggled("boom")}, parent=cid(kept))
-        assert "tabnanny.Smuggled" in str(caught.value)
-        assert raw_holdings(provider) == before
-    else:
-        # LangGraph's msgpack, strict: the class is not revived, only its fields come back.
-        assert store.serde.pickle_fallback is False
-        assert store.serde._allowed_msgpack_modules is None
-        written = put(store, "strict", {"value": Smuggled("boom")}, parent=cid(kept))
-        value = store.get_tuple(written).checkpoint["channel_values"]["value"]
-        assert type(value) is dict
-        assert value == {"payload": "boom"}
-    assert "tabnanny" not in sys.modules
+    with pytest.raises(CheckpointCodecError) as caught:
+        put(store, "surrogate", {"notes": {"items": ["ok?", "a\ud800b"]}}, parent=cid(kept))
+    assert "notes" in str(caught.value) and ".items[1]" in str(caught.value)
+    assert "lone surrogate" in str(caught.value)
+    assert raw_holdings(provider) == before
+    # A question mark on its own is just text.
+    again = put(store, "surrogate", {"notes": "why?"}, parent=cid(kept))
+    assert store.get_tuple(again).checkpoint["channel_values"]["notes"] == "why?"
 
 
 # -- format generation (durable ORM stores) -------------------------------------------------

@@ -13,13 +13,12 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 
 from checkpoints import audit
-from checkpoints.api.access import ThreadInfo, visible_thread
 from checkpoints.api.errors import exception_handler
 from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
-from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.selectors import ThreadInfo, thread_get
 from checkpoints.store.contract import StoreSaver
-from checkpoints.store.planning import MAX_THREAD_ID_BYTES
+from checkpoints.store.planning import check_thread_id as store_check_thread_id
 from checkpoints.store.registry import get_saver
 
 
@@ -91,17 +90,9 @@ class StoreAPIView(GenericAPIView):
     def thread(self, thread_id: str) -> ThreadInfo:
         """The thread named in the URL, when the requester may see it."""
         check_thread_id(thread_id)
-        return visible_thread(self.request.user, self.saver, thread_id)
+        return thread_get(saver=self.saver, user=self.request.user, thread_id=thread_id)
 
 
 def check_thread_id(thread_id: str, field: str = "thread_id") -> str:
-    if "\x00" in thread_id:
-        raise InvalidCheckpointInput(f"{field} must not contain NUL characters", field=field)
-    # The store's own limit, so every thread a graph can write is reachable here.
-    size = len(thread_id.encode("utf-8", "surrogatepass"))
-    if size > MAX_THREAD_ID_BYTES:
-        raise InvalidCheckpointInput(
-            f"{field} is {size} bytes of UTF-8; the store takes at most {MAX_THREAD_ID_BYTES}",
-            field=field,
-        )
-    return thread_id
+    """The store's own rule, so every thread a graph can write is reachable here."""
+    return store_check_thread_id(thread_id, field=field)

@@ -10,12 +10,13 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from checkpoints.api import serializers as s
-from checkpoints.api.access import ThreadInfo, find_owner, is_orm, record_owner, visible_rows
+from checkpoints.api.access import record_owner
 from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.api.limits import load_json_or_text
 from checkpoints.api.openapi import extend_schema
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
+from checkpoints.selectors import history, thread_list
 from checkpoints.store.planning import MAX_THREAD_ID_BYTES
 from checkpoints.threads import delete_thread
 
@@ -68,25 +69,13 @@ class ThreadListView(StoreAPIView):
     )
     def get(self, request):
         wanted = s.read_query(ThreadQuerySerializer, request.query_params)
-        if is_orm(self.saver):
-            rows = visible_rows(request.user, self.saver)
-            if "owner" in wanted:
-                owner = find_owner(wanted["owner"])
-                rows = rows.filter(owner=owner) if owner else rows.none()
-            if wanted.get("status") == "finished":
-                rows = rows.filter(finished_due_at__isnull=False)
-            elif wanted.get("status") == "waiting":
-                rows = rows.filter(finished_due_at__isnull=True)
-            page = self.paginate_queryset(rows)
-            infos = [ThreadInfo.from_row(row) for row in page]
-        else:
-            infos = []
-            if request.user.is_staff and "owner" not in wanted:
-                ids = self.saver.threads()
-                infos = [ThreadInfo.from_saver(self.saver, tid) for tid in ids]
-                if "status" in wanted:
-                    infos = [i for i in infos if i.status == wanted["status"]]
-            infos = self.paginate_queryset(infos)
+        threads = thread_list(
+            saver=self.saver,
+            user=request.user,
+            owner=wanted.get("owner"),
+            status=wanted.get("status"),
+        )
+        infos = self.paginate_queryset(threads)
         return self.get_paginated_response(s.ThreadSerializer(infos, many=True).data)
 
 
@@ -176,8 +165,8 @@ class ThreadHistoryView(StoreAPIView):
         limit = params["limit"]
         snapshots = list(
             history(
-                self.saver,
-                info.thread_id,
+                saver=self.saver,
+                thread_id=info.thread_id,
                 limit=limit + 1,
                 before=params.get("before"),
                 source=params.get("source"),
@@ -195,18 +184,6 @@ class ThreadHistoryView(StoreAPIView):
                 "next_before": next_before,
             }
         )
-
-
-def history(saver, thread_id, *, limit, before, source, metadata, checkpoint_ns=""):
-    """TimeTravel's history walk; the metadata filter reaches the saver as plain data."""
-    return time_travel_for(saver, thread_id).get_state_history(
-        thread_id,
-        limit=limit,
-        before=before,
-        source=source,
-        filter=metadata or None,
-        checkpoint_ns=checkpoint_ns,
-    )
 
 
 class StateQuerySerializer(serializers.Serializer):

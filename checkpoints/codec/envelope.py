@@ -17,6 +17,8 @@ ENVELOPE_KEY = "$type"
 """The reserved key that marks a JSON object as a typed envelope."""
 
 _MARK = ENVELOPE_KEY
+PERMISSIVE = "*"
+"""In an allowlist: also any class of a module already imported (the codec's default)."""
 _CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _REPR_LIMIT = 200
 
@@ -48,8 +50,29 @@ def _key_segment(key: Any) -> str:
     return f"[{_short_repr(key)}]"
 
 
-def _module_allowed(module: str, allowed: tuple[str, ...]) -> bool:
+def _module_allowed(module: str, allowed: tuple[str, ...] | None) -> bool:
+    """Whether classes of ``module`` may be stored and revived; None allows every module."""
+    if allowed is None:
+        return True
     return any(module == prefix or module.startswith(prefix + ".") for prefix in allowed)
+
+
+def _class_allowed(module: str, qualname: str, allowed: tuple[str, ...] | None) -> bool:
+    """A listed module, the exact ``module:qualname`` listed, or (permissive) a loaded module.
+
+    ``PERMISSIVE`` in ``allowed`` admits classes of any module this process has already
+    imported (the graph's own): such classes round-trip, yet stored data still never makes
+    the codec import a module it names.
+    """
+    if allowed is None or _module_allowed(module, allowed) or f"{module}:{qualname}" in allowed:
+        return True
+    return PERMISSIVE in allowed and module in sys.modules
+
+
+_NOT_ALLOWED = (
+    "which is not on CHECKPOINTS['CODEC_ALLOWED_MODULES'] (nor loaded, in the default "
+    "permissive mode; nor on CHECKPOINTS['ALLOWED_MSGPACK_MODULES'] in strict mode)"
+)
 
 
 def _type_name(cls: type) -> str:
@@ -57,18 +80,18 @@ def _type_name(cls: type) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _writable_class(cls: type, allowed: tuple[str, ...]) -> tuple[str | None, str | None]:
+def _writable_class(cls: type, allowed: tuple[str, ...] | None) -> tuple[str | None, str | None]:
     """``(class path, None)`` when ``cls`` can be revived later, else ``(None, reason)``."""
     module, qualname = cls.__module__, cls.__qualname__
     if "<locals>" in qualname:
         return None, (
             f"class {_type_name(cls)} is defined inside a function, so it cannot be"
-            " imported by module path when read back"
+            " imported by module path when read back; define it at module level"
         )
-    if not _module_allowed(module, allowed):
+    if not _class_allowed(module, qualname, allowed):
         return None, (
-            f"class {_type_name(cls)} is in module {module!r}, which is not on"
-            " CHECKPOINTS['CODEC_ALLOWED_MODULES'], so it could not be read back"
+            f"class {_type_name(cls)} is in module {module!r}, {_NOT_ALLOWED},"
+            " so it could not be read back"
         )
     found: Any = sys.modules.get(module)
     for part in qualname.split("."):
@@ -82,16 +105,13 @@ def _writable_class(cls: type, allowed: tuple[str, ...]) -> tuple[str | None, st
 
 
 @functools.lru_cache(maxsize=1024)
-def _readable_class(path: str, allowed: tuple[str, ...]) -> type:
+def _readable_class(path: str, allowed: tuple[str, ...] | None) -> type:
     """The class a stored ``module:qualname`` names; the allowlist is checked before import."""
     if not _CLASS_PATH.fullmatch(path):
         raise _Refusal(f"{path!r} is not a class path (module:qualname)")
     module, qualname = path.split(":")
-    if not _module_allowed(module, allowed):
-        raise _Refusal(
-            f"class {path} is in module {module!r}, which is not on"
-            " CHECKPOINTS['CODEC_ALLOWED_MODULES']; it was not imported"
-        )
+    if not _class_allowed(module, qualname, allowed):
+        raise _Refusal(f"class {path} is in module {module!r}, {_NOT_ALLOWED}; it was not imported")
     try:
         found: Any = importlib.import_module(module)
     except Exception as exc:
@@ -112,3 +132,65 @@ def _lc_reviver() -> Reviver:
     # LangChain's own loader with its default "core" allowlist: messages, documents,
     # prompts and the other langchain_core classes in its serialization mapping.
     return Reviver(allowed_objects="core")
+
+
+def lone_surrogate_path(value: Any, max_depth: int = 200) -> str | None:
+    """The path below ``value`` of the first string holding a lone surrogate, else None.
+
+    Such a string (``"a\\ud800b"``) has no UTF-8 form: LangGraph's msgpack would store it as
+    ``"a?b"``. Only called once an encoder has met one (or might have), so speed matters less
+    than reaching every string: containers, keys, dataclass and model fields, attributes.
+    """
+    seen: set[int] = set()
+
+    def bad(text: str) -> bool:
+        if text.isascii():
+            return False
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    def walk(v: Any, depth: int) -> str | None:
+        if isinstance(v, str):
+            return "" if bad(v) else None
+        if v is None or isinstance(v, (int, float, bytes, bytearray)) or depth > max_depth:
+            return None
+        if id(v) in seen:
+            return None
+        seen.add(id(v))
+        if isinstance(v, dict):
+            for key, item in v.items():
+                if isinstance(key, str) and bad(key):
+                    return f"[{_short_repr(key)}] (the key)"
+                found = walk(item, depth + 1)
+                if found is not None:
+                    return _key_segment(key) + found
+            return None
+        if isinstance(v, (list, tuple, set, frozenset)) or type(v).__name__ == "deque":
+            for index, item in enumerate(v):
+                found = walk(item, depth + 1)
+                if found is not None:
+                    return f"[{index}]" + found
+            return None
+        attributes = getattr(v, "__dict__", None)
+        if isinstance(attributes, dict):
+            extra = getattr(v, "__pydantic_extra__", None) or {}
+            for name, item in [*attributes.items(), *extra.items()]:
+                found = walk(item, depth + 1)
+                if found is not None:
+                    return f".{name}" + found
+        for name in getattr(type(v), "__slots__", ()):
+            found = walk(getattr(v, name, None), depth + 1)
+            if found is not None:
+                return f".{name}" + found
+        return None
+
+    return walk(value, 0)
+
+
+LONE_SURROGATE_REASON = (
+    "a string holds a lone surrogate (such as '\\ud800'), which UTF-8 cannot store; "
+    "it was refused rather than stored as '?'"
+)

@@ -46,6 +46,7 @@ Rules the codec keeps (this module, with its ``writer`` and ``reader``):
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -55,8 +56,14 @@ from checkpoints.codec.compression import (
     compress_typed,
     decompress_typed,
 )
-from checkpoints.codec.envelope import _Refusal
+from checkpoints.codec.envelope import (
+    LONE_SURROGATE_REASON,
+    PERMISSIVE,
+    _Refusal,
+    lone_surrogate_path,
+)
 from checkpoints.codec.reader import _Reader
+from checkpoints.codec.serde import configured_msgpack_allowlist
 from checkpoints.codec.writer import _Writer
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError
@@ -78,6 +85,34 @@ class FaithfulJSONCodec:
 
     def __init__(self, *, compress_bytes: int | None = _FROM_SETTINGS) -> None:
         self._compress_bytes = compress_bytes
+        self._extra_classes: tuple[tuple[str, ...], ...] = ()
+
+    def allowed_classes(self) -> tuple[str, ...]:
+        """What classes may be stored and revived.
+
+        Permissive (LangGraph's default): any module-level class of a module this process
+        has imported, plus CODEC_ALLOWED_MODULES (imported on read if need be).
+        Strict (LANGGRAPH_STRICT_MSGPACK, or a list in ALLOWED_MSGPACK_MODULES): modules on
+        CODEC_ALLOWED_MODULES, the classes ALLOWED_MSGPACK_MODULES lists, and the graph's
+        schema classes given to :meth:`with_msgpack_allowlist`.
+        """
+        listed = configured_msgpack_allowlist()
+        if listed is True:
+            return (PERMISSIVE, *setting("CODEC_ALLOWED_MODULES"))
+        classes = (*(listed or ()), *self._extra_classes)
+        return (
+            *setting("CODEC_ALLOWED_MODULES"),
+            *(f"{'.'.join(entry[:-1])}:{entry[-1]}" for entry in classes),
+        )
+
+    def with_msgpack_allowlist(self, extra: Any) -> FaithfulJSONCodec:
+        """A codec that also allows ``extra`` classes (``(module, Class)`` pairs or types)."""
+        added = tuple(
+            (e.__module__, e.__qualname__) if isinstance(e, type) else tuple(e) for e in extra
+        )
+        clone = copy.copy(self)
+        clone._extra_classes = (*self._extra_classes, *added)
+        return clone
 
     def dumps_typed(self, obj: Any, *, path: str = DEFAULT_PATH) -> tuple[str, bytes]:
         """Encode ``obj`` to ``(type tag, bytes)``; a refusal names the path below ``path``."""
@@ -102,7 +137,7 @@ class FaithfulJSONCodec:
     def dumps(self, obj: Any, *, path: str = DEFAULT_PATH) -> bytes:
         """Encode ``obj`` to uncompressed UTF-8 JSON."""
         max_bytes = setting("CODEC_MAX_BYTES")
-        writer = _Writer(tuple(setting("CODEC_ALLOWED_MODULES")), setting("CODEC_MAX_DEPTH"))
+        writer = _Writer(self.allowed_classes(), setting("CODEC_MAX_DEPTH"))
         try:
             encoded = writer.value(obj, 0)
         except _Refusal as refusal:
@@ -123,10 +158,12 @@ class FaithfulJSONCodec:
         try:
             payload = text.encode("utf-8")
         except UnicodeEncodeError:
-            # A string holds a lone surrogate: \u escapes keep it exactly, UTF-8 cannot.
-            payload = json.dumps(
-                encoded, allow_nan=False, check_circular=False, separators=(",", ":")
-            ).encode("ascii")
+            # Refused, as on every provider (LangGraph's msgpack would store "?"): escaping
+            # it would keep it here but break every reader that expects UTF-8 text.
+            where = path + (lone_surrogate_path(obj) or "")
+            raise CheckpointCodecError(
+                f"cannot store {where}: {LONE_SURROGATE_REASON}", field=where
+            ) from None
         if max_bytes is not None and len(payload) > max_bytes:
             raise CheckpointCodecError(
                 f"cannot store {path}: it encodes to {len(payload)} bytes, over"
@@ -138,7 +175,7 @@ class FaithfulJSONCodec:
     def loads(self, data: bytes | bytearray | memoryview | str, *, path: str = DEFAULT_PATH) -> Any:
         """Decode uncompressed JSON written by :meth:`dumps`."""
         max_bytes = setting("CODEC_MAX_BYTES")
-        reader = _Reader(tuple(setting("CODEC_ALLOWED_MODULES")), setting("CODEC_MAX_DEPTH"))
+        reader = _Reader(self.allowed_classes(), setting("CODEC_MAX_DEPTH"))
         try:
             if isinstance(data, (bytes, bytearray, memoryview)):
                 raw = bytes(data)

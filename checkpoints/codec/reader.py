@@ -18,9 +18,10 @@ from pydantic import BaseModel
 
 from checkpoints.codec.envelope import (
     _MARK,
+    _NOT_ALLOWED,
+    _class_allowed,
     _key_segment,
     _lc_reviver,
-    _module_allowed,
     _readable_class,
     _Refusal,
     _short_repr,
@@ -51,7 +52,7 @@ class _Reader:
 
     __slots__ = ("allowed", "max_depth")
 
-    def __init__(self, allowed: tuple[str, ...], max_depth: int) -> None:
+    def __init__(self, allowed: tuple[str, ...] | None, max_depth: int) -> None:
         self.allowed = allowed
         self.max_depth = max_depth
 
@@ -302,11 +303,12 @@ class _Reader:
             reviver.allowed_class_paths is not None and key not in reviver.allowed_class_paths
         ):
             raise _Refusal(f"LangChain's loader does not revive {'.'.join(key)!r}")
-        module = ".".join(reviver.import_mappings.get(key, key)[:-1])
-        if not _module_allowed(module, self.allowed):
+        import_path = reviver.import_mappings.get(key, key)
+        module = ".".join(import_path[:-1])
+        if not _class_allowed(module, import_path[-1], self.allowed):
             raise _Refusal(
-                f"LangChain class {'.'.join(key)} is in module {module!r}, which is not on"
-                " CHECKPOINTS['CODEC_ALLOWED_MODULES']; it was not imported"
+                f"LangChain class {'.'.join(key)} is in module {module!r}, {_NOT_ALLOWED};"
+                " it was not imported"
             )
         kwargs = self.fields(env, "kwargs", depth)
         # The reviver checks the id and kwargs again, then builds the object; kwargs are
@@ -331,6 +333,7 @@ class _Reader:
             self.fields(env, "kwargs", depth),
             _string_list(env, "repr_kwargs"),
             cause,
+            _need(env, "repr", str) if env.get("repr") is not None else None,
         )
 
 

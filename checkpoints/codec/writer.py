@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import sys
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from decimal import Decimal
@@ -20,9 +21,10 @@ from pydantic_core import PydanticUndefined, TzInfo
 
 from checkpoints.codec.envelope import (
     _MARK,
+    _NOT_ALLOWED,
+    _class_allowed,
     _key_segment,
     _lc_reviver,
-    _module_allowed,
     _Refusal,
     _short_repr,
     _type_name,
@@ -39,6 +41,14 @@ def _big_int_bits() -> float:
     return float("inf") if digits == 0 else (digits - 2) * 3.3
 
 
+def _exact_repr(exc: BaseException) -> str | None:
+    try:
+        text = repr(exc)
+    except Exception:  # a broken __repr__: the derived form stands in
+        return None
+    return text if type(text) is str else None
+
+
 # --- writing -----------------------------------------------------------------------------
 
 
@@ -47,7 +57,7 @@ class _Writer:
 
     __slots__ = ("allowed", "max_depth", "big_int_bits")
 
-    def __init__(self, allowed: tuple[str, ...], max_depth: int) -> None:
+    def __init__(self, allowed: tuple[str, ...] | None, max_depth: int) -> None:
         self.allowed = allowed
         self.max_depth = max_depth
         self.big_int_bits = _big_int_bits()
@@ -141,6 +151,11 @@ class _Writer:
         return path
 
     # Exact types ------------------------------------------------------------------------
+
+    def plain_dict(self, v: dict[Any, Any], depth: int) -> Any:
+        # OrderedDict and defaultdict read back as a plain dict (same items, same order),
+        # as InMemorySaver returns them; their factory and ordering methods are not state.
+        return self.mapping(dict(v), depth)
 
     def tuple_(self, v: tuple[Any, ...], depth: int) -> dict[str, Any]:
         return {_MARK: "tuple", "items": self.items(v, depth)}
@@ -243,6 +258,7 @@ class _Writer:
             kwargs = self.fields(exc.kwargs, depth)
             repr_kwargs = list(exc.repr_kwargs)
             cause: BaseException | None = exc.cause
+            repr_text = exc.repr_text
         else:
             cls = type(exc)
             ident = [*cls.__module__.split("."), cls.__qualname__]
@@ -250,6 +266,10 @@ class _Writer:
                 message = str(exc)
             except Exception:
                 message = _short_repr(exc)
+            # LangGraph reads task errors as this text; kept only when not derivable.
+            repr_text = _exact_repr(exc)
+            if repr_text == CheckpointedException.derived_repr(cls.__name__, message):
+                repr_text = None
             attributes: dict[str, Any] = {}
             repr_kwargs = []
             for name, attribute in getattr(exc, "__dict__", {}).items():
@@ -278,7 +298,7 @@ class _Writer:
             except _Refusal as refusal:
                 refusal.trail.append(".cause")
                 raise
-        return {
+        out = {
             _MARK: "exception",
             "id": ident,
             "message": message,
@@ -286,6 +306,9 @@ class _Writer:
             "repr_kwargs": repr_kwargs,
             "cause": stored_cause,
         }
+        if repr_text is not None:
+            out["repr"] = repr_text
+        return out
 
     # Classes and everything else ------------------------------------------------------------
 
@@ -301,6 +324,10 @@ class _Writer:
             return out
         if isinstance(v, BaseException):
             return self.exception(v, depth)
+        if isinstance(v, str):
+            # A str subclass (langchain-core's message.text is one) is stored as its text, as
+            # LangGraph's own serializer does: state that wrote `message.text` must work.
+            return str.__str__(v)
         if isinstance(v, Serializable):
             return self.langchain(v, depth)
         if isinstance(v, BaseModel):
@@ -355,10 +382,10 @@ class _Writer:
                 f"LangChain's loader would revive {_type_name(cls)} as"
                 f" {'.'.join(import_path)}, a different class"
             )
-        if not _module_allowed(cls.__module__, self.allowed):
+        if not _class_allowed(cls.__module__, cls.__name__, self.allowed):
             raise _Refusal(
-                f"class {_type_name(cls)} is in module {cls.__module__!r}, which is not on"
-                " CHECKPOINTS['CODEC_ALLOWED_MODULES'], so it could not be read back"
+                f"class {_type_name(cls)} is in module {cls.__module__!r}, {_NOT_ALLOWED},"
+                " so it could not be read back"
             )
         kwargs = serialized["kwargs"]
         for name, value in kwargs.items():
@@ -375,6 +402,8 @@ class _Writer:
 
 
 _WRITERS: dict[type, Callable[[_Writer, Any, int], Any]] = {
+    OrderedDict: _Writer.plain_dict,
+    defaultdict: _Writer.plain_dict,
     tuple: _Writer.tuple_,
     set: _Writer.set_,
     frozenset: _Writer.frozenset_,

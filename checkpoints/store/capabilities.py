@@ -53,6 +53,25 @@ class Capabilities:
         """A name for the store behind this saver, the same in every saver built on it."""
         return f"{self.provider}:{id(self)}"
 
+    def thread_presence(self, thread_id: str) -> str | None:
+        """How this store already knows ``thread_id``, or None when it holds nothing of it.
+
+        Any trace counts (checkpoints in any namespace, pending writes, a finished mark, a
+        declared retention): a fork or copy onto such an id would take the thread over.
+        """
+        thread_id = str(thread_id)
+        held = self.thread_holdings(thread_id)
+        if held.checkpoints:
+            return f"{held.checkpoints} checkpoint(s)"
+        if held.writes:
+            return f"{held.writes} pending write(s)"
+        if self.finished_mark(thread_id) is not None:
+            return "a finished mark"
+        declared = self.thread_retention(thread_id)
+        if declared.waiting_minutes is not None or declared.finished_minutes is not None:
+            return "a declared retention"
+        return None
+
     def set_owner(self, thread_id: str, user_pk: int | None) -> None:
         """Record the owner of a thread; a store that records no owners ignores it."""
 

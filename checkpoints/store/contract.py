@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -31,17 +32,13 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
 )
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
+from checkpoints.flows import arun, run
 from checkpoints.store.capabilities import Capabilities
 from checkpoints.store.planning import (
-    DELETE_ROUNDS,
-    FORMAT_ERROR_HINT,
-    FORMAT_GENERATION,
-    MAX_THREAD_ID_BYTES,
-    MISSING,
     CopyOutcome,
     DeleteRounds,
     FinishedEntry,
@@ -53,52 +50,17 @@ from checkpoints.store.planning import (
     check_thread_id,
     config_keys,
     copy_outcome,
-    json_metadata,
-    metadata_matches,
     plan_put,
     plan_writes,
     stored_config,
     utcnow,
-    validate_filter,
 )
 
 logger = logging.getLogger(__name__)
 
 # Where checkpoints written before the stamp moved beside them carried it in their metadata.
 DURABILITY_KEY = "_durability"
-# Kept under their old names: tests and callers import them from here.
-_MISSING = MISSING
-
-__all__ = [
-    "DELETE_ROUNDS",
-    "DURABILITY_KEY",
-    "FORMAT_ERROR_HINT",
-    "FORMAT_GENERATION",
-    "MAX_THREAD_ID_BYTES",
-    "Call",
-    "FinishedEntry",
-    "StoreSaver",
-    "ThreadHoldings",
-    "ThreadRetention",
-    "check_thread_id",
-    "config_keys",
-    "json_metadata",
-    "metadata_matches",
-    "strict_serializer",
-    "utcnow",
-    "validate_filter",
-]
-
-
-def strict_serializer() -> JsonPlusSerializer:
-    """LangGraph's serializer locked to its safe msgpack types, never pickle.
-
-    Set explicitly, so LANGGRAPH_STRICT_MSGPACK in the environment cannot loosen it;
-    graphs widen it only through `with_allowlist` for their own state classes.
-    """
-    return JsonPlusSerializer(
-        pickle_fallback=False, allowed_json_modules=None, allowed_msgpack_modules=None
-    )
+__all__ = ["DURABILITY_KEY", "Call", "StoreSaver", "strict_serializer"]
 
 
 @dataclass(frozen=True)
@@ -152,22 +114,10 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         return self._call(name, args)
 
     def _run(self, flow: Flow) -> Any:
-        reply = None
-        try:
-            while True:
-                call = flow.send(reply)
-                reply = self._call(call.name, call.args)
-        except StopIteration as stop:
-            return stop.value
+        return run(flow, lambda call: self._call(call.name, call.args))
 
     async def _arun(self, flow: Flow) -> Any:
-        reply = None
-        try:
-            while True:
-                call = flow.send(reply)
-                reply = await self._acall(call.name, call.args)
-        except StopIteration as stop:
-            return stop.value
+        return await arun(flow, lambda call: self._acall(call.name, call.args))
 
     # -- durability -----------------------------------------------------------------------
     @property
@@ -357,11 +307,26 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         copy_outcome(src, dst, outcome)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, blob and write; refuse a target holding checkpoints."""
+        """Copy every checkpoint, blob and write; refuse a target that exists in any form."""
+        self._refuse_existing_target(source_thread_id, target_thread_id)
         self._run(self._flow_copy(source_thread_id, target_thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        refuse = sync_to_async(self._refuse_existing_target, thread_sensitive=False)
+        await refuse(source_thread_id, target_thread_id)
         await self._arun(self._flow_copy(source_thread_id, target_thread_id))
+
+    def _refuse_existing_target(self, source_thread_id: str, target_thread_id: str) -> None:
+        # The copy itself refuses a target holding checkpoints atomically; this also refuses
+        # one known only by a mark, a retention or a thread record, so no owner is taken over.
+        from checkpoints.threads import refuse_existing
+
+        check_thread_id(source_thread_id)
+        refuse_existing(
+            saver=self,
+            thread_id=check_thread_id(target_thread_id),
+            doing=f"copy thread {source_thread_id!r}",
+        )
 
     @abstractmethod
     def _copy_thread(self, source: str, target: str) -> CopyOutcome:

@@ -114,18 +114,22 @@ def config_keys(config: RunnableConfig | None, *, need_checkpoint: bool = False)
     return thread_id, str(ns), (str(checkpoint_id) if checkpoint_id else None)
 
 
-def check_thread_id(thread_id: Any) -> str:
-    """A thread id as the store keeps it, or InvalidCheckpointInput saying what is wrong."""
+def check_thread_id(thread_id: Any, *, field: str = "thread_id") -> str:
+    """A thread id as the store keeps it, or InvalidCheckpointInput naming ``field``.
+
+    The one thread-id rule: the store, the API and every entrance apply this function.
+    """
     thread_id = str(thread_id)
     if not thread_id:
-        raise InvalidCheckpointInput("thread_id must not be empty", field="thread_id")
+        raise InvalidCheckpointInput(f"{field} must not be empty", field=field)
     if "\x00" in thread_id:
-        raise InvalidCheckpointInput("thread_id must not contain NUL characters", field="thread_id")
+        raise InvalidCheckpointInput(f"{field} must not contain NUL characters", field=field)
     size = len(thread_id.encode("utf-8", "surrogatepass"))
     if size > MAX_THREAD_ID_BYTES:
         raise InvalidCheckpointInput(
-            f"thread_id is {size} bytes long; the store takes at most {MAX_THREAD_ID_BYTES}",
-            field="thread_id",
+            f"{field} is {size} bytes long; the store takes at most {MAX_THREAD_ID_BYTES} "
+            "bytes of UTF-8",
+            field=field,
         )
     return thread_id
 

@@ -1,6 +1,6 @@
 """TimeTravel: read state, walk history, roll back, fork and bulk-update over any saver.
 
-Each operation is written once, as a flow (see :mod:`checkpoints.timetravel.flow`): a
+Each operation is written once, as a flow (see :mod:`checkpoints.flows`): a
 generator that yields the I/O it needs (``GetTuple``, ``Put``, ...) and is sent back the
 result. ``_perform`` fulfils the requests with the saver's sync methods, ``_aperform`` with
 its async twins, so ``rollback`` and ``arollback`` (and every other pair) run the same
@@ -25,8 +25,9 @@ from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.base import CheckpointTuple
 
 from checkpoints import audit
-from checkpoints.errors import InvalidCheckpointInput, ThreadExists
-from checkpoints.timetravel.flow import Emit, Flow, arun, astream, run, stream
+from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.flows import Emit, Flow, arun, astream, run, stream
+from checkpoints.threads import refuse_existing
 from checkpoints.timetravel.planning import (
     EVIDENCE_ROWS,
     bulk_plan,
@@ -66,6 +67,12 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class GetTuple:
     config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RefuseExisting:
+    thread_id: str
+    doing: str
 
 
 @dataclass(frozen=True)
@@ -438,12 +445,9 @@ class TimeTravel:
         new_thread_id = str(uuid.uuid4()) if new_thread_id is None else new_thread_id
         check_ids(new_thread_id)
         target = yield from self._load(source_thread_id, checkpoint_id, ns)
-        if (yield GetTuple(thread_config(new_thread_id))) is not None:
-            raise ThreadExists(
-                f"cannot fork {source_thread_id!r} at {checkpoint_id!r} onto thread "
-                f"{new_thread_id!r}: it already holds checkpoints",
-                field="new_thread_id",
-            )
+        # Any trace of the id (another namespace, a mark, a retention, a park) refuses it:
+        # landing on it would take over someone's thread.
+        yield RefuseExisting(new_thread_id, f"fork {source_thread_id!r} at {checkpoint_id!r}")
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = fork_plan(source_thread_id, target, rebuilt, self.saver.get_next_version)
         yield Put(thread_config(new_thread_id), *plan)
@@ -533,6 +537,8 @@ class TimeTravel:
         match request:
             case GetTuple(config):
                 return saver.get_tuple(config)
+            case RefuseExisting(thread_id, doing):
+                return refuse_existing(saver=saver, thread_id=thread_id, doing=doing)
             case GetDurability(config):
                 get = getattr(saver, "get_durability", None)
                 return get(config) if get is not None else None
@@ -555,6 +561,9 @@ class TimeTravel:
         match request:
             case GetTuple(config):
                 return await saver.aget_tuple(config)
+            case RefuseExisting(thread_id, doing):
+                refuse = sync_to_async(refuse_existing, thread_sensitive=True)
+                return await refuse(saver=saver, thread_id=thread_id, doing=doing)
             case GetDurability(config):
                 aget = getattr(saver, "aget_durability", None)
                 return await aget(config) if aget is not None else None

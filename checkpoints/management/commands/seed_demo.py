@@ -10,19 +10,24 @@ from checkpoints.store.registry import get_saver
 
 
 class Command(BaseCommand):
-    help = "Create the 'admin' superuser (password printed) and a few demo threads."
+    help = (
+        "Create the 'admin' superuser (a new one gets a random password, printed) and a few "
+        "demo threads. An existing admin keeps its password unless --password is given."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--password", help="use this password instead of a random one")
+        parser.add_argument("--password", help="set the admin's password to this")
 
     def handle(self, *args, password=None, **options):
-        password = password or secrets.token_urlsafe(9)
         User = get_user_model()
-        admin, _ = User.objects.get_or_create(
+        admin, created = User.objects.get_or_create(
             username="admin", defaults={"is_staff": True, "is_superuser": True}
         )
         admin.is_staff = admin.is_superuser = True
-        admin.set_password(password)
+        if created and not password:
+            password = secrets.token_urlsafe(9)
+        if password:
+            admin.set_password(password)
         admin.save()
 
         saver = get_saver()
@@ -37,6 +42,6 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"Demo threads written to the {saver.provider} store.")
         )
-        self.stdout.write(
-            f"Admin: http://127.0.0.1:8000/admin/  login: admin  password: {password}"
-        )
+        # A second demo run must not lock out the first login: the password is kept.
+        shown = password or "unchanged (seed_demo --password NEW sets another)"
+        self.stdout.write(f"login: admin  password: {shown}")

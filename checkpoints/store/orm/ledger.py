@@ -1,26 +1,60 @@
 """The ORM store's ledgers and capabilities: threads, finished marks, versions, retention.
 
-A mixin of `OrmSaver`: everything here is plain ORM on the ``Thread`` and
-``FinishedMark`` tables, including what retention, the admin and the API ask of the
+A mixin of `OrmSaver`: everything here is plain ORM on the ``Thread``, ``FinishedMark``
+and ``StoreFormat`` tables, including what retention, the admin and the API ask of the
 store (idle threads, interrupted threads, owners, the sweep lock) so none of them queries
 these tables behind the saver's back.
 """
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import connections
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F
 
-from checkpoints.errors import ThreadVersionConflict
+from checkpoints.errors import CheckpointConfigError, ThreadVersionConflict
+from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
-from checkpoints.models import FinishedMark, PendingWrite, Thread
 from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
-from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
+from checkpoints.store.planning import (
+    FORMAT_GENERATION,
+    FinishedEntry,
+    ThreadRetention,
+    format_verdict,
+    utcnow,
+)
+
+
+def find_user(value: str, *, using: str = "default", only_pk: bool = False) -> Any:
+    """A user by primary key (an all-digit value), else by username; None when none.
+
+    The one rule for naming a user: a put's ``user_id`` and the API's ``owner`` filter.
+    """
+    from django.contrib.auth import get_user_model
+
+    model = get_user_model()
+    users = model.objects.using(using)
+    if only_pk:
+        users = users.only("pk")
+    found = None
+    if value.isdigit():
+        found = users.filter(pk=int(value)).first()
+    return found or users.filter(**{model.USERNAME_FIELD: value}).first()
+
+
+_format_checked: set[str] = set()
+_format_lock = threading.Lock()
+
+
+def forget_format_checks() -> None:
+    """Make the next saver built on each database check the format generation again."""
+    _format_checked.clear()
 
 
 class OrmLedger(Capabilities):
@@ -45,6 +79,13 @@ class OrmLedger(Capabilities):
         where = f"{entry.get('HOST') or ''}:{entry.get('PORT') or ''}"
         return f"{self.provider}:{where}:{entry['NAME']}"
 
+    def thread_presence(self, thread_id: str) -> str | None:
+        found = super().thread_presence(thread_id)
+        if found is None and Thread.objects.using(self.using).filter(thread_id=thread_id).exists():
+            # A Thread row alone (an owner recorded, a retention declared and cleared).
+            return "a thread record"
+        return found
+
     @contextmanager
     def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
         """A session-level advisory lock on PostgreSQL (dies with a crashed holder);
@@ -68,25 +109,58 @@ class OrmLedger(Capabilities):
             with connection.cursor() as cur:
                 cur.execute("SELECT pg_advisory_unlock(%s)", [key])
 
+    # -- format generation ----------------------------------------------------------------
+    def ensure_format(self) -> None:
+        """Record the generation on a new store; refuse a store in another one."""
+        key = self.using
+        if key in _format_checked:
+            return
+        with _format_lock:
+            if key in _format_checked:
+                return
+            try:
+                with transaction.atomic(using=self.using):
+                    formats = StoreFormat.objects.using(self.using)
+                    recorded = list(formats.values_list("generation", flat=True))
+                    if format_verdict(
+                        recorded,
+                        holds_checkpoints=not recorded
+                        and CheckpointRow.objects.using(self.using).exists(),
+                        where=f"the {self.provider} checkpoint store ({self.using})",
+                    ):
+                        formats.create(generation=FORMAT_GENERATION, recorded_at=utcnow())
+            except DatabaseError as exc:
+                raise CheckpointConfigError(
+                    f"the checkpoint tables are missing or unreadable on database "
+                    f"{self.using!r} ({exc}); run `manage.py migrate`"
+                ) from exc
+            _format_checked.add(key)
+
+    def reset_store(self) -> int:
+        db = self.using
+        with transaction.atomic(using=db):
+            threads = Thread.objects.using(db).count()
+            for model in (
+                PendingWrite,
+                CheckpointRow,
+                ChannelBlob,
+                Thread,
+                FinishedMark,
+                StoreFormat,
+            ):
+                model.objects.using(db).all()._raw_delete(db)
+            StoreFormat.objects.using(db).create(generation=FORMAT_GENERATION, recorded_at=utcnow())
+        _format_checked.add(self.using)
+        return threads
+
     # -- owners ---------------------------------------------------------------------------
     def _owner_pk(self, key: str) -> int | None:
         """The user a put's ``user_id`` names (by pk, else username), None when none."""
         if not key:
             return None
         if key not in self._owner_cache:
-            from django.contrib.auth import get_user_model
-
-            users = get_user_model().objects.using(self.using)
-            found = None
-            if key.isdigit():
-                found = users.filter(pk=int(key)).values_list("pk", flat=True).first()
-            if found is None:
-                found = (
-                    users.filter(**{get_user_model().USERNAME_FIELD: key})
-                    .values_list("pk", flat=True)
-                    .first()
-                )
-            self._owner_cache[key] = found
+            found = find_user(key, using=self.using, only_pk=True)
+            self._owner_cache[key] = found.pk if found is not None else None
         return self._owner_cache[key]
 
     def set_owner(self, thread_id: str, user_pk: int | None) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connections, transaction
+from django.db import connections, transaction
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
@@ -19,14 +18,13 @@ from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import CheckpointConfigError
-from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
+from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.sqlite import SqlitePaths
 from checkpoints.store.planning import (
-    FORMAT_GENERATION,
     MISSING,
     CopyOutcome,
     PruneRow,
@@ -36,7 +34,6 @@ from checkpoints.store.planning import (
     check_limit,
     config_keys,
     delta_channels,
-    format_verdict,
     metadata_matches,
     prune_plan,
     utcnow,
@@ -45,13 +42,6 @@ from checkpoints.store.planning import (
 
 PAGE = 100
 EMPTY = "empty"
-_format_checked: set[str] = set()
-_format_lock = threading.Lock()
-
-
-def forget_format_checks() -> None:
-    """Make the next saver built on each database check the format generation again."""
-    _format_checked.clear()
 
 
 class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
@@ -99,50 +89,6 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                 field="provider",
             )
         return saver
-
-    # -- format generation ----------------------------------------------------------------
-    def ensure_format(self) -> None:
-        """Record the generation on a new store; refuse a store in another one."""
-        key = self.using
-        if key in _format_checked:
-            return
-        with _format_lock:
-            if key in _format_checked:
-                return
-            try:
-                with transaction.atomic(using=self.using):
-                    formats = StoreFormat.objects.using(self.using)
-                    recorded = list(formats.values_list("generation", flat=True))
-                    if format_verdict(
-                        recorded,
-                        holds_checkpoints=not recorded
-                        and CheckpointRow.objects.using(self.using).exists(),
-                        where=f"the {self.provider} checkpoint store ({self.using})",
-                    ):
-                        formats.create(generation=FORMAT_GENERATION, recorded_at=utcnow())
-            except DatabaseError as exc:
-                raise CheckpointConfigError(
-                    f"the checkpoint tables are missing or unreadable on database "
-                    f"{self.using!r} ({exc}); run `manage.py migrate`"
-                ) from exc
-            _format_checked.add(key)
-
-    def reset_store(self) -> int:
-        db = self.using
-        with transaction.atomic(using=db):
-            threads = Thread.objects.using(db).count()
-            for model in (
-                PendingWrite,
-                CheckpointRow,
-                ChannelBlob,
-                Thread,
-                FinishedMark,
-                StoreFormat,
-            ):
-                model.objects.using(db).all()._raw_delete(db)
-            StoreFormat.objects.using(db).create(generation=FORMAT_GENERATION, recorded_at=utcnow())
-        _format_checked.add(self.using)
-        return threads
 
     # -- durability -----------------------------------------------------------------------
     @property

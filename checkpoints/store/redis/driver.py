@@ -1,22 +1,24 @@
 """Running the Redis saver's flows: one body of logic, a sync and an asyncio driver.
 
 A flow is a generator that yields `Batch`es of commands (sent as one pipeline) and gets
-their replies back, or yields `Emit` to hand finished items to an iterating caller.
-`RedisDriver._drive` runs a flow over redis-py, `_adrive` over redis.asyncio, so the sync
-and async twins of every operation run the same code.
+their replies back, or yields `checkpoints.flows.Emit` to hand an item to an iterating
+caller. `RedisDriver._drive` runs a flow over redis-py, `_adrive` over redis.asyncio (with
+the generic drivers of `checkpoints.flows`), so the sync and async twins of every
+operation run the same code.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from checkpoints.errors import CheckpointStoreError, StoreUnavailable
+from checkpoints.flows import arun, astream, run, stream
 from checkpoints.store.redis.keys import thread_prefix
 from checkpoints.store.redis.scripts import Script
 
@@ -46,11 +48,6 @@ class Batch:
     transaction: bool = False
     # Replies that are errors come back as exception objects instead of raising.
     errors_ok: bool = False
-
-
-@dataclass
-class Emit:
-    items: list = field(default_factory=list)
 
 
 def cmd(*args) -> Cmd:
@@ -131,52 +128,20 @@ class RedisDriver:
     def _drive(self, flow, *, prepare: bool = True):
         if prepare and not self._ready:
             self._drive(self._ready_flow(), prepare=False)
-        reply = None
-        try:
-            while True:
-                request = flow.send(reply)
-                reply = self._execute(request)
-        except StopIteration as stop:
-            return stop.value
+        return run(flow, self._execute)
 
     async def _adrive(self, flow, *, prepare: bool = True):
         if prepare and not self._ready:
             await self._adrive(self._ready_flow(), prepare=False)
-        reply = None
-        try:
-            while True:
-                request = flow.send(reply)
-                reply = await self._aexecute(request)
-        except StopIteration as stop:
-            return stop.value
+        return await arun(flow, self._aexecute)
 
     def _drive_iter(self, flow) -> Iterator:
         if not self._ready:
             self._drive(self._ready_flow(), prepare=False)
-        reply = None
-        while True:
-            try:
-                request = flow.send(reply)
-            except StopIteration:
-                return
-            if isinstance(request, Emit):
-                reply = None
-                yield from request.items
-            else:
-                reply = self._execute(request)
+        return stream(flow, self._execute)
 
     async def _adrive_iter(self, flow) -> AsyncIterator:
         if not self._ready:
             await self._adrive(self._ready_flow(), prepare=False)
-        reply = None
-        while True:
-            try:
-                request = flow.send(reply)
-            except StopIteration:
-                return
-            if isinstance(request, Emit):
-                reply = None
-                for item in request.items:
-                    yield item
-            else:
-                reply = await self._aexecute(request)
+        async for item in astream(flow, self._aexecute):
+            yield item

@@ -1,10 +1,11 @@
-"""Key layout and byte encoding of the Redis store (see `checkpoints.store.redis.saver`)."""
+"""Key layout, byte encoding and record decoding of the Redis store (see its saver)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 
-from checkpoints.store.planning import utcnow
+from checkpoints.store.planning import PruneRow, delta_channels, utcnow
 
 FORMAT_KEY = "cp:format"
 REGISTRY_KEY = "cp:threads"
@@ -60,3 +61,34 @@ def ns_hex(ns: str) -> str:
 
 def now_ms() -> int:
     return int(utcnow().timestamp() * 1000)
+
+
+def durability_level(appendonly, appendfsync) -> str:
+    """ "disk" only when every write is fsynced to the AOF before it is acknowledged."""
+
+    def value(reply, name):
+        if isinstance(reply, dict):
+            got = reply.get(enc(name), reply.get(name))
+        elif isinstance(reply, (list, tuple)) and len(reply) == 2:
+            got = reply[1]
+        else:
+            return ""
+        return dec(got) if isinstance(got, bytes) else str(got or "")
+
+    if isinstance(appendonly, Exception) or isinstance(appendfsync, Exception):
+        return "memory"
+    aof = value(appendonly, "appendonly")
+    fsync = value(appendfsync, "appendfsync")
+    return "disk" if aof == "yes" and fsync == "always" else "memory"
+
+
+def prune_row(checkpoint_id: str, record: list[bytes]) -> PruneRow:
+    """What a prune needs of a stored record: parent, delta channels, channel versions."""
+    blob_fields, parent, md = record[0], record[1], record[2]
+    versions = {}
+    for blob_field in unpack(blob_fields):
+        channel, version = unpack(blob_field)
+        versions[dec(channel)] = dec(version)
+    return PruneRow(
+        checkpoint_id, dec(parent) if parent else None, delta_channels(json.loads(md)), versions
+    )

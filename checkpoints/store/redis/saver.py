@@ -38,33 +38,34 @@ from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_type
 from checkpoints.conf import setting
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
+from checkpoints.flows import Emit
 from checkpoints.store.contract import DURABILITY_KEY, StoreSaver
 from checkpoints.store.planning import (
     FORMAT_GENERATION,
     MISSING,
     CopyOutcome,
-    PruneRow,
     PutPlan,
     ThreadHoldings,
     WritesPlan,
     check_limit,
     config_keys,
-    delta_channels,
     format_verdict,
     metadata_matches,
     prune_plan,
     validate_filter,
 )
-from checkpoints.store.redis.driver import Batch, Emit, Eval, RedisDriver, cmd
+from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
 from checkpoints.store.redis.keys import (
     FORMAT_KEY,
     PAGE,
     REGISTRY_KEY,
     dec,
+    durability_level,
     enc,
     now_ms,
     ns_hex,
     pack,
+    prune_row,
     thread_prefix,
     unpack,
 )
@@ -144,7 +145,7 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             )
             # Another saver may have recorded first: judge what the store holds now.
             format_verdict([dec(recorded)], holds_checkpoints=False, where=where)
-        self._durability = _durability_level(appendonly, appendfsync)
+        self._durability = durability_level(appendonly, appendfsync)
         self._ready = True
 
     def _holds_checkpoint_keys(self):
@@ -444,7 +445,8 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
                 ]
                 if remaining is not None:
                     remaining -= len(items)
-                yield Emit(items)
+                for item in items:
+                    yield Emit(item)
 
     # -- deletes, copies, prune -----------------------------------------------------------
     def _io_count(self, thread_id: str):
@@ -537,7 +539,7 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
         for n, h in enumerate(hexes):
             stored_blobs = set(found[2 * n + 1])
             doomed = prune_plan(
-                (_prune_row(dec(cid), unpack(rec)) for cid, rec in found[2 * n].items()),
+                (prune_row(dec(cid), unpack(rec)) for cid, rec in found[2 * n].items()),
                 keep_last,
                 lambda channel, version, stored=stored_blobs: pack(channel, version) in stored,
             )
@@ -576,37 +578,6 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     ) -> AsyncIterator[CheckpointTuple]:
         async for item in self._adrive_iter(self._list_flow(config, filter, before, limit)):
             yield item
-
-
-def _durability_level(appendonly, appendfsync) -> str:
-    """ "disk" only when every write is fsynced to the AOF before it is acknowledged."""
-
-    def value(reply, name):
-        if isinstance(reply, dict):
-            got = reply.get(enc(name), reply.get(name))
-        elif isinstance(reply, (list, tuple)) and len(reply) == 2:
-            got = reply[1]
-        else:
-            return ""
-        return dec(got) if isinstance(got, bytes) else str(got or "")
-
-    if isinstance(appendonly, Exception) or isinstance(appendfsync, Exception):
-        return "memory"
-    aof = value(appendonly, "appendonly")
-    fsync = value(appendfsync, "appendfsync")
-    return "disk" if aof == "yes" and fsync == "always" else "memory"
-
-
-def _prune_row(checkpoint_id: str, record: list[bytes]) -> PruneRow:
-    """What a prune needs of a stored record: parent, delta channels, channel versions."""
-    blob_fields, parent, md = record[0], record[1], record[2]
-    versions = {}
-    for blob_field in unpack(blob_fields):
-        channel, version = unpack(blob_field)
-        versions[dec(channel)] = dec(version)
-    return PruneRow(
-        checkpoint_id, dec(parent) if parent else None, delta_channels(json.loads(md)), versions
-    )
 
 
 def _chunks(items, size: int):

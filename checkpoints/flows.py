@@ -1,4 +1,4 @@
-"""Drive a flow written once, with sync or async I/O.
+"""Drive a flow written once, with sync or async I/O (the store and time travel use it).
 
 A *flow* is a generator that yields requests for I/O and is sent back each result;
 ``yield Emit(x)`` hands ``x`` to the caller instead (a streaming flow). The drivers here

@@ -1,0 +1,211 @@
+"""What LangGraph's suite needs of our codecs (issue 14), checked without the suite.
+
+The faithful JSON codec (Redis) and the msgpack serializer (ORM, memory) under LangGraph's
+own allowlist rules: permissive by default, strict with LANGGRAPH_STRICT_MSGPACK or a
+deployment list; str subclasses and ordered/default dicts; task errors read as LangGraph
+reads them; lone surrogates refused naming the path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections import OrderedDict, defaultdict
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.serde import _msgpack
+
+from checkpoints.codec import CheckpointedException, FaithfulJSONCodec
+from checkpoints.codec.serde import BlockedTypeError, StoreSerializer, store_serializer
+from checkpoints.errors import CheckpointCodecError, CheckpointConfigError
+
+from . import codec_samples as samples
+
+codec = FaithfulJSONCodec()
+
+
+@dataclasses.dataclass
+class Crate:
+    """Module-level, in a module on no allowlist (this test module)."""
+
+    items: list[str]
+
+
+def checkpoints(**overrides: Any) -> override_settings:
+    return override_settings(CHECKPOINTS={**settings.CHECKPOINTS, **overrides})
+
+
+@pytest.fixture
+def strict_env(monkeypatch):
+    """LANGGRAPH_STRICT_MSGPACK=true, as LangGraph reads it at import."""
+    monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "true")
+    monkeypatch.setattr(_msgpack, "STRICT_MSGPACK_ENABLED", True)
+
+
+@pytest.fixture
+def permissive_env(monkeypatch):
+    monkeypatch.delenv("LANGGRAPH_STRICT_MSGPACK", raising=False)
+    monkeypatch.setattr(_msgpack, "STRICT_MSGPACK_ENABLED", False)
+
+
+def json_round_trip(value: Any, c: FaithfulJSONCodec = codec) -> Any:
+    return c.loads_typed(c.dumps_typed(value))
+
+
+# -- the faithful JSON codec: which classes ---------------------------------------------------
+def test_json_codec_default_stores_any_loaded_module_level_class(permissive_env):
+    back = json_round_trip({"crate": Crate(["a"]), "box": samples.Box(samples.Point(1, 2))})
+    assert back["crate"] == Crate(["a"]) and type(back["crate"]) is Crate
+    assert type(back["box"]) is samples.Box
+
+
+def test_json_codec_default_never_imports_a_module_stored_data_names(permissive_env):
+    payload = json.dumps({"$type": "dataclass", "class": "zz_not_loaded_mod:Thing", "fields": {}})
+    with pytest.raises(CheckpointCodecError, match="zz_not_loaded_mod") as caught:
+        codec.loads_typed(("json", payload.encode()))
+    assert "not on CHECKPOINTS['CODEC_ALLOWED_MODULES'] (nor loaded" in str(caught.value)
+    assert "zz_not_loaded_mod" not in sys.modules
+
+
+def test_json_codec_strict_mode_uses_the_allowlist_and_the_deployment_list(strict_env):
+    with pytest.raises(CheckpointCodecError, match=f"{__name__}.Crate") as caught:
+        codec.dumps_typed({"c": Crate([])}, path="channel_values")
+    assert caught.value.field == "channel_values.c"
+    with checkpoints(ALLOWED_MSGPACK_MODULES=[f"{__name__}.Crate"]):
+        assert json_round_trip(Crate(["x"])) == Crate(["x"])
+    # The graph's schema types, as LangGraph hands them to with_allowlist.
+    widened = codec.with_msgpack_allowlist([Crate])
+    assert json_round_trip(Crate(["y"]), widened) == Crate(["y"])
+    with pytest.raises(CheckpointCodecError):
+        codec.dumps_typed(Crate([]))  # the original codec is unchanged
+
+
+def test_json_codec_refuses_a_class_defined_in_a_function_naming_it_and_the_path(permissive_env):
+    @dataclasses.dataclass
+    class Local:
+        x: int
+
+    with pytest.raises(CheckpointCodecError) as caught:
+        codec.dumps_typed({"rows": [Local(1)]}, path="channel_values")
+    assert caught.value.field == "channel_values.rows[0]"
+    assert "Local" in str(caught.value) and "defined inside a function" in str(caught.value)
+
+
+# -- the faithful JSON codec: str subclasses and dict subclasses ---------------------------------
+def test_json_codec_stores_a_str_subclass_as_its_text():
+    text = AIMessage("hello").text
+    assert type(text) is not str  # langchain-core's TextAccessor: the reason for this rule
+    back = json_round_trip({"reply": text, "keyed": {text: 1}})
+    assert type(back["reply"]) is str and back["reply"] == "hello"
+    assert back["keyed"] == {"hello": 1} and type(next(iter(back["keyed"]))) is str
+
+
+def test_json_codec_stores_ordered_and_default_dicts_as_plain_dicts():
+    ordered = OrderedDict([("z", 1), ("a", 2)])
+    counts = defaultdict(list, {"k": [1]})
+    back = json_round_trip({"o": ordered, "d": counts})
+    assert type(back["o"]) is dict and list(back["o"].items()) == [("z", 1), ("a", 2)]
+    assert type(back["d"]) is dict and back["d"] == {"k": [1]}
+
+
+# -- task errors ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Input is too large"),
+        ConnectionError("I'm not good"),
+        ValueError(),
+        KeyError(1, 2),
+    ],
+)
+def test_a_stored_task_error_reads_as_langgraphs_string(error):
+    back = json_round_trip(error)
+    assert isinstance(back, CheckpointedException)
+    # What LangGraph's own serializer stores for an error is its repr().
+    assert back == repr(error) and repr(error) == back and back.text == repr(error)
+    assert hash(back) == hash(repr(error))
+    assert str(error) in back if str(error) else True
+    assert type(error).__name__ in back
+    assert back.record["id"] == ["builtins", type(error).__name__]
+
+
+def test_the_repr_is_stored_only_when_it_cannot_be_derived():
+    plain = json.loads(codec.dumps(ValueError("bad")))
+    assert "repr" not in plain
+    odd = json.loads(codec.dumps(KeyError("a", 2)))
+    assert odd["repr"] == "KeyError('a', 2)"
+    back = json_round_trip(KeyError("a", 2))
+    assert CheckpointedException.from_record(back.record) == back
+    assert json_round_trip(back).text == "KeyError('a', 2)"
+
+
+# -- lone surrogates --------------------------------------------------------------------------
+def test_json_codec_refuses_a_lone_surrogate_naming_the_path():
+    with pytest.raises(CheckpointCodecError) as caught:
+        codec.dumps_typed({"m": [{"content": "a\udc00"}]}, path="channel_values")
+    assert caught.value.field == "channel_values.m[0].content"
+
+
+def test_msgpack_serializer_refuses_a_lone_surrogate_naming_the_path():
+    serde = store_serializer()
+    with pytest.raises(ValueError, match=r"value\.m\[0\]\.content: a string holds a lone"):
+        serde.dumps_typed({"m": [AIMessage("a\ud800b")]})
+    with pytest.raises(ValueError, match="the key"):
+        serde.dumps_typed({"k\ud800": 1})
+    assert serde.loads_typed(serde.dumps_typed({"q": "why?"})) == {"q": "why?"}
+
+
+# -- the msgpack serializer: LangGraph's allowlist, never a silent dict ---------------------------
+def test_msgpack_default_is_langgraphs_permissive_default(permissive_env):
+    serde = store_serializer()
+    assert isinstance(serde, StoreSerializer) and serde.pickle_fallback is False
+    back = serde.loads_typed(serde.dumps_typed({"c": Crate(["a"])}))
+    assert back == {"c": Crate(["a"])} and type(back["c"]) is Crate
+
+
+def test_msgpack_strict_mode_raises_naming_the_blocked_type(strict_env):
+    serde = store_serializer()
+    stored = serde.dumps_typed({"c": Crate(["a"])})
+    with pytest.raises(BlockedTypeError, match=f"{__name__}.Crate") as caught:
+        serde.loads_typed(stored)
+    assert caught.value.field == f"{__name__}.Crate"
+    # The graph's schema types (LangGraph's with_allowlist) and the deployment list open it.
+    assert serde.with_msgpack_allowlist([Crate]).loads_typed(stored)["c"] == Crate(["a"])
+    with checkpoints(ALLOWED_MSGPACK_MODULES=[[__name__, "Crate"]]):
+        assert store_serializer().loads_typed(stored)["c"] == Crate(["a"])
+
+
+def test_the_deployment_list_makes_the_serializer_strict_whatever_the_environment(
+    permissive_env,
+):
+    with checkpoints(ALLOWED_MSGPACK_MODULES=[]):
+        serde = store_serializer()
+        with pytest.raises(BlockedTypeError):
+            serde.loads_typed(serde.dumps_typed(Crate([])))
+    with checkpoints(ALLOWED_MSGPACK_MODULES=True):
+        serde = store_serializer()
+        assert serde.loads_typed(serde.dumps_typed(Crate([]))) == Crate([])
+
+
+@pytest.mark.parametrize("bad", ["justaname", 3, [["only"]], [5]])
+def test_a_malformed_deployment_list_is_a_configuration_error(bad):
+    with checkpoints(ALLOWED_MSGPACK_MODULES=bad), pytest.raises(CheckpointConfigError):
+        store_serializer()
+
+
+def test_the_environment_variable_fills_the_deployment_list():
+    import os
+    import subprocess
+
+    code = "from project import settings; print(settings.CHECKPOINTS['ALLOWED_MSGPACK_MODULES'])"
+    env = {**os.environ, "CHECKPOINTS_ALLOWED_MSGPACK_MODULES": "app.state.Order, app.state.Line"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "['app.state.Order', 'app.state.Line']", done.stderr
+    env.pop("CHECKPOINTS_ALLOWED_MSGPACK_MODULES")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "None", done.stderr

@@ -1,0 +1,149 @@
+"""The store's pure rules (checkpoints.store.planning) and each store's capabilities."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from checkpoints.errors import (
+    CheckpointDeleteError,
+    CheckpointStoreFormatError,
+    InvalidCheckpointInput,
+    ThreadExists,
+)
+from checkpoints.store.planning import (
+    DELETE_ROUNDS,
+    FORMAT_ERROR_HINT,
+    FORMAT_GENERATION,
+    MISSING,
+    CopyOutcome,
+    DeleteRounds,
+    PruneRow,
+    ThreadHoldings,
+    check_thread_id,
+    copy_outcome,
+    format_verdict,
+    plan_put,
+    prune_plan,
+)
+
+
+def row(cid, parent=None, delta=(), **versions):
+    return PruneRow(cid, parent, frozenset(delta), versions)
+
+
+# -- prune ----------------------------------------------------------------------------------
+def test_prune_keeps_the_newest_and_the_chain_back_to_the_seed():
+    # c5 replays "items" from its ancestors until one stores a value (c2, the seed).
+    rows = [
+        row("c1", None, items="v1"),
+        row("c2", "c1", items="v2"),
+        row("c3", "c2", items="v3"),
+        row("c4", "c3", items="v4"),
+        row("c5", "c4", delta=["items"], items="v5"),
+    ]
+    stored = {("items", "v2")}
+    doomed = prune_plan(rows, 1, lambda ch, ver: (ch, ver) in stored)
+    assert doomed == ["c1"]
+
+
+def test_prune_without_delta_channels_keeps_only_the_newest():
+    rows = [row(f"c{i}", f"c{i - 1}" if i > 1 else None, x=f"v{i}") for i in range(1, 6)]
+    assert prune_plan(rows, 2, lambda ch, ver: True) == ["c3", "c2", "c1"]
+    assert prune_plan(rows, 5, lambda ch, ver: True) == []
+
+
+# -- delete rounds --------------------------------------------------------------------------
+def test_delete_rounds_stop_when_every_thread_is_empty():
+    rounds = DeleteRounds(["a", "b", "a"], stop_without_progress=False)
+    seen = []
+    for pending in rounds:
+        seen.append(pending)
+        gone = rounds.left({"b": ThreadHoldings(1, 0)} if len(seen) == 1 else {})
+        assert gone == (["a"] if len(seen) == 1 else ["b"])
+    assert seen == [["a", "b"], ["b"]]
+
+
+def test_delete_rounds_give_up_after_the_limit_naming_the_thread():
+    rounds = DeleteRounds(["busy"], stop_without_progress=False)
+    with pytest.raises(
+        CheckpointDeleteError, match=f"'busy' still holds 1 checkpoint.*{DELETE_ROUNDS}"
+    ):
+        for _ in rounds:
+            rounds.left({"busy": ThreadHoldings(1, 0)})
+    assert rounds.round == DELETE_ROUNDS
+
+
+def test_delete_rounds_without_progress_stop_at_the_second_round():
+    rounds = DeleteRounds(["t"], stop_without_progress=True)
+    with pytest.raises(CheckpointDeleteError, match="after delete round 2"):
+        for _ in rounds:
+            rounds.left({"t": ThreadHoldings(1, 1)})
+
+
+# -- ids, copies, formats, puts -------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("", "must not be empty"), ("a\x00b", "NUL"), ("x" * 1025, "1025 bytes long")],
+)
+def test_the_thread_id_rule_names_the_field(value, message):
+    with pytest.raises(InvalidCheckpointInput, match=message) as caught:
+        check_thread_id(value, field="new_thread_id")
+    assert caught.value.field == "new_thread_id"
+    assert str(caught.value).startswith("new_thread_id")
+
+
+def test_copy_outcome_refuses_only_a_target_holding_checkpoints():
+    copy_outcome("a", "b", CopyOutcome.COPIED)
+    copy_outcome("a", "b", CopyOutcome.NO_SOURCE)
+    with pytest.raises(ThreadExists, match="'a' onto 'b'"):
+        copy_outcome("a", "b", CopyOutcome.TARGET_HOLDS)
+
+
+def test_format_verdict():
+    where = "the test store"
+    assert format_verdict([], holds_checkpoints=False, where=where) is True
+    assert format_verdict([FORMAT_GENERATION], holds_checkpoints=True, where=where) is False
+    with pytest.raises(CheckpointStoreFormatError, match="records no format generation"):
+        format_verdict([], holds_checkpoints=True, where=where)
+    with pytest.raises(CheckpointStoreFormatError) as caught:
+        format_verdict([FORMAT_GENERATION - 1], holds_checkpoints=True, where=where)
+    assert f"the test store is in format generation {FORMAT_GENERATION - 1}" in str(caught.value)
+    assert FORMAT_ERROR_HINT in str(caught.value)
+
+
+def test_plan_put_splits_the_checkpoint_without_touching_the_metadata():
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"a": 1}
+    checkpoint["channel_versions"] = {"a": "1", "gone": "2"}
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "user_id": 7}}
+    plan = plan_put(config, checkpoint, {"source": "loop", "step": 2}, {"a": "1", "gone": "2"})
+    assert plan.blobs == [("a", "1", 1), ("gone", "2", MISSING)]
+    assert plan.metadata == {"source": "loop", "step": 2, "user_id": 7}
+    assert plan.owner == "7" and plan.step == 2 and plan.source == "loop"
+    assert "channel_values" not in plan.body()
+    assert plan.durability is None
+    with pytest.raises(InvalidCheckpointInput, match="checkpoint\\['id'\\]"):
+        plan_put(config, {**checkpoint, "id": ""}, {}, {})
+
+
+# -- capabilities ---------------------------------------------------------------------------
+EXPECTED = {
+    # provider: (records_owners, can_park, supports_idle_sweep, has a database alias)
+    "memory": (False, False, False, False),
+    "sqlite": (True, False, True, True),
+    "postgres": (True, True, True, True),
+    "redis": (False, True, False, False),
+}
+
+
+def test_each_store_says_what_it_can(store, provider):
+    assert (
+        store.records_owners,
+        store.can_park,
+        store.supports_idle_sweep,
+        store.db_alias is not None,
+    ) == EXPECTED[provider]
+    assert store.store_key.startswith(provider)
+    with store.sweep_lock("test-lock") as keep_alive:
+        keep_alive()
