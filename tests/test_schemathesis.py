@@ -23,7 +23,7 @@ from tests.api_fixtures import run_demo, threads, users  # noqa: F401
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
-# Two refusals by design that OpenAPI cannot state, so 400 counts as an answer there:
+# Refusals by design that OpenAPI cannot state, so 400 counts as an answer there:
 # "finished <= waiting" spans two fields; a channel value the store's serializer cannot hold
 # (an integer beyond 64 bits) is refused with 400 codec_error.
 CONFIG = """
@@ -34,6 +34,11 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403",
 [[operations]]
 include-operation-id = "threads_bulk_update"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "400", "401", "403", "404", "409"]
+# Too many supersteps of too many writes is also too many bytes: refused with 413 before
+# the body is parsed, which is a rejection too.
+checks.negative_data_rejection.expected-statuses = [
+    "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"
+]
 """
 FINAL_LINE = re.compile(r"^=+ .+ in [\d.]+s =+$", re.MULTILINE)
 CASES_LINE = re.compile(r"^Test cases:\n\s+(.+)$", re.MULTILINE)
