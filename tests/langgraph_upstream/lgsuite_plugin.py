@@ -72,11 +72,6 @@ def _setup_django() -> None:
     import django
 
     django.setup()
-    if os.environ.get("LGSUITE_WITHOUT_DURABILITY_STAMP") == "1":
-        # Diagnosis only: shows what else fails once the stamp leaves LangGraph's metadata.
-        from checkpoints.savers.base import StoreSaver
-
-        StoreSaver._stamp = lambda self, metadata: metadata
     if PROVIDER not in ("sqlite", "postgres"):
         return
     from django.test.utils import setup_databases
@@ -91,7 +86,7 @@ def _release_pg() -> None:
 
     from django.db import connections
 
-    from checkpoints.savers import pg_pool
+    from checkpoints.store.orm import pool as pg_pool
 
     for pool in list(pg_pool._pools.values()):
         pool.close()
@@ -138,7 +133,7 @@ def _empty_orm(alias: str) -> None:
     from django.apps import apps
     from django.db import connections, transaction
 
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
 
     tables = [
         m._meta.db_table
@@ -165,10 +160,10 @@ def _make():
     show up in this test's thread "1".
     """
     _clean()
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     if PROVIDER == "memory":
-        from checkpoints.savers.memory import MemorySaver, MemoryStore
+        from checkpoints.store.memory import MemorySaver, MemoryStore
 
         return MemorySaver(store=MemoryStore())
     if PROVIDER == "redis":

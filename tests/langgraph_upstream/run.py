@@ -211,17 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", type=Path, help="folder for the logs and junit files")
     parser.add_argument(
-        "--without-durability-stamp",
-        action="store_true",
-        help="diagnosis only: leave the _durability stamp out of metadata (issue 14, cause 1)",
-    )
-    parser.add_argument(
         "--no-rerun", action="store_true", help="count a differential failure at once"
     )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
-    if args.without_durability_stamp:
-        os.environ["LGSUITE_WITHOUT_DURABILITY_STAMP"] = "1"
     started = time.monotonic()
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="lgsuite-run-"))
     workdir.mkdir(parents=True, exist_ok=True)
