@@ -18,7 +18,8 @@ class Thread(models.Model):
         related_name="checkpoint_threads",
     )
     created_at = models.DateTimeField()
-    last_write_at = models.DateTimeField(db_index=True)
+    # Indexed with id (Meta.indexes): the lists order by both, the sweep scans it.
+    last_write_at = models.DateTimeField()
     # Bumped by rollback; API callers send it back in If-Match.
     version = models.PositiveIntegerField(default=1)
     waiting_minutes = models.PositiveIntegerField(null=True, blank=True)
@@ -26,6 +27,9 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-last_write_at"]
+        # Lists order by last write, ties broken by id: one index serves both, so a deep
+        # page is an index walk, never a sort of every thread.
+        indexes = [models.Index(fields=["last_write_at", "id"], name="thread_last_write_id")]
 
     def __str__(self) -> str:
         return self.thread_id
@@ -64,6 +68,8 @@ class Checkpoint(models.Model):
         indexes = [
             models.Index(fields=["thread", "source", "step"], name="checkpoint_source_step"),
             models.Index(fields=["run_id"], name="checkpoint_run"),
+            # The admin's store-wide checkpoint list is newest first by id.
+            models.Index(fields=["checkpoint_id"], name="checkpoint_id_order"),
         ]
 
     def __str__(self) -> str:

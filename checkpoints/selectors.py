@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from checkpoints.errors import ThreadNotFound
 from checkpoints.models import FinishedMark, Thread
@@ -105,17 +105,32 @@ def visible_rows(user, saver: StoreSaver) -> QuerySet:
 
 
 class Page(Sequence):
-    """Items read lazily: the paginator slices ids, only the page's details are read."""
+    """Items read lazily: the paginator slices ids, only the page's details are read.
 
-    def __init__(self, items: Sequence[Any], detail: Callable[[Any], ThreadInfo]) -> None:
+    For table rows (``rows_for`` given) the slice reads bare primary keys in index order
+    and only the page's rows are read with their annotations, so a deep page costs an
+    index walk, not a finished-mark lookup for every skipped row.
+    """
+
+    def __init__(
+        self,
+        items: Sequence[Any],
+        detail: Callable[[Any], ThreadInfo],
+        rows_for: Callable[[list[int]], QuerySet] | None = None,
+    ) -> None:
         self.items = items
         self.detail = detail
+        self.rows_for = rows_for
 
     def __len__(self) -> int:
         return self.items.count() if isinstance(self.items, QuerySet) else len(self.items)
 
     def __getitem__(self, index):
         if isinstance(index, slice):
+            if self.rows_for is not None:
+                pks = list(self.items.values_list("pk", flat=True)[index])
+                rows = {row.pk: row for row in self.rows_for(pks)}
+                return [self.detail(rows[pk]) for pk in pks if pk in rows]
             return [self.detail(item) for item in self.items[index]]
         return self.detail(self.items[index])
 
@@ -129,15 +144,20 @@ def thread_list(
     ``"waiting"`` or ``"finished"`` ones.
     """
     if owners_in_tables(saver):
-        rows = visible_rows(user, saver)
+        ids = Thread.objects.using(saver.db_alias).order_by("-last_write_at", "-pk")
+        if not user.is_staff:
+            ids = ids.filter(owner_id=user.pk)
         if owner is not None:
             found = find_user(owner)
-            rows = rows.filter(owner=found) if found else rows.none()
+            ids = ids.filter(owner=found) if found else ids.none()
+        marked = Exists(
+            FinishedMark.objects.using(saver.db_alias).filter(thread_id=OuterRef("thread_id"))
+        )
         if status == "finished":
-            rows = rows.filter(finished_due_at__isnull=False)
+            ids = ids.filter(marked)
         elif status == "waiting":
-            rows = rows.filter(finished_due_at__isnull=True)
-        return Page(rows, ThreadInfo.from_row)
+            ids = ids.filter(~marked)
+        return Page(ids, ThreadInfo.from_row, lambda pks: thread_rows(saver).filter(pk__in=pks))
     if not user.is_staff or owner is not None:
         return Page([], ThreadInfo.from_row)
     ids = saver.threads()

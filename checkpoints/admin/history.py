@@ -22,7 +22,7 @@ from checkpoints.admin.base import (
     thread_change_url,
 )
 from checkpoints.admin.display import byte_size, collapsible, json_block, state_view
-from checkpoints.admin.filters import ProviderFilter
+from checkpoints.admin.filters import DurabilityFilter, ProviderFilter, SourceFilter
 from checkpoints.admin.views import keep_store, store_alias
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import (
@@ -78,7 +78,7 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         "durability",
     )
     list_display_links = ("checkpoint_id",)
-    list_filter = ("source", "durability", ProviderFilter)
+    list_filter = (SourceFilter, DurabilityFilter, ProviderFilter)
     search_fields = ("checkpoint_id",)
     search_help_text = "Checkpoint id or thread id, exactly."
     list_select_related = ("thread",)

@@ -53,7 +53,7 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     search_help_text = "Thread id, exactly or its beginning."
     list_select_related = ("owner",)
     list_per_page = 50
-    ordering = ("-last_write_at",)
+    ordering = ("-last_write_at", "-id")
     # A COUNT(*) over a million-row table on every page load is the slow part; skip it.
     show_full_result_count = False
     change_form_template = "admin/checkpoints/thread/change_form.html"
