@@ -209,3 +209,28 @@ def test_the_environment_variable_fills_the_deployment_list():
     env.pop("CHECKPOINTS_ALLOWED_MSGPACK_MODULES")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.stdout.strip() == "None", done.stderr
+
+
+@pytest.mark.redis
+def test_strict_redis_saver_takes_the_graphs_schema_types_through_with_allowlist(
+    strict_env, redis_url
+):
+    """LangGraph compiles a graph with ``checkpointer.with_allowlist(schema types)``; our
+    Redis codec is not LangGraph's serializer, so the saver widens it itself."""
+    from checkpoints.store.registry import get_saver
+
+    saver = get_saver("redis", conn_string=redis_url)
+    widened = saver.with_allowlist([(Crate.__module__, "Crate")])
+    assert widened is not saver and widened.serde is not saver.serde
+    config = {"configurable": {"thread_id": "allow", "checkpoint_ns": ""}}
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"crate": Crate(["kept"])}
+    checkpoint["channel_versions"] = {"crate": widened.get_next_version(None, None)}
+    with pytest.raises(CheckpointCodecError, match="Crate"):
+        saver.put(config, checkpoint, {}, checkpoint["channel_versions"])
+    stored = widened.put(config, checkpoint, {}, checkpoint["channel_versions"])
+    back = widened.get_tuple(stored).checkpoint["channel_values"]["crate"]
+    assert back == Crate(["kept"]) and type(back) is Crate
+    widened.delete_thread("allow")

@@ -16,6 +16,7 @@ beyond LangGraph's interface is in `checkpoints.store.capabilities`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 from abc import ABCMeta, abstractmethod
@@ -32,6 +33,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
 )
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
@@ -118,6 +120,15 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
 
     async def _arun(self, flow: Flow) -> Any:
         return await arun(flow, lambda call: self._acall(call.name, call.args))
+
+    def with_allowlist(self, extra_allowlist):
+        """LangGraph's hook for a graph's schema types; our Redis codec takes them too."""
+        widen = getattr(self.serde, "with_msgpack_allowlist", None)
+        if widen is None or isinstance(self.serde, JsonPlusSerializer):
+            return super().with_allowlist(extra_allowlist)
+        clone = copy.copy(self)
+        clone.serde = widen(extra_allowlist)
+        return clone
 
     # -- durability -----------------------------------------------------------------------
     @property
