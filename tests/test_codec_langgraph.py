@@ -96,6 +96,19 @@ def test_json_codec_refuses_a_class_defined_in_a_function_naming_it_and_the_path
     assert "Local" in str(caught.value) and "defined inside a function" in str(caught.value)
 
 
+def test_json_codec_stores_a_function_local_pydantic_model_as_its_fields(permissive_env, caplog):
+    """What LangGraph's serializer reads back for such a model, said in the log."""
+    from pydantic import BaseModel
+
+    class LocalState(BaseModel):
+        topic: str
+        tags: list[str] = []
+
+    back = json_round_trip({"state": LocalState(topic="t", tags=["a"])})
+    assert back == {"state": {"topic": "t", "tags": ["a"]}}
+    assert "LocalState is defined inside a function" in caplog.text
+
+
 # -- the faithful JSON codec: str subclasses and dict subclasses ---------------------------------
 def test_json_codec_stores_a_str_subclass_as_its_text():
     text = AIMessage("hello").text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
+import logging
 import sys
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -22,6 +24,7 @@ from pydantic_core import PydanticUndefined, TzInfo
 from checkpoints.codec.envelope import (
     _MARK,
     _NOT_ALLOWED,
+    PERMISSIVE,
     _class_allowed,
     _key_segment,
     _lc_reviver,
@@ -33,6 +36,8 @@ from checkpoints.codec.envelope import (
 from checkpoints.codec.exception import CheckpointedException
 
 _PLAIN_LEAVES = frozenset({str, bool, type(None)})  # written as-is; ints and floats need checks
+
+logger = logging.getLogger(__name__)
 
 
 def _big_int_bits() -> float:
@@ -345,6 +350,17 @@ class _Writer:
 
     def model(self, v: BaseModel, depth: int) -> dict[str, Any]:
         cls = type(v)
+        if (
+            "<locals>" in cls.__qualname__
+            and self.allowed is not None
+            and PERMISSIVE in self.allowed
+        ):
+            # No process can import a class defined inside a function. LangGraph's own
+            # (permissive) serializer reads such a model back as its fields, and a graph's
+            # state schema validates them into the model again; do the same, and say so once
+            # per class. Strict mode refuses it, naming it (class_path below).
+            _warn_local_model(cls)
+            return self.fields(v.model_dump(mode="python", round_trip=True), depth)
         path = self.class_path(cls)
         names = cls.model_fields
         values = {name: value for name, value in v.__dict__.items() if name in names}
@@ -421,3 +437,14 @@ _WRITERS: dict[type, Callable[[_Writer, Any, int], Any]] = {
     Send: _Writer.send,
     CheckpointedException: _Writer.exception,
 }
+
+
+@functools.lru_cache(maxsize=256)
+def _warn_local_model(cls: type) -> None:
+    logger.warning(
+        "pydantic model %s.%s is defined inside a function: it is stored as its fields (a "
+        "dict), as LangGraph's serializer reads it back; define it at module level to get "
+        "the model back",
+        cls.__module__,
+        cls.__qualname__,
+    )
