@@ -234,18 +234,12 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         same = Checkpoint.objects.using(store_alias()).filter(
             thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"]
         )
-        older = (
-            same.filter(checkpoint_id__lt=row["checkpoint_id"])
-            .order_by("-checkpoint_id")
-            .values_list("pk", flat=True)
-            .first()
-        )
-        newer = (
-            same.filter(checkpoint_id__gt=row["checkpoint_id"])
-            .order_by("checkpoint_id")
-            .values_list("pk", flat=True)
-            .first()
-        )
+
+        def nearest(lookup: str, order: str):
+            near = same.filter(**{f"checkpoint_id__{lookup}": row["checkpoint_id"]})
+            return near.order_by(order).values_list("pk", flat=True).first()
+
+        older, newer = nearest("lt", "-checkpoint_id"), nearest("gt", "checkpoint_id")
         links = {"history_url": history_url(row["thread_id"])}
         if older is not None:
             links["older_url"] = checkpoint_change_url(older)

@@ -60,24 +60,25 @@ def _check_depth(text: str, field: str) -> None:
         )
 
 
-def load_json(text: str, *, field: str) -> Any:
-    """Parse ``text`` as strict JSON; raises ``InvalidCheckpointInput`` naming ``field``."""
-    _check_depth(text, field)
-    try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except ValueError as exc:
-        raise InvalidCheckpointInput(f"{field} is not valid JSON: {exc}", field=field) from exc
+def load_json(text: str, *, field: str, or_text: bool = False) -> Any:
+    """Parse ``text`` as strict JSON; raises ``InvalidCheckpointInput`` naming ``field``.
 
-
-def load_json_or_text(text: str, *, field: str) -> Any:
-    """``text`` as JSON when it parses, else the string itself; limits apply either way."""
+    With ``or_text``, text that is not JSON is returned as it is (the limits still apply).
+    """
     _check_depth(text, field)
     try:
         return json.loads(text, parse_constant=_refuse_constant)
     except _NonFinite as exc:
         raise InvalidCheckpointInput(f"{field}: {exc}", field=field) from exc
-    except ValueError:
-        return text
+    except ValueError as exc:
+        if or_text:
+            return text
+        raise InvalidCheckpointInput(f"{field} is not valid JSON: {exc}", field=field) from exc
+
+
+def load_json_or_text(text: str, *, field: str) -> Any:
+    """``text`` as JSON when it parses, else the string itself; limits apply either way."""
+    return load_json(text, field=field, or_text=True)
 
 
 class BoundedJSONParser(JSONParser):

@@ -7,8 +7,8 @@ error naming thread, namespace, checkpoint and part, whatever went wrong underne
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from checkpoints.errors import (
     CheckpointEncryptionError,
@@ -54,6 +54,30 @@ def decode_at(
             field=part,
             where=_where(thread_id, ns, checkpoint_id, part),
         ) from exc
+
+
+def decode_writes(
+    writes: Iterable[tuple[str, str, Callable[[], Any]]],
+    *,
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str,
+) -> list[tuple[str, str, Any]]:
+    """Pending writes ``(task_id, channel, load)`` decoded, each failure naming its write."""
+    return [
+        (
+            task_id,
+            channel,
+            decode_at(
+                load,
+                thread_id=thread_id,
+                ns=ns,
+                checkpoint_id=checkpoint_id,
+                part=f"pending write {channel!r} of task {task_id!r}",
+            ),
+        )
+        for task_id, channel, load in writes
+    ]
 
 
 def _where(thread_id: str, ns: str, checkpoint_id: str, part: str) -> dict[str, str]:

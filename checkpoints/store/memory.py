@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
-from checkpoints.codec.failures import decode_at
+from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.errors import ThreadVersionConflict
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import (
@@ -184,18 +184,10 @@ class MemorySaver(StoreSaver):
                 if saved.parent_id
                 else None
             ),
-            pending_writes=[
-                (
-                    w[0],
-                    w[1],
-                    decode_at(
-                        lambda w=w: self.serde.loads_typed(w[2]),
-                        part=f"pending write {w[1]!r} of task {w[0]!r}",
-                        **at,
-                    ),
-                )
-                for _, w in ordered
-            ],
+            pending_writes=decode_writes(
+                ((w[0], w[1], lambda w=w: self.serde.loads_typed(w[2])) for _, w in ordered),
+                **at,
+            ),
         )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import compress_typed, decompress_typed
-from checkpoints.codec.failures import decode_at
+from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
 from checkpoints.encryption import open_typed, seal_typed
@@ -293,18 +293,9 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                     parent_config=(
                         {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
                     ),
-                    pending_writes=[
-                        (
-                            w[0],
-                            w[3],
-                            decode_at(
-                                lambda w=w: self._load(w[4], w[5]),
-                                part=f"pending write {w[3]!r} of task {w[0]!r}",
-                                **at,
-                            ),
-                        )
-                        for w in pending
-                    ],
+                    pending_writes=decode_writes(
+                        ((w[0], w[3], lambda w=w: self._load(w[4], w[5])) for w in pending), **at
+                    ),
                 )
             )
         return out

@@ -35,7 +35,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
-from checkpoints.codec.failures import decode_at
+from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.encryption import open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
@@ -351,18 +351,9 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             parent_config=(
                 {"configurable": {**conf, "checkpoint_id": dec(parent)}} if parent else None
             ),
-            pending_writes=[
-                (
-                    w[1],
-                    w[3],
-                    decode_at(
-                        lambda w=w: self._load(w[4], w[5]),
-                        part=f"pending write {w[3]!r} of task {w[1]!r}",
-                        **at,
-                    ),
-                )
-                for w in pending
-            ],
+            pending_writes=decode_writes(
+                ((w[1], w[3], lambda w=w: self._load(w[4], w[5])) for w in pending), **at
+            ),
         )
 
     def _get_tuple_flow(self, config):
