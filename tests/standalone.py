@@ -20,7 +20,7 @@ from django.conf import settings
 from tests.conftest import need_service
 
 ROOT = Path(__file__).resolve().parent.parent
-GRAPH_SCRIPT = Path(__file__).resolve().parent / "standalone_graph.py"
+GRAPH_SCRIPT = Path(__file__).resolve().parent / "scripts" / "standalone_graph.py"
 
 
 def plain_env(**extra: str) -> dict[str, str]:

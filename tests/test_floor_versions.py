@@ -14,7 +14,7 @@ from tests.test_dependency_floor import FLOORS
 from tests.test_host_project import build_wheel, host_env, run
 
 pytestmark = pytest.mark.host
-DRIVER = Path(__file__).with_name("floor_driver.py")
+DRIVER = Path(__file__).resolve().parent / "scripts" / "floor_driver.py"
 
 
 def test_the_floor_versions_pass_conformance_and_run_a_graph(tmp_path):

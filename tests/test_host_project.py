@@ -2,7 +2,7 @@
 
 Builds the wheel, installs it into a fresh virtualenv (dependencies from the package
 registry), makes a host with `django-admin startproject`, adds the apps and the URLs as the
-README says, migrates, then drives it from inside that virtualenv (tests/host_driver.py):
+README says, migrates, then drives it from inside that virtualenv (tests/scripts/host_driver.py):
 every admin page, each API endpoint, a graph with interrupt and resume, sweep_checkpoints.
 A Chromium walk then logs in to the host's admin and opens the offline API docs.
 """
@@ -26,7 +26,8 @@ import pytest
 pytestmark = pytest.mark.host
 
 ROOT = Path(__file__).resolve().parent.parent
-DRIVER = Path(__file__).resolve().parent / "host_driver.py"
+# Scripts run from their own folder, where no test package can shadow the apps.
+DRIVER = Path(__file__).resolve().parent / "scripts" / "host_driver.py"
 OUTPUT = Path(os.environ.get("CHECKPOINTS_TEST_OUTPUT", "test-output"))
 CHROMIUM = "/usr/bin/chromium"
 
@@ -160,7 +161,7 @@ def _free_port() -> int:
 def test_chromium_walks_the_host_admin_and_offline_docs(host):
     from playwright.sync_api import sync_playwright
 
-    from tests.test_browser import CHROMIUM_ARGS
+    from tests.checkpoints.admin.test_browser import CHROMIUM_ARGS
 
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")

@@ -6,7 +6,7 @@ holds :class:`TimeTravel`, whose operations are each written once and driven syn
 and ``diff`` compares the values of two checkpoints. Every operation addresses the root
 namespace ("") unless given a subgraph's ``checkpoint_ns`` (``TimeTravel.namespaces``
 lists them). Rollback and fork behave as LangGraph's own ``update_state(target, None)``:
-tests/test_timetravel_parity.py proves it against InMemorySaver.
+tests/checkpoints/timetravel/test_timetravel_parity.py proves it against InMemorySaver.
 """
 
 from checkpoints.timetravel.planning import NOT_INHERITED

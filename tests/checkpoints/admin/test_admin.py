@@ -208,7 +208,7 @@ def test_thread_page_lists_namespaces_and_a_subgraph_checkpoint_rolls_back_in_it
     admin_client,
     saver,  # noqa: F811
 ):
-    from tests.test_timetravel_parity import subgraph_interrupt
+    from tests.checkpoints.timetravel.test_timetravel_parity import subgraph_interrupt
 
     graph = subgraph_interrupt(saver, [])
     config = {"configurable": {"thread_id": "nested"}}

@@ -90,7 +90,7 @@ def test_admin_and_api_share_one_renderer_in_two_forms():
     assert plain["pair"] == [1, 2]
     assert stored["pair"] == {"$type": "tuple", "items": [1, 2]}
     assert plain["odd"]["$type"] == "unrenderable"
-    assert stored["odd"].startswith("<tests.test_api_plain_json.Opaque object")
+    assert stored["odd"].startswith("<tests.checkpoints.api.test_api_plain_json.Opaque object")
     # Keys a JSON object cannot hold keep the codec's pairs form in both.
     assert render({1: Opaque()}, plain=False)["$type"] == "dict"
     assert to_plain({1: Opaque()})["$type"] == "dict"

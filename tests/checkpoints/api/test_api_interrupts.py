@@ -10,7 +10,7 @@ from langgraph.types import Command
 from checkpoints.models import Thread
 from checkpoints.savers import get_saver
 from tests.api_fixtures import clients, users  # noqa: F401
-from tests.test_timetravel_parity import one_interrupt
+from tests.checkpoints.timetravel.test_timetravel_parity import one_interrupt
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -38,7 +38,7 @@ def test_state_shows_next_tasks_and_interrupts_of_a_paused_thread(clients, users
 
 def test_namespaces_listed_and_addressable(clients, users):
     """A subgraph's checkpoints: listed on the thread, read, walked and rolled back."""
-    from tests.test_timetravel_parity import subgraph_interrupt
+    from tests.checkpoints.timetravel.test_timetravel_parity import subgraph_interrupt
 
     graph = subgraph_interrupt(get_saver(), [])
     config = {"configurable": {"thread_id": "nested"}}

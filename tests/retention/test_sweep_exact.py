@@ -20,6 +20,7 @@ from checkpoints.savers.base import utcnow
 from retention.models import SparedThread, SweepRun
 from retention.policy import declare_retention
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
+from tests.retention.test_sweep import batch_size, finished_past_due
 from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
     FINISHED,
     WAITING,
@@ -27,7 +28,6 @@ from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
     holds,
     write,
 )
-from tests.test_sweep import batch_size, finished_past_due
 
 ORM = ("sqlite", "postgres")
 

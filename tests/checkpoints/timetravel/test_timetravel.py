@@ -17,7 +17,7 @@ from checkpoints.errors import (
 )
 from checkpoints.signals import thread_forked
 from checkpoints.timetravel import StateSnapshot, TimeTravel
-from tests.test_timetravel_graphs import build_graph, cfg, time_travel
+from tests.checkpoints.timetravel.test_timetravel_graphs import build_graph, cfg, time_travel
 
 
 def seeded(store, thread_id="t", n=1, metadata=None):

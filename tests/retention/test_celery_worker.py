@@ -21,7 +21,7 @@ from tests.conftest import need_service
 from tests.retention_fixtures import holds, write
 
 BROKER = os.environ.get("CHECKPOINTS_TEST_CELERY_BROKER", "redis://127.0.0.1:6379/14")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _broker_unavailable() -> str | None:

@@ -8,12 +8,12 @@ from django.test.utils import override_settings
 
 from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
 from checkpoints.graphs import load_graph, time_travel_for
-from tests.test_timetravel_graphs import build_delta_graph, build_graph, cfg
+from tests.checkpoints.timetravel.test_timetravel_graphs import build_delta_graph, build_graph, cfg
 
 # A module-level builder, as a project registers it: compiled on first use.
 builder = build_graph(None).builder
 
-REGISTERED = {"GRAPHS": {"ab": "tests.test_graph_registry:builder"}}
+REGISTERED = {"GRAPHS": {"ab": "tests.checkpoints.timetravel.test_graph_registry:builder"}}
 
 
 def test_without_a_graph_a_reducer_channel_is_refused_and_last_value_ones_apply(store):
