@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
         "parks": "retention.filters.parks",
     },
     "SWEEP_BATCH_SIZE": 1000,
+    # How long a sweep's lease on an ORM store lasts unless renewed (it is, every batch):
+    # how long a crashed sweep on another host keeps the next one out.
+    "SWEEP_LEASE_SECONDS": 60,
     "SWEEP_SCHEDULE": None,
     "ENCRYPTION_KEYS": [],
     "REMOVED_VARIABLES_SET": [],
