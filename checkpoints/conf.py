@@ -16,7 +16,8 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_FINISHED_MINUTES": 1440,
     "INLINE_COMPRESS_BYTES": 65536,
     "MAX_CHECKPOINTS": 0,
-    "PG_PREPARED_STATEMENTS": True,
+    # "auto": named prepared statements unless a pooler sits in front; True or False forces.
+    "PG_PREPARED_STATEMENTS": "auto",
     "PG_POOL": True,
     "CODEC_ALLOWED_MODULES": [
         "langchain",

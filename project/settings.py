@@ -125,7 +125,7 @@ CHECKPOINTS = {
     ),
     "INLINE_COMPRESS_BYTES": _env_number("LLM_PROVIDER_CHECKPOINT_INLINE_COMPRESS_BYTES", 65536),
     "MAX_CHECKPOINTS": _env_number("CHECKPOINTS_MAX_CHECKPOINTS", 0),
-    "PG_PREPARED_STATEMENTS": os.environ.get("CHECKPOINTS_PG_PREPARED_STATEMENTS", "1") != "0",
+    "PG_PREPARED_STATEMENTS": os.environ.get("CHECKPOINTS_PG_PREPARED_STATEMENTS", "auto"),
     "PG_POOL": os.environ.get("CHECKPOINTS_PG_POOL", "1") != "0",
     "ENCRYPTION_KEYS": [
         k.strip() for k in os.environ.get("CHECKPOINTS_ENCRYPTION_KEYS", "").split(",") if k.strip()

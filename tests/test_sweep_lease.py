@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -126,21 +127,40 @@ def test_a_sweep_that_lost_its_lease_stops_deleting(store):
     assert leases(store) == [(LOCK_NAME, "thief:1:x")]
 
 
+def start_together(procs: list[subprocess.Popen], go: str) -> None:
+    """Wait until every sweeper process is ready, then let them all go at once."""
+    deadline = time.monotonic() + 120
+    while len(glob.glob(f"{go}.*.ready")) < len(procs):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [
+            p.communicate()[1][-2000:] for p in procs if p.poll() is not None
+        ]
+        time.sleep(0.05)
+    open(go, "w").close()
+
+
 SWEEPER = """
 import json, os, sys, time
 import django
 os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
 from django.conf import settings
 django.setup()
-provider, alias, database, default_db, start_at = sys.argv[1:6]
+provider, alias, database, default_db, go = sys.argv[1:6]
 settings.DATABASES[alias]["NAME"] = database
 settings.DATABASES["default"]["NAME"] = default_db
 from checkpoints.savers import get_saver
 from retention.errors import SweepAlreadyRunning
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
-saver = get_saver(provider, using=alias)
+conn_string = sys.argv[6] if len(sys.argv) > 6 else None
+if conn_string:
+    saver = get_saver(provider, conn_string=conn_string)
+else:
+    saver = get_saver(provider, using=alias)
 register_live_thread_filter("slow", lambda ids: time.sleep(0.5) or set())
-time.sleep(max(0.0, float(start_at) - time.time()))
+# Ready, then wait for the test's go: every process starts its sweep at the same moment.
+saver.thread_holdings("warm-up")
+open(f"{go}.{os.getpid()}.ready", "w").close()
+while not os.path.exists(go):
+    time.sleep(0.01)
 try:
     result = sweep_checkpoints(saver=saver, triggered_by=f"process {os.getpid()}")
     print(json.dumps({"ran": result.swept_count}))
@@ -162,12 +182,12 @@ def test_two_processes_sweeping_one_store_at_once_one_runs(store, tmp_path, sett
     alias = store.db_alias
     database = str(settings.DATABASES[alias]["NAME"])
     default_db = str(settings.DATABASES["default"]["NAME"])
-    start_at = str(time.time() + 4)
+    go = str(tmp_path / "go")
     env = {**os.environ, "PYTHONPATH": str(settings.BASE_DIR)}
     env["CHECKPOINTS_TEST_REDIS_URL"] = settings.REDIS_TEST_URL
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), store.provider, alias, database, default_db, start_at],
+            [sys.executable, str(script), store.provider, alias, database, default_db, go],
             cwd=settings.BASE_DIR,
             env=env,
             stdout=subprocess.PIPE,
@@ -176,6 +196,7 @@ def test_two_processes_sweeping_one_store_at_once_one_runs(store, tmp_path, sett
         )
         for _ in range(2)
     ]
+    start_together(procs, go)
     outcomes = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)

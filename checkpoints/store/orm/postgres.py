@@ -6,9 +6,19 @@ ORM would spend three to five. Table and column names are the Django models'.
 
 from __future__ import annotations
 
+import psycopg
 from django.db import connections
 
-from checkpoints.store.orm.pool import statement_cursor
+from checkpoints.errors import StoreUnavailable
+from checkpoints.store.orm.pool import (
+    forbid_prepared,
+    prepared_statements_allowed,
+    statement_cursor,
+)
+
+# What a pooler that lost a named prepared statement answers: it was prepared on another
+# server connection (missing here, or a different one under the same name here).
+_LOST_PREPARED = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
 
 # One statement writes the thread row, the new channel blobs and the checkpoint.
 PUT = """
@@ -159,11 +169,32 @@ class PostgresPaths:
 
     using: str
     pooled: bool
-    prepare: bool
+    prepare_mode: str  # "on", "off" or "auto" (see pool.prepared_statements_allowed)
 
     def _raw_cursor(self):
         """A server-binding cursor: the caller's transaction if one is open, else pooled."""
         return statement_cursor(self.using, pooled=self.pooled)
+
+    def _execute(self, cur, sql: str, params, **options) -> None:
+        """Run one statement, dropping to unnamed statements if a pooler lost a prepared one.
+
+        The error never reaches the caller raw: outside a transaction the statement runs
+        again unprepared (it changed nothing); inside one the transaction is gone, so the
+        caller gets a retryable StoreUnavailable.
+        """
+        prepare = prepared_statements_allowed(self.using, self.prepare_mode, cur.connection)
+        try:
+            cur.execute(sql, params, prepare=prepare, **options)
+        except _LOST_PREPARED as exc:
+            forbid_prepared(self.using)
+            idle = cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            if not prepare or not idle:
+                raise StoreUnavailable(
+                    f"PostgreSQL database {self.using!r}: a connection pooler lost a prepared "
+                    f"statement ({exc.sqlstate}: {exc}); this process no longer prepares "
+                    "statements there, retry the operation"
+                ) from exc
+            cur.execute(sql, params, prepare=False, **options)
 
     def _put_pg(self, row: dict, blobs: list[tuple]) -> int:
         from psycopg.types.json import Jsonb
@@ -178,7 +209,7 @@ class PostgresPaths:
             blobs=[b[3] for b in blobs],
         )
         with self._raw_cursor() as cur:
-            cur.execute(PUT, params, prepare=self.prepare)
+            self._execute(cur, PUT, params)
             return cur.fetchone()[0]
 
     def _put_writes_pg(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
@@ -196,18 +227,13 @@ class PostgresPaths:
         }
         sql = PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP
         with self._raw_cursor() as cur:
-            cur.execute(sql, params, prepare=self.prepare)
+            self._execute(cur, sql, params)
             return bool(cur.fetchall())
 
     def _get_rows_pg(self, params: dict) -> list[tuple]:
         checkpoint_id = params["checkpoint_id"]
         with self._raw_cursor() as cur:
-            cur.execute(
-                GET_BY_ID if checkpoint_id else GET_LATEST,
-                params,
-                binary=True,
-                prepare=self.prepare,
-            )
+            self._execute(cur, GET_BY_ID if checkpoint_id else GET_LATEST, params, binary=True)
             return cur.fetchall()
 
     def _page_pg(self, params, wanted, cursor, size) -> list[tuple]:
@@ -225,7 +251,7 @@ class PostgresPaths:
         if cursor is not None:
             values["cursor_id"], values["cursor_pk"] = cursor
         with self._raw_cursor() as cur:
-            cur.execute(sql, values, binary=True, prepare=self.prepare)
+            self._execute(cur, sql, values, binary=True)
             return cur.fetchall()
 
     def _delete_round_pg(self, thread_ids: list[str]) -> list[str]:
@@ -234,8 +260,8 @@ class PostgresPaths:
         for start in range(0, len(thread_ids), 1000):
             chunk = {"ids": thread_ids[start : start + 1000]}
             with self._raw_cursor() as cur:
-                cur.execute(DELETE_THREADS, chunk, prepare=self.prepare)
-                cur.execute(AFTER_DELETE, chunk, prepare=self.prepare)
+                self._execute(cur, DELETE_THREADS, chunk)
+                self._execute(cur, AFTER_DELETE, chunk)
                 again += [row[0] for row in cur.fetchall()]
         return again
 

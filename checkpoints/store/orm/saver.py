@@ -23,6 +23,7 @@ from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.ledger import OrmLedger
+from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.sqlite import SqlitePaths
 from checkpoints.store.planning import (
@@ -65,9 +66,9 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                 f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
             )
         self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
-        # Server-side prepared statements for the hot-path SQL (PostgreSQL); turn them off
-        # behind a transaction-pooling PgBouncer that cannot keep them.
-        self.prepare = bool(setting("PG_PREPARED_STATEMENTS"))
+        # Named server-side prepared statements for the hot-path SQL (PostgreSQL): "auto"
+        # uses them unless a pooler (PgBouncer in transaction mode) sits in between.
+        self.prepare_mode = prepare_mode(setting("PG_PREPARED_STATEMENTS"))
         self.pooled = bool(setting("PG_POOL"))
         self._durability: str | None = None
         self._owner_cache: dict[str, int | None] = {}
