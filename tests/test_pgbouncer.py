@@ -216,3 +216,41 @@ def test_three_sweeps_through_pgbouncer_at_once_exactly_one_runs(
 
     assert sweep_checkpoints(saver=get_saver("postgres", using="pg")).swept_count == 0
     print(f"pgbouncer sweeps: {len(ran)} ran, {len(refused)} refused")
+
+
+def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
+    bounced,
+    pgbouncer_port,  # noqa: F811
+    settings,
+):
+    """Forced on behind the pooler: the clash is real, and the saver rides it out."""
+    import psycopg
+
+    from checkpoints.store.orm.pool import close_pools
+    from checkpoints.store.orm.postgres import GET_LATEST
+
+    close_pools()  # forget the verdict "auto" reached for this alias
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}
+    forced = get_saver("postgres", using="pgb")
+    assert forced.prepare_mode == "on"
+    checkpoint = empty_checkpoint()
+    forced.put({"configurable": {"thread_id": "clash", "checkpoint_ns": ""}}, checkpoint, {}, {})
+    url = bounced_url(pgbouncer_port)
+    params = {"thread_id": "clash", "ns": "", "checkpoint_id": None}
+    with (
+        psycopg.connect(url, autocommit=True) as second,
+        psycopg.connect(url, autocommit=True) as third,
+    ):
+        # Every client names its first prepared statement _pg3_0; the saver's put prepared
+        # one on the server connection PgBouncer now hands to the next client in turn.
+        with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+            second.execute("SELECT %s::text", ["x"], prepare=True)
+        with psycopg.Cursor(third) as cur:
+            forced._execute(cur, GET_LATEST, params, binary=True)
+            [row] = cur.fetchall()
+        assert row[4] == checkpoint["id"]
+        assert not prepared_statements_allowed("pgb", "on", third)
+        # Later calls no longer prepare, so they cannot clash.
+        assert forced.get_tuple({"configurable": {"thread_id": "clash"}}) is not None
+        second.execute("DEALLOCATE ALL")
+    close_pools()
