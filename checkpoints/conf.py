@@ -19,6 +19,8 @@ DEFAULTS: dict[str, Any] = {
     # "auto": named prepared statements unless a pooler sits in front; True or False forces.
     "PG_PREPARED_STATEMENTS": "auto",
     "PG_POOL": True,
+    # How long a store's durability level is trusted before it is read again (seconds).
+    "DURABILITY_RECHECK_SECONDS": 30,
     "CODEC_ALLOWED_MODULES": [
         "langchain",
         "langchain_core",

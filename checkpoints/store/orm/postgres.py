@@ -20,6 +20,17 @@ from checkpoints.store.orm.pool import (
 # server connection (missing here, or a different one under the same name here).
 _LOST_PREPARED = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
 
+# The durability level this session commits with, computed by the statement that writes
+# the checkpoint: the stamp says what held for that very write, even after the server's
+# configuration (a standby removed, synchronous_commit changed) or the connection changed.
+LEVEL = """(CASE
+    WHEN current_setting('fsync') <> 'on' OR current_setting('synchronous_commit') = 'off'
+        THEN 'memory'
+    WHEN current_setting('synchronous_standby_names') <> ''
+         AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+        THEN 'replicated'
+    ELSE 'disk' END)"""
+
 # One statement writes the thread row, the new channel blobs and the checkpoint.
 PUT = """
 WITH t AS (
@@ -41,7 +52,7 @@ INSERT INTO checkpoints_checkpoint (
 )
 SELECT t.id, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(type)s, %(body)s,
        %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(source)s, %(step)s, %(run_id)s,
-       %(durability)s, %(now)s
+       {level}, %(now)s
 FROM t
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
@@ -49,8 +60,8 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
     run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
     created_at = EXCLUDED.created_at
-RETURNING thread_id
-"""
+RETURNING thread_id, durability
+""".replace("{level}", LEVEL)
 
 # The columns every read returns, with the checkpoint's blobs and pending writes folded
 # into two arrays (channel and type names as bytea, so one array type holds them).
@@ -196,7 +207,8 @@ class PostgresPaths:
                 ) from exc
             cur.execute(sql, params, prepare=False, **options)
 
-    def _put_pg(self, row: dict, blobs: list[tuple]) -> int:
+    def _put_pg(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
+        """Write the checkpoint; the thread's key and the durability level it was stamped."""
         from psycopg.types.json import Jsonb
 
         params = dict(
@@ -210,7 +222,8 @@ class PostgresPaths:
         )
         with self._raw_cursor() as cur:
             self._execute(cur, PUT, params)
-            return cur.fetchone()[0]
+            thread_pk, level = cur.fetchone()
+            return thread_pk, level
 
     def _put_writes_pg(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
         """One statement; False when nothing could be written (no thread row, or all kept)."""
@@ -266,16 +279,7 @@ class PostgresPaths:
         return again
 
     def _pg_durability(self) -> str:
-        """ "replicated" with a synchronous standby, "memory" when commits are not synced."""
+        """The level a commit on this thread's connection gets now (see LEVEL)."""
         with connections[self.using].cursor() as cur:
-            cur.execute("SHOW fsync")
-            fsync = cur.fetchone()[0]
-            cur.execute("SHOW synchronous_standby_names")
-            standbys = cur.fetchone()[0]
-            cur.execute("SHOW synchronous_commit")
-            commit = cur.fetchone()[0]
-        if fsync != "on" or commit == "off":
-            return "memory"
-        if standbys and commit in ("on", "remote_write", "remote_apply"):
-            return "replicated"
-        return "disk"
+            cur.execute("SELECT " + LEVEL)
+            return cur.fetchone()[0]
