@@ -127,6 +127,8 @@ CHECKPOINTS = {
     "MAX_CHECKPOINTS": _env_number("CHECKPOINTS_MAX_CHECKPOINTS", 0),
     "PG_PREPARED_STATEMENTS": os.environ.get("CHECKPOINTS_PG_PREPARED_STATEMENTS", "auto"),
     "PG_POOL": os.environ.get("CHECKPOINTS_PG_POOL", "1") != "0",
+    "SWEEP_LEASE_SECONDS": _env_number("CHECKPOINTS_SWEEP_LEASE_SECONDS", 60),
+    "DURABILITY_RECHECK_SECONDS": _env_number("CHECKPOINTS_DURABILITY_RECHECK_SECONDS", 30),
     "ENCRYPTION_KEYS": [
         k.strip() for k in os.environ.get("CHECKPOINTS_ENCRYPTION_KEYS", "").split(",") if k.strip()
     ],
