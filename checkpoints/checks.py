@@ -28,6 +28,7 @@ ENV_NAMES = {
     "PG_PREPARED_STATEMENTS": "CHECKPOINTS_PG_PREPARED_STATEMENTS",
     "SWEEP_LEASE_SECONDS": "CHECKPOINTS_SWEEP_LEASE_SECONDS",
     "DURABILITY_RECHECK_SECONDS": "CHECKPOINTS_DURABILITY_RECHECK_SECONDS",
+    "PG_STANDBY_WAIT_SECONDS": "CHECKPOINTS_PG_STANDBY_WAIT_SECONDS",
 }
 
 
@@ -122,8 +123,14 @@ def _engine_errors(conf) -> list[Error]:
                 id="checkpoints.E021",
             )
         )
-    for key, least in (("SWEEP_LEASE_SECONDS", 1), ("DURABILITY_RECHECK_SECONDS", 0)):
+    for key, least in (
+        ("SWEEP_LEASE_SECONDS", 1),
+        ("DURABILITY_RECHECK_SECONDS", 0),
+        ("PG_STANDBY_WAIT_SECONDS", 1),
+    ):
         value = conf.get(key)
+        if key == "PG_STANDBY_WAIT_SECONDS" and value is None:
+            continue  # unset: no bound of ours
         if isinstance(value, bool) or not isinstance(value, int | float) or value < least:
             errors.append(
                 Error(

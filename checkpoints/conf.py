@@ -21,6 +21,9 @@ DEFAULTS: dict[str, Any] = {
     "PG_POOL": True,
     # How long a store's durability level is trusted before it is read again (seconds).
     "DURABILITY_RECHECK_SECONDS": 30,
+    # How long a write waits for a synchronous standby's confirmation before it fails with
+    # StandbyWaitTimeout (None: as long as PostgreSQL waits, which is forever).
+    "PG_STANDBY_WAIT_SECONDS": None,
     "CODEC_ALLOWED_MODULES": [
         "langchain",
         "langchain_core",

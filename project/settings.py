@@ -129,6 +129,7 @@ CHECKPOINTS = {
     "PG_POOL": os.environ.get("CHECKPOINTS_PG_POOL", "1") != "0",
     "SWEEP_LEASE_SECONDS": _env_number("CHECKPOINTS_SWEEP_LEASE_SECONDS", 60),
     "DURABILITY_RECHECK_SECONDS": _env_number("CHECKPOINTS_DURABILITY_RECHECK_SECONDS", 30),
+    "PG_STANDBY_WAIT_SECONDS": _env_number("CHECKPOINTS_PG_STANDBY_WAIT_SECONDS", None),
     "ENCRYPTION_KEYS": [
         k.strip() for k in os.environ.get("CHECKPOINTS_ENCRYPTION_KEYS", "").split(",") if k.strip()
     ],

@@ -285,6 +285,7 @@ def test_a_fresh_data_dir_is_created_for_the_embedded_sqlite(tmp_path):
         ("SWEEP_LEASE_SECONDS", 0, "CHECKPOINTS_SWEEP_LEASE_SECONDS"),
         ("SWEEP_LEASE_SECONDS", "a minute", "CHECKPOINTS_SWEEP_LEASE_SECONDS"),
         ("DURABILITY_RECHECK_SECONDS", -1, "CHECKPOINTS_DURABILITY_RECHECK_SECONDS"),
+        ("PG_STANDBY_WAIT_SECONDS", "soon", "CHECKPOINTS_PG_STANDBY_WAIT_SECONDS"),
     ],
 )
 def test_engine_settings_are_refused_by_name(key, value, variable):

@@ -6,15 +6,25 @@ ORM would spend three to five. Table and column names are the Django models'.
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 from django.db import connections
 
+from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
 from checkpoints.store.orm.pool import (
     forbid_prepared,
     prepared_statements_allowed,
     statement_cursor,
 )
+
+
+class StandbyWaitTimeout(StoreUnavailable):
+    """A synchronous commit waited past ``PG_STANDBY_WAIT_SECONDS`` for the standby."""
+
+    code = "standby_wait_timeout"
+
 
 # What a pooler that lost a named prepared statement answers: it was prepared on another
 # server connection (missing here, or a different one under the same name here).
@@ -195,7 +205,7 @@ class PostgresPaths:
         """
         prepare = prepared_statements_allowed(self.using, self.prepare_mode, cur.connection)
         try:
-            cur.execute(sql, params, prepare=prepare, **options)
+            self._bounded(cur, sql, params, prepare, options)
         except _LOST_PREPARED as exc:
             forbid_prepared(self.using)
             idle = cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
@@ -205,7 +215,57 @@ class PostgresPaths:
                     f"statement ({exc.sqlstate}: {exc}); this process no longer prepares "
                     "statements there, retry the operation"
                 ) from exc
-            cur.execute(sql, params, prepare=False, **options)
+            self._bounded(cur, sql, params, False, options)
+
+    def _bounded(self, cur, sql: str, params, prepare: bool, options: dict) -> None:
+        """Run a statement; with ``PG_STANDBY_WAIT_SECONDS`` set, wait at most that long.
+
+        PostgreSQL has no bound of its own on a commit's wait for a synchronous standby (a
+        named but absent one makes it wait forever). Past the bound the wait is cancelled:
+        a statement still running wrote nothing; one already committed locally says so in a
+        warning. Either way the write is not acknowledged, and the error names the wait.
+        """
+        bound = setting("PG_STANDBY_WAIT_SECONDS")
+        conn = cur.connection
+        if not bound or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            # Inside a transaction the wait comes at its COMMIT, which its owner runs.
+            cur.execute(sql, params, prepare=prepare, **options)
+            return
+        warnings: list[str] = []
+
+        def on_notice(diagnostic) -> None:
+            warnings.append(diagnostic.message_primary or "")
+
+        conn.add_notice_handler(on_notice)
+        timer = threading.Timer(float(bound), conn.cancel_safe)
+        timer.start()
+        try:
+            cur.execute(sql, params, prepare=prepare, **options)
+        except psycopg.errors.QueryCanceled as exc:
+            timer.cancel()
+            timer.join()
+            raise StandbyWaitTimeout(
+                f"{self._waited(conn, bound)}; the statement was cancelled and wrote nothing"
+            ) from exc
+        finally:
+            # Joined, so a cancel being sent cannot reach the connection's next statement.
+            timer.cancel()
+            timer.join()
+            conn.remove_notice_handler(on_notice)
+        if any("synchronous replication" in w for w in warnings):
+            raise StandbyWaitTimeout(
+                f"{self._waited(conn, bound)} to confirm the commit: it is written on the "
+                "primary only and was not acknowledged"
+            )
+
+    def _waited(self, conn, bound) -> str:
+        with psycopg.Cursor(conn) as cur:
+            cur.execute("SHOW synchronous_standby_names", prepare=False)
+            names = cur.fetchone()[0]
+        return (
+            f"PostgreSQL database {self.using!r} waited more than {bound} s "
+            f"(PG_STANDBY_WAIT_SECONDS) for its synchronous standby {names or '(none named)'!r}"
+        )
 
     def _put_pg(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
         """Write the checkpoint; the thread's key and the durability level it was stamped."""
