@@ -124,7 +124,7 @@ def test_stamps_follow_the_standby_and_an_absent_one_fails_within_the_bound(
 
         # A synchronous standby joins: writes wait for it and say so.
         _as_postgres(
-            f"{BINDIR}/pg_basebackup", "-D", str(standby), "-R", "-X", "stream",
+            f"{BINDIR}/pg_basebackup", "-D", str(standby), "-R", "-X", "stream", "-c", "fast",
             "-h", "127.0.0.1", "-p", str(cluster.port), "-U", "postgres",
         )  # fmt: skip
         cluster.start(standby, cluster.standby_port)
