@@ -25,6 +25,10 @@ ENV_NAMES = {
     "RETENTION_FINISHED_MINUTES": "LLM_PROVIDER_CHECKPOINT_RETENTION_FINISHED_MINUTES",
     "INLINE_COMPRESS_BYTES": "LLM_PROVIDER_CHECKPOINT_INLINE_COMPRESS_BYTES",
     "MAX_CHECKPOINTS": "CHECKPOINTS_MAX_CHECKPOINTS",
+    "PG_PREPARED_STATEMENTS": "CHECKPOINTS_PG_PREPARED_STATEMENTS",
+    "SWEEP_LEASE_SECONDS": "CHECKPOINTS_SWEEP_LEASE_SECONDS",
+    "DURABILITY_RECHECK_SECONDS": "CHECKPOINTS_DURABILITY_RECHECK_SECONDS",
+    "PG_STANDBY_WAIT_SECONDS": "CHECKPOINTS_PG_STANDBY_WAIT_SECONDS",
 }
 
 
@@ -87,6 +91,7 @@ def configuration_errors() -> list[Error]:
                     id="checkpoints.E004",
                 )
             )
+    errors.extend(_engine_errors(conf))
     errors.extend(_encryption_errors(conf.get("ENCRYPTION_KEYS") or []))
     errors.extend(_graph_errors(conf.get("GRAPHS")))
     if numbers_ok:
@@ -99,6 +104,39 @@ def configuration_errors() -> list[Error]:
                     f"{_name('RETENTION_WAITING_MINUTES')} {waiting}.",
                     hint="The finished retention must not exceed the waiting retention.",
                     id="checkpoints.E005",
+                )
+            )
+    return errors
+
+
+def _engine_errors(conf) -> list[Error]:
+    """The prepared-statement mode, the sweep's lease and the durability re-read interval."""
+    from checkpoints.store.orm.pool import PREPARE_MODES
+
+    errors = []
+    mode = conf.get("PG_PREPARED_STATEMENTS")
+    if (mode.strip().lower() if isinstance(mode, str) else mode) not in PREPARE_MODES:
+        errors.append(
+            Error(
+                f"{_name('PG_PREPARED_STATEMENTS')} is {mode!r}.",
+                hint="Use auto (prepare unless a pooler such as PgBouncer is in front), 1 or 0.",
+                id="checkpoints.E021",
+            )
+        )
+    for key, least in (
+        ("SWEEP_LEASE_SECONDS", 1),
+        ("DURABILITY_RECHECK_SECONDS", 0),
+        ("PG_STANDBY_WAIT_SECONDS", 1),
+    ):
+        value = conf.get(key)
+        if key == "PG_STANDBY_WAIT_SECONDS" and value is None:
+            continue  # unset: no bound of ours
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < least:
+            errors.append(
+                Error(
+                    f"{_name(key)} is {value!r}, not a number of seconds of at least {least}.",
+                    hint="Set a whole number of seconds.",
+                    id="checkpoints.E022",
                 )
             )
     return errors

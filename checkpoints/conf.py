@@ -16,8 +16,14 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_FINISHED_MINUTES": 1440,
     "INLINE_COMPRESS_BYTES": 65536,
     "MAX_CHECKPOINTS": 0,
-    "PG_PREPARED_STATEMENTS": True,
+    # "auto": named prepared statements unless a pooler sits in front; True or False forces.
+    "PG_PREPARED_STATEMENTS": "auto",
     "PG_POOL": True,
+    # How long a store's durability level is trusted before it is read again (seconds).
+    "DURABILITY_RECHECK_SECONDS": 30,
+    # How long a write waits for a synchronous standby's confirmation before it fails with
+    # StandbyWaitTimeout (None: as long as PostgreSQL waits, which is forever).
+    "PG_STANDBY_WAIT_SECONDS": None,
     "CODEC_ALLOWED_MODULES": [
         "langchain",
         "langchain_core",
@@ -35,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
         "parks": "retention.filters.parks",
     },
     "SWEEP_BATCH_SIZE": 1000,
+    # How long a sweep's lease on an ORM store lasts unless renewed (it is, every batch):
+    # how long a crashed sweep on another host keeps the next one out.
+    "SWEEP_LEASE_SECONDS": 60,
     "SWEEP_SCHEDULE": None,
     "ENCRYPTION_KEYS": [],
     "REMOVED_VARIABLES_SET": [],

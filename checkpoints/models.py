@@ -168,3 +168,19 @@ class AuditEvent(models.Model):
     def __str__(self) -> str:
         who = self.actor or self.origin
         return f"{self.action} {self.thread_id or ''} by {who} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class StoreLease(models.Model):
+    """A store-wide lock held as a row: who holds it and until when.
+
+    Unlike a session's advisory lock it survives a transaction pooler handing the
+    connection to someone else, and a crashed holder's lease simply runs out.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    owner = models.CharField(max_length=200)
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.owner} until {self.expires_at.isoformat()}"

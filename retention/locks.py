@@ -1,13 +1,12 @@
 """One sweep at a time per store: the store's own lock, named for the sweep.
 
-Each saver says how its store is locked (`StoreSaver.sweep_lock`): an advisory lock on
-PostgreSQL, a lock key on Redis, this process's lock elsewhere. Here the store's
-`LockHeld` becomes `SweepAlreadyRunning`.
+Each saver says how its store is locked (`StoreSaver.sweep_lock`): a lease row in the
+database for PostgreSQL and SQLite, a lock key on Redis, this process's lock for memory.
+Here the store's `LockHeld` becomes `SweepAlreadyRunning`.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -16,8 +15,7 @@ from checkpoints.store.contract import StoreSaver
 from retention.errors import SweepAlreadyRunning
 
 LOCK_NAME = "checkpoint-sweep"
-# The keys the PostgreSQL and Redis stores hold for LOCK_NAME (see their `sweep_lock`).
-ADVISORY_KEY = zlib.crc32(LOCK_NAME.encode())
+# The key the Redis store holds for LOCK_NAME (see its `sweep_lock`).
 REDIS_LOCK_KEY = f"{LOCK_NAME}:lock"
 
 

@@ -179,6 +179,7 @@ class _Sweeper:
             everything = self.fresh(self.candidates(horizon, None))
             for start in range(0, len(everything), self.batch):
                 self.handle(horizon, everything[start : start + self.batch])
+                self.keep_alive()
             return
         while True:
             limit = len(self.handled) + self.batch

@@ -43,6 +43,9 @@ if POSTGRES_UNAVAILABLE is None:
 
     DATABASES["pg"] = parse_database_url(POSTGRES_URL)
     DATABASES["pg"]["TEST"] = {"NAME": f"test_checkpoint_store_{os.getpid()}"}
+    # The same test database through the private PgBouncer of tests/pgbouncer.py, which
+    # sets the port when it starts (only tests that ask for it connect here).
+    DATABASES["pgb"] = {**DATABASES["pg"], "HOST": "127.0.0.1", "TEST": {"MIRROR": "pg"}}
 
 DATABASES["default"]["TEST"] = {
     "NAME": os.path.join(os.environ["CHECKPOINTS_DATA_DIR"], "test.sqlite3")

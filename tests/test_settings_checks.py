@@ -276,3 +276,25 @@ def test_a_fresh_data_dir_is_created_for_the_embedded_sqlite(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert (data_dir / "checkpoints.sqlite3").exists()
+
+
+@pytest.mark.parametrize(
+    "key, value, variable",
+    [
+        ("PG_PREPARED_STATEMENTS", "sometimes", "CHECKPOINTS_PG_PREPARED_STATEMENTS"),
+        ("SWEEP_LEASE_SECONDS", 0, "CHECKPOINTS_SWEEP_LEASE_SECONDS"),
+        ("SWEEP_LEASE_SECONDS", "a minute", "CHECKPOINTS_SWEEP_LEASE_SECONDS"),
+        ("DURABILITY_RECHECK_SECONDS", -1, "CHECKPOINTS_DURABILITY_RECHECK_SECONDS"),
+        ("PG_STANDBY_WAIT_SECONDS", "soon", "CHECKPOINTS_PG_STANDBY_WAIT_SECONDS"),
+    ],
+)
+def test_engine_settings_are_refused_by_name(key, value, variable):
+    with override_settings(CHECKPOINTS=checkpoints(**{key: value})):
+        output = check_output()
+    assert variable in output and repr(value) in output
+
+
+@pytest.mark.parametrize("value", ["auto", "AUTO", True, False, "1", "0"])
+def test_every_prepared_statement_mode_passes(value):
+    with override_settings(CHECKPOINTS=checkpoints(PG_PREPARED_STATEMENTS=value)):
+        call_command("check")

@@ -376,19 +376,17 @@ def test_a_second_concurrent_sweep_is_refused_and_deletes_nothing(store):
     assert sweep_checkpoints(saver=store, now=now).finished_swept == 1
 
 
-@pytest.mark.parametrize("provider", ["postgres"])
-def test_a_postgres_advisory_lock_from_another_session_refuses_the_sweep(store):
-    import psycopg
+@pytest.mark.parametrize("provider", ORM)
+def test_a_lease_held_from_another_host_refuses_the_sweep(store):
+    from checkpoints.models import StoreLease
 
-    from retention.locks import ADVISORY_KEY
-
-    entry = connections["pg"].settings_dict
-    with psycopg.connect(
-        host=entry["HOST"], port=entry["PORT"] or 5432, user=entry["USER"], dbname=entry["NAME"]
-    ) as other:
-        other.execute("SELECT pg_advisory_lock(%s)", [ADVISORY_KEY])
-        with pytest.raises(SweepAlreadyRunning, match="advisory lock"):
-            sweep_checkpoints(saver=store)
+    until = utcnow() + timedelta(minutes=5)
+    StoreLease.objects.using(store.db_alias).create(
+        name="checkpoint-sweep", owner="elsewhere:4242:abc", acquired_at=utcnow(), expires_at=until
+    )
+    with pytest.raises(SweepAlreadyRunning, match="held by elsewhere:4242:abc"):
+        sweep_checkpoints(saver=store)
+    assert StoreLease.objects.using(store.db_alias).get().owner == "elsewhere:4242:abc"
 
 
 # -- a writer racing the delete ---------------------------------------------------------

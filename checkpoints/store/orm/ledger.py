@@ -9,7 +9,6 @@ these tables behind the saver's back.
 from __future__ import annotations
 
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -18,10 +17,12 @@ from typing import Any
 from django.db import DatabaseError, connections, transaction
 from django.db.models import F
 
+from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, ThreadVersionConflict
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
+from checkpoints.store.orm.lease import Leases, new_owner
 from checkpoints.store.planning import (
     FORMAT_GENERATION,
     FinishedEntry,
@@ -88,26 +89,22 @@ class OrmLedger(Capabilities):
 
     @contextmanager
     def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
-        """A session-level advisory lock on PostgreSQL (dies with a crashed holder);
-        SQLite has one writer machine, so this process's lock is enough."""
-        if self.provider != "postgres":
-            with super().sweep_lock(name) as keep_alive:
-                yield keep_alive
-            return
-        key = zlib.crc32(name.encode())
-        connection = connections[self.using]
-        with connection.cursor() as cur:
-            cur.execute("SELECT pg_try_advisory_lock(%s)", [key])
-            if not cur.fetchone()[0]:
-                raise LockHeld(
-                    f"lock {name!r} on {self.store_key} is held",
-                    how=f"PostgreSQL advisory lock {key} is held",
-                )
+        """A lease row in the store's own database (see `lease`): held across processes
+        and hosts and behind a transaction pooler, renewed by the keep-alive, released only
+        while still ours, and run out after ``SWEEP_LEASE_SECONDS`` when the holder dies."""
+        leases = Leases(self.using)
+        owner = new_owner()
+        ttl = float(setting("SWEEP_LEASE_SECONDS"))
+        holder = leases.take(name, owner, ttl)
+        if holder is not None:
+            raise LockHeld(
+                f"lock {name!r} on {self.store_key} is held",
+                how=f"lease {name!r} is held by {holder.owner} until {holder.expires_at}",
+            )
         try:
-            yield lambda: None
+            yield lambda: leases.renew(name, owner, ttl)
         finally:
-            with connection.cursor() as cur:
-                cur.execute("SELECT pg_advisory_unlock(%s)", [key])
+            leases.release(name, owner)
 
     # -- format generation ----------------------------------------------------------------
     def ensure_format(self) -> None:

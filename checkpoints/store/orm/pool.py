@@ -15,10 +15,14 @@ from contextlib import contextmanager
 import psycopg
 from django.db import connections
 
-from checkpoints.errors import StoreUnavailable
+from checkpoints.errors import CheckpointConfigError, StoreUnavailable
 
 _pools: dict[tuple, object] = {}
 _lock = threading.Lock()
+# (alias, pid) -> whether named server-side prepared statements may be used there.
+_prepare_verdicts: dict[tuple[str, int], bool] = {}
+PREPARE_MODES = {True: "on", False: "off", "on": "on", "off": "off", "auto": "auto"}
+PREPARE_MODES.update({"1": "on", "0": "off", "true": "on", "false": "off"})
 
 
 def _conninfo(settings_dict: dict) -> str:
@@ -88,3 +92,50 @@ def close_pools() -> None:
         for pool in _pools.values():
             pool.close()
         _pools.clear()
+        _prepare_verdicts.clear()
+
+
+def prepare_mode(value) -> str:
+    """``CHECKPOINTS["PG_PREPARED_STATEMENTS"]`` as "on", "off" or "auto"."""
+    mode = PREPARE_MODES.get(value.strip().lower() if isinstance(value, str) else value)
+    if mode is None:
+        raise CheckpointConfigError(
+            f"CHECKPOINTS['PG_PREPARED_STATEMENTS'] is {value!r}: use 'auto', True or False",
+            field="PG_PREPARED_STATEMENTS",
+        )
+    return mode
+
+
+def behind_pooler(conn) -> bool:
+    """Whether a pooler (PgBouncer, pgcat, a cloud proxy) sits between ``conn`` and the server.
+
+    A pooler answers the startup with a backend key of its own, so the process id the
+    connection reports differs from the server backend that runs the statement; on a
+    direct connection they are the same process.
+    """
+    with psycopg.Cursor(conn) as cur:
+        cur.execute("SELECT pg_backend_pid()", prepare=False)
+        return cur.fetchone()[0] != conn.info.backend_pid
+
+
+def prepared_statements_allowed(alias: str, mode: str, conn) -> bool:
+    """Whether this process may use named prepared statements on database ``alias``.
+
+    "off" never; "on" until a pooler is seen losing one; "auto" (the default) also not when
+    `behind_pooler` sees one on ``conn``: a transaction-pooling PgBouncer hands each
+    transaction to any server connection, where a statement prepared on another one is
+    missing or, worse, a different statement under the same name.
+    """
+    if mode == "off":
+        return False
+    key = (alias, os.getpid())
+    verdict = _prepare_verdicts.get(key)
+    if verdict is None:
+        verdict = mode == "on" or not behind_pooler(conn)
+        _prepare_verdicts[key] = verdict
+    return verdict
+
+
+def forbid_prepared(alias: str) -> None:
+    """No more named prepared statements on ``alias`` in this process (a pooler lost one)."""
+    _prepare_verdicts[(alias, os.getpid())] = False

@@ -6,9 +6,40 @@ ORM would spend three to five. Table and column names are the Django models'.
 
 from __future__ import annotations
 
+import threading
+
+import psycopg
 from django.db import connections
 
-from checkpoints.store.orm.pool import statement_cursor
+from checkpoints.conf import setting
+from checkpoints.errors import StoreUnavailable
+from checkpoints.store.orm.pool import (
+    forbid_prepared,
+    prepared_statements_allowed,
+    statement_cursor,
+)
+
+
+class StandbyWaitTimeout(StoreUnavailable):
+    """A synchronous commit waited past ``PG_STANDBY_WAIT_SECONDS`` for the standby."""
+
+    code = "standby_wait_timeout"
+
+
+# What a pooler that lost a named prepared statement answers: it was prepared on another
+# server connection (missing here, or a different one under the same name here).
+_LOST_PREPARED = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
+
+# The durability level this session commits with, computed by the statement that writes
+# the checkpoint: the stamp says what held for that very write, even after the server's
+# configuration (a standby removed, synchronous_commit changed) or the connection changed.
+LEVEL = """(CASE
+    WHEN current_setting('fsync') <> 'on' OR current_setting('synchronous_commit') = 'off'
+        THEN 'memory'
+    WHEN current_setting('synchronous_standby_names') <> ''
+         AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+        THEN 'replicated'
+    ELSE 'disk' END)"""
 
 # One statement writes the thread row, the new channel blobs and the checkpoint.
 PUT = """
@@ -31,7 +62,7 @@ INSERT INTO checkpoints_checkpoint (
 )
 SELECT t.id, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(type)s, %(body)s,
        %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(source)s, %(step)s, %(run_id)s,
-       %(durability)s, %(now)s
+       {level}, %(now)s
 FROM t
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
@@ -39,8 +70,8 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
     run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
     created_at = EXCLUDED.created_at
-RETURNING thread_id
-"""
+RETURNING thread_id, durability
+""".replace("{level}", LEVEL)
 
 # The columns every read returns, with the checkpoint's blobs and pending writes folded
 # into two arrays (channel and type names as bytea, so one array type holds them).
@@ -159,13 +190,85 @@ class PostgresPaths:
 
     using: str
     pooled: bool
-    prepare: bool
+    prepare_mode: str  # "on", "off" or "auto" (see pool.prepared_statements_allowed)
 
     def _raw_cursor(self):
         """A server-binding cursor: the caller's transaction if one is open, else pooled."""
         return statement_cursor(self.using, pooled=self.pooled)
 
-    def _put_pg(self, row: dict, blobs: list[tuple]) -> int:
+    def _execute(self, cur, sql: str, params, **options) -> None:
+        """Run one statement, dropping to unnamed statements if a pooler lost a prepared one.
+
+        The error never reaches the caller raw: outside a transaction the statement runs
+        again unprepared (it changed nothing); inside one the transaction is gone, so the
+        caller gets a retryable StoreUnavailable.
+        """
+        prepare = prepared_statements_allowed(self.using, self.prepare_mode, cur.connection)
+        try:
+            self._bounded(cur, sql, params, prepare, options)
+        except _LOST_PREPARED as exc:
+            forbid_prepared(self.using)
+            idle = cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            if not prepare or not idle:
+                raise StoreUnavailable(
+                    f"PostgreSQL database {self.using!r}: a connection pooler lost a prepared "
+                    f"statement ({exc.sqlstate}: {exc}); this process no longer prepares "
+                    "statements there, retry the operation"
+                ) from exc
+            self._bounded(cur, sql, params, False, options)
+
+    def _bounded(self, cur, sql: str, params, prepare: bool, options: dict) -> None:
+        """Run a statement; with ``PG_STANDBY_WAIT_SECONDS`` set, wait at most that long.
+
+        PostgreSQL has no bound of its own on a commit's wait for a synchronous standby (a
+        named but absent one makes it wait forever). Past the bound the wait is cancelled:
+        a statement still running wrote nothing; one already committed locally says so in a
+        warning. Either way the write is not acknowledged, and the error names the wait.
+        """
+        bound = setting("PG_STANDBY_WAIT_SECONDS")
+        conn = cur.connection
+        if not bound or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            # Inside a transaction the wait comes at its COMMIT, which its owner runs.
+            cur.execute(sql, params, prepare=prepare, **options)
+            return
+        warnings: list[str] = []
+
+        def on_notice(diagnostic) -> None:
+            warnings.append(diagnostic.message_primary or "")
+
+        conn.add_notice_handler(on_notice)
+        timer = threading.Timer(float(bound), conn.cancel_safe)
+        timer.start()
+        try:
+            cur.execute(sql, params, prepare=prepare, **options)
+        except psycopg.errors.QueryCanceled as exc:
+            timer.cancel()
+            timer.join()
+            raise StandbyWaitTimeout(
+                f"{self._waited(conn, bound)}; the statement was cancelled and wrote nothing"
+            ) from exc
+        finally:
+            # Joined, so a cancel being sent cannot reach the connection's next statement.
+            timer.cancel()
+            timer.join()
+            conn.remove_notice_handler(on_notice)
+        if any("synchronous replication" in w for w in warnings):
+            raise StandbyWaitTimeout(
+                f"{self._waited(conn, bound)} to confirm the commit: it is written on the "
+                "primary only and was not acknowledged"
+            )
+
+    def _waited(self, conn, bound) -> str:
+        with psycopg.Cursor(conn) as cur:
+            cur.execute("SHOW synchronous_standby_names", prepare=False)
+            names = cur.fetchone()[0]
+        return (
+            f"PostgreSQL database {self.using!r} waited more than {bound} s "
+            f"(PG_STANDBY_WAIT_SECONDS) for its synchronous standby {names or '(none named)'!r}"
+        )
+
+    def _put_pg(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
+        """Write the checkpoint; the thread's key and the durability level it was stamped."""
         from psycopg.types.json import Jsonb
 
         params = dict(
@@ -178,8 +281,9 @@ class PostgresPaths:
             blobs=[b[3] for b in blobs],
         )
         with self._raw_cursor() as cur:
-            cur.execute(PUT, params, prepare=self.prepare)
-            return cur.fetchone()[0]
+            self._execute(cur, PUT, params)
+            thread_pk, level = cur.fetchone()
+            return thread_pk, level
 
     def _put_writes_pg(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
         """One statement; False when nothing could be written (no thread row, or all kept)."""
@@ -196,18 +300,13 @@ class PostgresPaths:
         }
         sql = PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP
         with self._raw_cursor() as cur:
-            cur.execute(sql, params, prepare=self.prepare)
+            self._execute(cur, sql, params)
             return bool(cur.fetchall())
 
     def _get_rows_pg(self, params: dict) -> list[tuple]:
         checkpoint_id = params["checkpoint_id"]
         with self._raw_cursor() as cur:
-            cur.execute(
-                GET_BY_ID if checkpoint_id else GET_LATEST,
-                params,
-                binary=True,
-                prepare=self.prepare,
-            )
+            self._execute(cur, GET_BY_ID if checkpoint_id else GET_LATEST, params, binary=True)
             return cur.fetchall()
 
     def _page_pg(self, params, wanted, cursor, size) -> list[tuple]:
@@ -225,7 +324,7 @@ class PostgresPaths:
         if cursor is not None:
             values["cursor_id"], values["cursor_pk"] = cursor
         with self._raw_cursor() as cur:
-            cur.execute(sql, values, binary=True, prepare=self.prepare)
+            self._execute(cur, sql, values, binary=True)
             return cur.fetchall()
 
     def _delete_round_pg(self, thread_ids: list[str]) -> list[str]:
@@ -234,22 +333,13 @@ class PostgresPaths:
         for start in range(0, len(thread_ids), 1000):
             chunk = {"ids": thread_ids[start : start + 1000]}
             with self._raw_cursor() as cur:
-                cur.execute(DELETE_THREADS, chunk, prepare=self.prepare)
-                cur.execute(AFTER_DELETE, chunk, prepare=self.prepare)
+                self._execute(cur, DELETE_THREADS, chunk)
+                self._execute(cur, AFTER_DELETE, chunk)
                 again += [row[0] for row in cur.fetchall()]
         return again
 
     def _pg_durability(self) -> str:
-        """ "replicated" with a synchronous standby, "memory" when commits are not synced."""
+        """The level a commit on this thread's connection gets now (see LEVEL)."""
         with connections[self.using].cursor() as cur:
-            cur.execute("SHOW fsync")
-            fsync = cur.fetchone()[0]
-            cur.execute("SHOW synchronous_standby_names")
-            standbys = cur.fetchone()[0]
-            cur.execute("SHOW synchronous_commit")
-            commit = cur.fetchone()[0]
-        if fsync != "on" or commit == "off":
-            return "memory"
-        if standbys and commit in ("on", "remote_write", "remote_apply"):
-            return "replicated"
-        return "disk"
+            cur.execute("SELECT " + LEVEL)
+            return cur.fetchone()[0]

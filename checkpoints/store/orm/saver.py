@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.ledger import OrmLedger
+from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.sqlite import SqlitePaths
 from checkpoints.store.planning import (
@@ -65,11 +67,13 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                 f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
             )
         self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
-        # Server-side prepared statements for the hot-path SQL (PostgreSQL); turn them off
-        # behind a transaction-pooling PgBouncer that cannot keep them.
-        self.prepare = bool(setting("PG_PREPARED_STATEMENTS"))
+        # Named server-side prepared statements for the hot-path SQL (PostgreSQL): "auto"
+        # uses them unless a pooler (PgBouncer in transaction mode) sits in between.
+        self.prepare_mode = prepare_mode(setting("PG_PREPARED_STATEMENTS"))
         self.pooled = bool(setting("PG_POOL"))
         self._durability: str | None = None
+        self._durability_read_at = 0.0
+        self._durability_session: int | None = None
         self._owner_cache: dict[str, int | None] = {}
         if check_format:
             self.ensure_format()
@@ -94,8 +98,24 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
     # -- durability -----------------------------------------------------------------------
     @property
     def durability(self) -> str:
-        if self._durability is None:
+        """The level a write gets now: read again after ``DURABILITY_RECHECK_SECONDS`` and
+        whenever this thread's connection is a new one (a reconnect, perhaps elsewhere).
+
+        PostgreSQL writes stamp what their own statement committed with (postgres.LEVEL);
+        this is what the store says it guarantees, for the admin, the API and SQLite.
+        """
+        conn = connections[self.using].connection
+        session = id(conn) if conn is not None else None
+        now = time.monotonic()
+        if (
+            self._durability is None
+            or now - self._durability_read_at >= float(setting("DURABILITY_RECHECK_SECONDS"))
+            or (session is not None and session != self._durability_session)
+        ):
             self._durability = self._read_durability()
+            conn = connections[self.using].connection
+            self._durability_session = id(conn) if conn is not None else None
+            self._durability_read_at = now
         return self._durability
 
     def _read_durability(self) -> str:
@@ -138,13 +158,14 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
         if self.provider == "postgres" and not self.max_checkpoints:
             # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round trips.
             self._stamp_row(row, plan)
-            self._put_pg(row, blobs)
+            # The statement stamps the level its own session commits with.
+            _, plan.durability["level"] = self._put_pg(row, blobs)
             return
         with transaction.atomic(using=self.using):
             # Stamped inside the transaction: no reader sees it before the commit.
             self._stamp_row(row, plan)
             if self.provider == "postgres":
-                thread_pk = self._put_pg(row, blobs)
+                thread_pk, plan.durability["level"] = self._put_pg(row, blobs)
             else:
                 thread_pk = self._put_sqlite(row, blobs)
             if self.max_checkpoints:
