@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('checkpoints', '0003_auditevent'),
+        ('checkpoints', '0004_list_indexes'),
     ]
 
     operations = [
