@@ -20,8 +20,8 @@ from checkpoints.savers.base import utcnow
 from checkpoints.store.orm.lease import LeaseLost, Leases, new_owner
 from retention.locks import LOCK_NAME, sweep_lock
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
+from tests.retention.test_sweep import finished_past_due
 from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
-from tests.test_sweep import finished_past_due
 
 ORM = ("sqlite", "postgres")
 

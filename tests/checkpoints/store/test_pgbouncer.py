@@ -25,13 +25,13 @@ from checkpoints.models import StoreLease
 from checkpoints.savers import get_saver
 from checkpoints.savers.base import utcnow
 from checkpoints.store.orm.pool import behind_pooler, prepared_statements_allowed
+from tests.checkpoints.store.test_conformance import SyncDriven
+from tests.checkpoints.store.test_graphs import config_for, interrupt_graph
 from tests.pgbouncer import bounced_url, pgbouncer_port  # noqa: F401
+from tests.retention.test_sweep import finished_past_due
+from tests.retention.test_sweep_lease import SWEEPER, start_together
 from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
 from tests.standalone import plain_env, run_graph
-from tests.test_conformance import SyncDriven
-from tests.test_graphs import config_for, interrupt_graph
-from tests.test_sweep import finished_past_due
-from tests.test_sweep_lease import SWEEPER, start_together
 
 pytestmark = [
     pytest.mark.postgres,
