@@ -283,8 +283,11 @@ def test_unbound_rows_read_until_required_then_refused(store, provider):
     assert "t-victim" in caught.value.message
 
 
-@pytest.mark.parametrize("provider", ["sqlite", "postgres"], indirect=True)
-def test_reencrypt_upgrades_unbound_rows(store, capsys):
+def test_reencrypt_upgrades_unbound_rows(store, provider, request, capsys):
+    if provider == "redis":
+        target = ["--redis-url", request.getfixturevalue("redis_url")]
+    else:
+        target = ["--database", store.using]
     with keys():
         world = build_world(store)
         v = world[VICTIM]
@@ -292,15 +295,19 @@ def test_reencrypt_upgrades_unbound_rows(store, capsys):
             ("channel", *VICTIM, "a", str(v["versions"]["a"])),
             ("write", *VICTIM, v["cid"], "task-1", 0),
         ]
+        if provider == "redis":
+            unbound.append(("body", *VICTIM, v["cid"]))
         for slot in unbound:
             _unbind(store, slot)
-    # A plaintext row from before keys were set is upgraded by the same run.
+    # A plaintext row from before keys were set is upgraded by the same run (its value; on
+    # Redis its body too).
     with override_settings(CHECKPOINTS={**store_settings(), "ENCRYPTION_KEYS": []}):
         plain = put_chain(store, "t-plain", {"p": "was plaintext"})
+    expected = len(unbound) + (2 if provider == "redis" else 1)
     with keys(ENCRYPTION_REQUIRE_BOUND=True):
-        call_command("reencrypt_checkpoints", "--batch-size", "3", "--database", store.using)
+        call_command("reencrypt_checkpoints", "--batch-size", "3", *target)
         out = capsys.readouterr().out
-        assert "rewrote 3 " in out, out
+        assert f"rewrote {expected} " in out, out
         for slot in unbound:
             assert sealed_format(read_slot(store, slot)) == 2
         tup = store.get_tuple(v["config"])
@@ -308,7 +315,7 @@ def test_reencrypt_upgrades_unbound_rows(store, capsys):
         assert sorted(w[2] for w in tup.pending_writes) == ["w-a", "w-a2", "w-b"]
         assert store.get_tuple(plain).checkpoint["channel_values"] == {"p": "was plaintext"}
         # Resumable: a second run finds nothing to do.
-        call_command("reencrypt_checkpoints", "--database", store.using)
+        call_command("reencrypt_checkpoints", *target)
         assert "rewrote 0 " in capsys.readouterr().out
 
 

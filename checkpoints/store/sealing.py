@@ -31,26 +31,29 @@ def rebind_orm_row(model, item: dict, source: str, target: str) -> None:
     item["type"], item["blob"] = rebind(typed, old, old.moved(thread_id=target))
 
 
+def redis_hash_places(kind: str, mapping, thread_id: str, ns: str):
+    """(field, parts, (type index, bytes index), place) of each value of a ``c:``, ``b:``
+    or ``w:`` hash: where its sealed pair sits among the value's parts, and its place."""
+    for field, value in mapping:
+        parts = unpack(value)
+        if kind == "c:":
+            # record: blob fields, parent, metadata, body type, body, ...
+            yield field, parts, (3, 4), Place.body(thread_id, ns, dec(field))
+        elif kind == "b:":
+            channel, version = (dec(p) for p in unpack(field)[:2])
+            yield field, parts, (0, 1), Place.blob(thread_id, ns, channel, version)
+        else:
+            checkpoint_id, task_id, idx = (dec(p) for p in unpack(field)[:3])
+            at = Place.write(thread_id, ns, checkpoint_id, task_id, int(idx), dec(parts[2]))
+            yield field, parts, (3, 4), at
+
+
 def rebind_redis_hash(
     kind: str, mapping: dict[bytes, bytes], source: str, target: str, ns: str
 ) -> dict[bytes, bytes]:
     """The fields of a copied ``c:``, ``b:`` or ``w:`` hash whose sealed values changed."""
     changed = {}
-    for field, value in mapping.items():
-        parts = unpack(value)
-        if kind == "c:":
-            # record: blob fields, parent, metadata, body type, body, ...
-            old = Place.body(source, ns, dec(field))
-            typed_at = (3, 4)
-        elif kind == "b:":
-            channel, version = (dec(p) for p in unpack(field)[:2])
-            old = Place.blob(source, ns, channel, version)
-            typed_at = (0, 1)
-        else:
-            checkpoint_id, task_id, idx = (dec(p) for p in unpack(field)[:3])
-            old = Place.write(source, ns, checkpoint_id, task_id, int(idx), dec(parts[2]))
-            typed_at = (3, 4)
-        t, d = typed_at
+    for field, parts, (t, d), old in redis_hash_places(kind, mapping.items(), source, ns):
         typed = (dec(parts[t]), parts[d])
         new = rebind(typed, old, old.moved(thread_id=target))
         if new is not typed:
