@@ -346,3 +346,18 @@ def test_reencrypt_leaves_a_row_a_writer_changed(store):
             reencrypt._plaintext = real
         assert (result.rewritten, result.raced) == (0, 1)
         assert store.get_tuple(config).checkpoint["channel_values"] == {"p": "before"}
+
+
+@pytest.mark.parametrize(
+    "extra, name",
+    [
+        ({"ENCRYPTION_STORE_ID": 7}, "CHECKPOINTS_ENCRYPTION_STORE_ID"),
+        ({"ENCRYPTION_REQUIRE_BOUND": "yes"}, "CHECKPOINTS_ENCRYPTION_REQUIRE_BOUND"),
+    ],
+)
+def test_binding_settings_checked(extra, name):
+    from checkpoints.checks import configuration_errors
+
+    with keys(**extra):
+        errors = configuration_errors()
+    assert any(name in e.msg for e in errors)
