@@ -20,6 +20,7 @@ from checkpoints.codec.encryption import SUFFIX, _key_id, sealed_format
 from checkpoints.conf import store_settings
 from checkpoints.errors import UndecryptableValue
 from checkpoints.models import ChannelBlob, PendingWrite
+from tests.api_fixtures import threads, users  # noqa: F401 - fixtures
 from tests.store_helpers import put_chain
 
 KEY = base64.urlsafe_b64encode(os.urandom(32)).decode()
@@ -361,3 +362,32 @@ def test_binding_settings_checked(extra, name):
     with keys(**extra):
         errors = configuration_errors()
     assert any(name in e.msg for e in errors)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_api_refuses_another_users_value_copied_over_yours(request):
+    """Alice's sealed value lifted onto Bob's row: 409 naming Bob's place, no secret leaked."""
+    from tests.api_fixtures import token_client
+
+    with keys():
+        threads = request.getfixturevalue("threads")
+        users = request.getfixturevalue("users")
+        blobs = ChannelBlob.objects.exclude(blob=None)
+        alice = {
+            c: (t, b)
+            for c, t, b in blobs.filter(thread__thread_id="alice-1").values_list(
+                "channel", "type", "blob"
+            )
+        }
+        bob = blobs.filter(thread__thread_id=threads["bob"][0])
+        shared = sorted(set(alice) & set(bob.values_list("channel", flat=True)))
+        assert shared
+        for channel in shared:
+            type_, blob = alice[channel]
+            bob.filter(channel=channel).update(type=type_, blob=blob)
+        response = token_client(users["bob"]).get("/api/threads/bob-1/state/")
+    assert response.status_code == 409, response.content
+    error = response.json()["error"]
+    assert error["code"] == "encryption_error"
+    assert "in thread 'bob-1'" in error["message"] and "another place" in error["message"]
+    assert "alice" not in response.content.decode().replace("alice-1", "")
