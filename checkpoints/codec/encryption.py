@@ -13,8 +13,12 @@ Formats of the sealed bytes:
   for a pending write its checkpoint id, task id, index and channel, for a checkpoint body
   its checkpoint id. A value copied to another thread, namespace, channel, version,
   checkpoint, task or index (relocation, swap, replay) fails authentication, and the
-  refusal names the place it was read at. A legitimate move (``copy_thread``, a fork)
-  re-seals every value for its new place with :func:`rebind`.
+  refusal names the place it was read at. The one legitimate move, ``copy_thread``,
+  re-seals every value for its new place with :func:`rebind` (a fork reads the source
+  and writes the new thread afresh, so its values are sealed for it already). Not
+  detected: an older value put back at the very same place it was overwritten at (a
+  re-put checkpoint id, an upserted special write), which would take a per-place counter.
+  The ORM stores the checkpoint body (ids, versions seen; no channel values) unsealed.
 * unbound (format 1, written before): ``key id (8) | nonce (12) | ciphertext+tag`` with only
   the type tag authenticated. Still read until the deployment sets
   ``CHECKPOINTS["ENCRYPTION_REQUIRE_BOUND"] = True``, after which it is refused;
@@ -32,7 +36,7 @@ Metadata is never sealed: it stays plaintext so ``list(filter=...)``, the API's
 operators on PostgreSQL and SQLite, Lua on Redis), which cannot see into ciphertext. A
 deterministic or blind-index encryption of metadata values would keep equality filters
 but leak equality across rows and lose range/containment filters, for values LangGraph
-fills with step, source and writes. So: do not put secrets in metadata; put them in
+fills with step, source and parents. So: do not put secrets in metadata; put them in
 channel values, which are sealed. Metadata would only be sealed together with dropping
 database-side filtering, which this store does not do.
 """
