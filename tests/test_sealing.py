@@ -320,32 +320,34 @@ def test_reencrypt_upgrades_unbound_rows(store, provider, request, capsys):
         assert "rewrote 0 " in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("provider", ["sqlite", "postgres"], indirect=True)
-def test_reencrypt_leaves_a_row_a_writer_changed(store):
+def test_reencrypt_leaves_a_row_a_writer_changed(store, provider, monkeypatch):
     """Compare-and-swap: a row rewritten between the read and the write is kept as is."""
     from checkpoints import reencrypt
+    from checkpoints.codec.encryption import seal_typed
 
     with override_settings(CHECKPOINTS={**store_settings(), "ENCRYPTION_KEYS": []}):
         config = put_chain(store, "t-race", {"p": "before"})
-    row = ChannelBlob.objects.using(store.using).get()
     real = reencrypt._plaintext
 
     def writer_races(typed, ring, at):
-        # A writer seals the row for its place between our read and our write.
-        from checkpoints.codec.encryption import seal_typed
-
-        ChannelBlob.objects.using(store.using).filter(pk=row.pk).update(
-            blob=seal_typed(typed, at=at)[1], type=typed[0] + SUFFIX
-        )
+        # A writer seals the value for its place between the command's read and write
+        # (the hook is the command's own step, not the store: the store stays real).
+        if at.kind == "channel":
+            slot = ("channel", at.thread_id, at.ns, at.channel, at.version)
+        else:
+            slot = ("body", at.thread_id, at.ns, at.checkpoint_id)
+        write_slot(store, slot, seal_typed(typed, at=at))
         return real(typed, ring, at)
 
+    monkeypatch.setattr(reencrypt, "_plaintext", writer_races)
     with keys():
-        reencrypt._plaintext = writer_races
-        try:
+        if provider == "redis":
+            result = reencrypt.reencrypt_redis(store)
+            # The body and the channel value: both changed under the command.
+            assert (result.rewritten, result.raced) == (0, 2)
+        else:
             result = reencrypt.reencrypt_rows(using=store.using)
-        finally:
-            reencrypt._plaintext = real
-        assert (result.rewritten, result.raced) == (0, 1)
+            assert (result.rewritten, result.raced) == (0, 1)
         assert store.get_tuple(config).checkpoint["channel_values"] == {"p": "before"}
 
 
