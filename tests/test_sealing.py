@@ -8,6 +8,7 @@ read. The upgrade path covers rows sealed in the unbound format (1).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 
@@ -211,11 +212,15 @@ def test_relocation_matrix(store, provider):
     assert checked == MATRIX_SIZE[provider] == (12 if provider == "redis" else 9)
 
 
-def test_copy_reseals_for_the_target(store):
+@pytest.mark.parametrize("way", ["sync", "async"])
+def test_copy_reseals_for_the_target(store, way):
     """copy_thread moves values legitimately: the copy reads, and its bytes are its own."""
     with keys():
         world = build_world(store)
-        store.copy_thread("t-victim", "t-copy")
+        if way == "async":
+            asyncio.run(store.acopy_thread("t-victim", "t-copy"))
+        else:
+            store.copy_thread("t-victim", "t-copy")
         source = world[VICTIM]
         copied = {**source["config"]["configurable"], "thread_id": "t-copy"}
         tup = store.get_tuple({"configurable": copied})
