@@ -93,6 +93,7 @@ def configuration_errors() -> list[Error]:
             )
     errors.extend(_engine_errors(conf))
     errors.extend(_encryption_errors(conf.get("ENCRYPTION_KEYS") or []))
+    errors.extend(_binding_errors(conf))
     errors.extend(_graph_errors(conf.get("GRAPHS")))
     if numbers_ok:
         waiting = conf["RETENTION_WAITING_MINUTES"]
@@ -175,6 +176,31 @@ def _saver_path_errors() -> list[Error]:
         )
         for provider, path, why in path_errors()
     ]
+
+
+def _binding_errors(conf) -> list[Error]:
+    # Both are part of how every sealed value is opened: a wrong type would fail every read.
+    found = []
+    store_id = conf.get("ENCRYPTION_STORE_ID", "")
+    if not isinstance(store_id, str):
+        found.append(
+            Error(
+                f"CHECKPOINTS_ENCRYPTION_STORE_ID (CHECKPOINTS['ENCRYPTION_STORE_ID']) is "
+                f"{store_id!r}, not a string.",
+                hint="Pick a label once per store and never change it.",
+                id="checkpoints.E008",
+            )
+        )
+    require = conf.get("ENCRYPTION_REQUIRE_BOUND", False)
+    if not isinstance(require, bool):
+        found.append(
+            Error(
+                f"CHECKPOINTS_ENCRYPTION_REQUIRE_BOUND (CHECKPOINTS['ENCRYPTION_REQUIRE_BOUND'])"
+                f" is {require!r}, not True or False.",
+                id="checkpoints.E009",
+            )
+        )
+    return found
 
 
 def _encryption_errors(keys) -> list[Error]:

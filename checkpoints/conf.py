@@ -46,6 +46,10 @@ DEFAULTS: dict[str, Any] = {
     "SWEEP_LEASE_SECONDS": 60,
     "SWEEP_SCHEDULE": None,
     "ENCRYPTION_KEYS": [],
+    # A label per store, part of every sealed value's associated data (see codec.encryption).
+    "ENCRYPTION_STORE_ID": "",
+    # True once every row is in the bound format: unbound (format 1) sealed rows are refused.
+    "ENCRYPTION_REQUIRE_BOUND": False,
     "REMOVED_VARIABLES_SET": [],
     # name -> "pkg.module:attribute" of a compiled graph or StateGraph builder.
     "GRAPHS": {},

@@ -133,6 +133,8 @@ CHECKPOINTS = {
     "ENCRYPTION_KEYS": [
         k.strip() for k in os.environ.get("CHECKPOINTS_ENCRYPTION_KEYS", "").split(",") if k.strip()
     ],
+    "ENCRYPTION_STORE_ID": os.environ.get("CHECKPOINTS_ENCRYPTION_STORE_ID", ""),
+    "ENCRYPTION_REQUIRE_BOUND": os.environ.get("CHECKPOINTS_ENCRYPTION_REQUIRE_BOUND", "0") == "1",
     "SWEEP_SCHEDULE": os.environ.get("CHECKPOINTS_SWEEP_SCHEDULE") or None,
     # Unset: LangGraph's own rule (permissive unless LANGGRAPH_STRICT_MSGPACK); a
     # comma-separated list of module.Class names: strict, those classes allowed.

@@ -18,7 +18,7 @@ from checkpoints.codec import compress_typed, decompress_typed
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
-from checkpoints.encryption import open_typed, seal_typed
+from checkpoints.encryption import Place, open_typed, seal_typed
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
@@ -42,6 +42,7 @@ from checkpoints.store.planning import (
     utcnow,
     validate_filter,
 )
+from checkpoints.store.sealing import rebind_orm_row
 
 PAGE = 100
 EMPTY = "empty"
@@ -124,11 +125,13 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
         return self._pg_durability()
 
     # -- serialization --------------------------------------------------------------------
-    def _dump(self, value: Any, where: str = "value") -> tuple[str, bytes]:
-        return seal_typed(compress_typed(self._encode(value, where), self.compress_bytes))
+    # ``at`` is where the value is stored: the sealed bytes are bound to it.
+    def _dump(self, value: Any, at: Place, where: str = "value") -> tuple[str, bytes]:
+        typed = compress_typed(self._encode(value, where), self.compress_bytes)
+        return seal_typed(typed, at=at)
 
-    def _load(self, type_: str, data: Any) -> Any:
-        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)))))
+    def _load(self, type_: str, data: Any, at: Place) -> Any:
+        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)), at=at)))
 
     # -- writes ---------------------------------------------------------------------------
     def _store_checkpoint(self, plan: PutPlan) -> None:
@@ -138,7 +141,15 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
         blobs = [
             (channel, version, EMPTY, None)
             if value is MISSING
-            else (channel, version, *self._dump(value, f"channel {channel!r}"))
+            else (
+                channel,
+                version,
+                *self._dump(
+                    value,
+                    Place.blob(plan.thread_id, plan.ns, channel, version),
+                    f"channel {channel!r}",
+                ),
+            )
             for channel, version, value in plan.blobs
         ]
         row = {
@@ -191,7 +202,17 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
 
     def _store_writes(self, plan: WritesPlan) -> None:
         rows = [
-            (idx, channel, *self._dump(value, f"write to channel {channel!r}"))
+            (
+                idx,
+                channel,
+                *self._dump(
+                    value,
+                    Place.write(
+                        plan.thread_id, plan.ns, plan.checkpoint_id, plan.task_id, idx, channel
+                    ),
+                    f"write to channel {channel!r}",
+                ),
+            )
             for idx, channel, value in plan.items
         ]
         thread_id, ns, checkpoint_id = plan.thread_id, plan.ns, plan.checkpoint_id
@@ -283,9 +304,12 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
             if isinstance(versions, str):
                 versions = json.loads(versions)
             checkpoint["channel_versions"] = versions or {}
+            versions = versions or {}
             checkpoint["channel_values"] = {
                 _text(channel): decode_at(
-                    lambda t=blob_type, d=data: self._load(_text(t), d),
+                    lambda t=blob_type, d=data, p=_blob_place(at, channel, versions): self._load(
+                        _text(t), d, p
+                    ),
                     part=f"channel {_text(channel)!r}",
                     **at,
                 )
@@ -315,7 +339,17 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                         {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
                     ),
                     pending_writes=decode_writes(
-                        ((w[0], w[3], lambda w=w: self._load(w[4], w[5])) for w in pending), **at
+                        (
+                            (
+                                w[0],
+                                w[3],
+                                lambda w=w: self._load(
+                                    w[4], w[5], Place.write(thread_id, ns, cid, w[0], w[2], w[3])
+                                ),
+                            )
+                            for w in pending
+                        ),
+                        **at,
                     ),
                 )
             )
@@ -497,6 +531,7 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                     last = batch[-1].pop("pk")
                     for item in batch:
                         item.pop("pk", None)
+                        rebind_orm_row(model, item, source_thread_id, target_thread_id)
                     model.objects.using(db).bulk_create(
                         [model(thread_id=target.pk, **item) for item in batch],
                         ignore_conflicts=True,
@@ -607,6 +642,12 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
         while (page := await step()) is not None:
             for item in page:
                 yield item
+
+
+def _blob_place(at: dict, channel: Any, versions: dict) -> Place:
+    # The stored blob is the one at the checkpoint's version of the channel.
+    channel = _text(channel)
+    return Place.blob(at["thread_id"], at["ns"], channel, versions.get(channel, ""))
 
 
 def _text(value: Any) -> str:

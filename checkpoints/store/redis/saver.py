@@ -37,7 +37,7 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
-from checkpoints.encryption import open_typed, seal_typed
+from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import Emit
 from checkpoints.store.contract import DURABILITY_KEY, StoreSaver
@@ -72,6 +72,7 @@ from checkpoints.store.redis.keys import (
 )
 from checkpoints.store.redis.ledger import RedisLedger
 from checkpoints.store.redis.scripts import COPY, COUNT, DELETE, DROP, PUT, PUT_WRITES, READ
+from checkpoints.store.sealing import rebind_redis_hash
 
 
 class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
@@ -237,14 +238,15 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             yield from self._unmark_flow(thread_id)
 
     # -- serialization --------------------------------------------------------------------
-    def _dump(self, value: Any, path: str = "value") -> tuple[str, bytes]:
+    # ``at`` is where the value is stored: the sealed bytes are bound to it.
+    def _dump(self, value: Any, at: Place, path: str = "value") -> tuple[str, bytes]:
         if isinstance(self.serde, FaithfulJSONCodec):
             # The codec names the refused value's path, such as channel_values.messages[3].
-            return seal_typed(self.serde.dumps_typed(value, path=path))
-        return seal_typed(compress_typed(self._encode(value, path)))
+            return seal_typed(self.serde.dumps_typed(value, path=path), at=at)
+        return seal_typed(compress_typed(self._encode(value, path)), at=at)
 
-    def _load(self, type_: bytes, data: bytes) -> Any:
-        return self.serde.loads_typed(decompress_typed(open_typed((dec(type_), data))))
+    def _load(self, type_: bytes, data: bytes, at: Place) -> Any:
+        return self.serde.loads_typed(decompress_typed(open_typed((dec(type_), data), at=at)))
 
     def _default_ttl_ms(self) -> int:
         return int(setting("RETENTION_WAITING_MINUTES")) * 60000
@@ -253,11 +255,17 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     def _io_store_checkpoint(self, plan: PutPlan):
         thread_id, ns, parent_id = plan.thread_id, plan.ns, plan.parent_id
         checkpoint_id = plan.checkpoint_id
-        body_type, body = self._dump(plan.body(), "checkpoint")
+        body_type, body = self._dump(
+            plan.body(), Place.body(thread_id, ns, checkpoint_id), "checkpoint"
+        )
         blob_args: list[bytes] = []
         for channel, version, value in plan.blobs:
             if value is not MISSING:
-                typed = self._dump(value, f"channel_values.{channel}")
+                typed = self._dump(
+                    value,
+                    Place.blob(thread_id, ns, channel, version),
+                    f"channel_values.{channel}",
+                )
                 blob_args += [pack(channel, version), pack(*typed)]
         blob_fields = pack(
             *(pack(channel, str(version)) for channel, version in plan.versions.items())
@@ -304,7 +312,8 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
         thread_id, ns = plan.thread_id, plan.ns
         args: list = []
         for idx, channel, value in plan.items:
-            type_, data = self._dump(value, f"writes[{idx}].{channel}")
+            at = Place.write(thread_id, ns, plan.checkpoint_id, plan.task_id, idx, channel)
+            type_, data = self._dump(value, at, f"writes[{idx}].{channel}")
             args += [
                 pack(plan.checkpoint_id, plan.task_id, str(idx)),
                 pack(plan.task_id, plan.task_path, channel, type_, data),
@@ -326,13 +335,21 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
         checkpoint_id = dec(found[0])
         blob_fields, parent, md, body_type, body, *_ = unpack(found[1])
         at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
-        checkpoint = decode_at(lambda: self._load(body_type, body), part="the body", **at)
+        checkpoint = decode_at(
+            lambda: self._load(body_type, body, Place.body(thread_id, ns, checkpoint_id)),
+            part="the body",
+            **at,
+        )
         values = {}
         for blob_field, value in zip(unpack(blob_fields), found[2], strict=False):
             if value is not None:
-                channel = dec(unpack(blob_field)[0])
+                channel, version = (dec(f) for f in unpack(blob_field)[:2])
                 values[channel] = decode_at(
-                    lambda v=value: self._load(*unpack(v)), part=f"channel {channel!r}", **at
+                    lambda v=value, p=Place.blob(thread_id, ns, channel, version): self._load(
+                        *unpack(v), p
+                    ),
+                    part=f"channel {channel!r}",
+                    **at,
                 )
         checkpoint["channel_values"] = values
         pending = []
@@ -352,7 +369,17 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
                 {"configurable": {**conf, "checkpoint_id": dec(parent)}} if parent else None
             ),
             pending_writes=decode_writes(
-                ((w[1], w[3], lambda w=w: self._load(w[4], w[5])) for w in pending), **at
+                (
+                    (
+                        w[1],
+                        w[3],
+                        lambda w=w: self._load(
+                            w[4], w[5], Place.write(thread_id, ns, checkpoint_id, w[1], w[2], w[3])
+                        ),
+                    )
+                    for w in pending
+                ),
+                **at,
             ),
         )
 
@@ -523,7 +550,29 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
                 cmd("ZADD", REGISTRY_KEY, "NX", now, enc(dst)),
             ]
         )
-        return CopyOutcome.COPIED if int(copied) else CopyOutcome.TARGET_HOLDS
+        if not int(copied):
+            return CopyOutcome.TARGET_HOLDS
+        if encryption_enabled():
+            yield from self._rebind_copy_flow(src, dst, hexes)
+        return CopyOutcome.COPIED
+
+    def _rebind_copy_flow(self, src: str, dst: str, hexes: list[str]):
+        # DUMP/RESTORE copied the source's bytes, sealed for the source thread: seal them
+        # again for the target (see checkpoints.store.sealing).
+        dp = thread_prefix(dst)
+        kinds = ("c:", "b:", "w:")
+        found = yield Batch([cmd("HGETALL", f"{dp}{kind}{h}") for h in hexes for kind in kinds])
+        sets = []
+        for n, h in enumerate(hexes):
+            ns = dec(bytes.fromhex(h))
+            for kind, mapping in zip(kinds, found[3 * n : 3 * n + 3], strict=True):
+                changed = rebind_redis_hash(kind, mapping, src, dst, ns)
+                if changed:
+                    sets.append(
+                        cmd("HSET", f"{dp}{kind}{h}", *(x for kv in changed.items() for x in kv))
+                    )
+        if sets:
+            yield Batch(sets, transaction=True)
 
     def _io_prune_thread(self, thread_id: str, keep_last: int, only_ns: str | None = None):
         p = thread_prefix(thread_id)
