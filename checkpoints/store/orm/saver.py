@@ -343,8 +343,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                             (
                                 w[0],
                                 w[3],
-                                lambda w=w: self._load(
-                                    w[4], w[5], Place.write(thread_id, ns, cid, w[0], w[2], w[3])
+                                lambda w=w, p=Place.write(thread_id, ns, cid, w[0], w[2], w[3]): (
+                                    self._load(w[4], w[5], p)
                                 ),
                             )
                             for w in pending
