@@ -26,29 +26,26 @@ from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
+from checkpoints.store.orm.prune import EMPTY, OrmPrune
 from checkpoints.store.orm.sqlite import SqlitePaths
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
-    PruneRow,
     PutPlan,
     ThreadHoldings,
     WritesPlan,
     check_limit,
     config_keys,
-    delta_channels,
     metadata_matches,
-    prune_plan,
     utcnow,
     validate_filter,
 )
 from checkpoints.store.sealing import rebind_orm_row
 
 PAGE = 100
-EMPTY = "empty"
 
 
-class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
+class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
     """Checkpoints, blobs and writes as Django models; one transaction per write."""
 
     def __init__(
@@ -537,90 +534,6 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmLedger, StoreSaver):
                         ignore_conflicts=True,
                     )
         return CopyOutcome.COPIED
-
-    # -- prune ----------------------------------------------------------------------------
-    def _prune_thread(self, thread_id: str, keep_last: int) -> int:
-        with transaction.atomic(using=self.using):
-            pk = self._thread_pk(thread_id)
-            if pk is None:
-                return 0
-            return self._prune_pk(pk, keep_last)
-
-    def _prune_pk(self, pk: int, keep_last: int, only_ns: str | None = None) -> int:
-        """Keep the newest ``keep_last`` per namespace plus the ancestors their delta
-        channels replay from; delete the rest with their writes and unused blobs."""
-        db = self.using
-        rows = CheckpointRow.objects.using(db).filter(thread_id=pk)
-        if only_ns is not None:
-            rows = rows.filter(checkpoint_ns=only_ns)
-            # Cheap exit on the put path: nothing to do while under the cap.
-            if rows.count() <= keep_last:
-                return 0
-        listing = list(
-            rows.order_by("checkpoint_ns", "-checkpoint_id").values_list(
-                "checkpoint_ns",
-                "checkpoint_id",
-                "parent_checkpoint_id",
-                "metadata",
-                "channel_versions",
-            )
-        )
-        by_ns: dict[str, list[PruneRow]] = defaultdict(list)
-        for ns, cid, parent, metadata, versions in listing:
-            by_ns[ns].append(PruneRow(cid, parent, delta_channels(metadata), versions or {}))
-        doomed: list[tuple[str, str]] = []
-        for ns, ns_rows in by_ns.items():
-            doomed.extend((ns, cid) for cid in prune_plan(ns_rows, keep_last, self._seeded(pk, ns)))
-        if not doomed:
-            return 0
-        by_ns_ids: dict[str, list[str]] = defaultdict(list)
-        for ns, cid in doomed:
-            by_ns_ids[ns].append(cid)
-        for ns, ids in by_ns_ids.items():
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                PendingWrite.objects.using(db).filter(
-                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
-                )._raw_delete(db)
-                CheckpointRow.objects.using(db).filter(
-                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
-                )._raw_delete(db)
-        self._drop_unreferenced_blobs(pk)
-        return len(doomed)
-
-    def _seeded(self, pk: int, ns: str):
-        """Whether the namespace stores a value (not "no value") for a channel version."""
-
-        def has_value(channel: str, version: str) -> bool:
-            return (
-                ChannelBlob.objects.using(self.using)
-                .filter(thread_id=pk, checkpoint_ns=ns, channel=channel, version=version)
-                .exclude(type=EMPTY)
-                .exists()
-            )
-
-        return has_value
-
-    def _drop_unreferenced_blobs(self, pk: int) -> None:
-        db = self.using
-        referenced: set[tuple[str, str, str]] = set()
-        for ns, versions in (
-            CheckpointRow.objects.using(db)
-            .filter(thread_id=pk)
-            .values_list("checkpoint_ns", "channel_versions")
-            .iterator(chunk_size=500)
-        ):
-            for channel, version in (versions or {}).items():
-                referenced.add((ns, channel, str(version)))
-        stale = [
-            blob_pk
-            for blob_pk, ns, channel, version in ChannelBlob.objects.using(db)
-            .filter(thread_id=pk)
-            .values_list("pk", "checkpoint_ns", "channel", "version")
-            if (ns, channel, version) not in referenced
-        ]
-        for start in range(0, len(stale), 500):
-            ChannelBlob.objects.using(db).filter(pk__in=stale[start : start + 500])._raw_delete(db)
 
     # -- async: the ORM is synchronous, so each primitive runs in Django's sync thread ---
     async def _acall(self, name: str, args: tuple) -> Any:
