@@ -41,6 +41,42 @@ def redis_url():
     client.flushdb()
 
 
+def redis_cluster_unavailable() -> str | None:
+    import shutil
+
+    missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+    return f"{' and '.join(missing)} not installed" if missing else None
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A private 3-master + 3-replica Redis Cluster for this session, stopped after."""
+    need_service(redis_cluster_unavailable())
+    from tests.redis_cluster import LocalRedisCluster
+
+    cluster = LocalRedisCluster()
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster):
+    """The private cluster's URL, every master flushed before and after the test."""
+    import redis.cluster
+
+    from checkpoints.store.redis.driver import cluster_client
+
+    redis_cluster.wait_ok()
+    client = cluster_client(redis_cluster.url)
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    yield redis_cluster.url
+    redis_cluster.wait_ok()
+    client = cluster_client(redis_cluster.url)
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    client.close()
+
+
 def make_saver(request, provider: str, **options):
     """A fresh, empty saver for ``provider`` (databases flushed by the transactional fixture)."""
     if provider == "memory":
@@ -68,6 +104,13 @@ def make_saver(request, provider: str, **options):
         return get_saver("postgres", using="pg", **options)
     if provider == "redis":
         url = request.getfixturevalue("redis_url")
+        from checkpoints.savers import get_saver
+
+        return get_saver("redis", conn_string=url, **options)
+    if provider == "redis-cluster":
+        # The Redis saver on a private cluster; parks and retention rows need the database.
+        request.getfixturevalue("transactional_db")
+        url = request.getfixturevalue("redis_cluster_url")
         from checkpoints.savers import get_saver
 
         return get_saver("redis", conn_string=url, **options)

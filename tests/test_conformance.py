@@ -58,6 +58,22 @@ class SyncDriven(BaseCheckpointSaver):
 
 @pytest.mark.parametrize("path", ["async", "sync"])
 def test_conformance_suite(store, provider, path):
+    run_suite(store, provider, path)
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["async", "sync"])
+def test_conformance_suite_on_redis_cluster(request, path):
+    """The Redis saver on a private 3-master + 3-replica cluster (redis+cluster://)."""
+    from tests.conftest import make_saver
+
+    store = make_saver(request, "redis-cluster")
+    assert store.cluster
+    run_suite(store, "redis-cluster", path)
+
+
+def run_suite(store, provider: str, path: str) -> None:
     subject = store if path == "async" else SyncDriven(store)
 
     async def factory():

@@ -10,14 +10,23 @@ operation run the same code.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 import redis.asyncio
-from redis.exceptions import NoScriptError
+import redis.asyncio.cluster
+import redis.cluster
+from redis.exceptions import (
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    TryAgainError,
+)
 
-from checkpoints.errors import CheckpointStoreError, StoreUnavailable
+from checkpoints.errors import CheckpointConfigError, CheckpointStoreError, StoreUnavailable
 from checkpoints.flows import arun, astream, run, stream
 from checkpoints.store.redis.keys import thread_prefix
 from checkpoints.store.redis.scripts import Script
@@ -50,6 +59,80 @@ class Batch:
     errors_ok: bool = False
 
 
+# Errors of a server or cluster that is down or failing over: the store is unavailable
+# (for now), not refusing the command.
+UNAVAILABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ClusterDownError,  # MasterDownError included
+    TryAgainError,
+    RedisClusterException,  # slot not covered, no reachable startup node
+)
+# A cluster batch that meets a failover is sent again this many times, RETRY_PAUSE seconds
+# apart (doubling), before the caller gets StoreUnavailable: a promotion takes about
+# twice cluster-node-timeout. Every batch is safe to run twice.
+CLUSTER_RETRIES = 6
+RETRY_PAUSE = 0.2
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+def is_cluster_url(url: str | None) -> bool:
+    return bool(url) and url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+
+
+def _cluster_options(url: str) -> tuple[list[tuple[str, int]], dict]:
+    """``redis+cluster://[user:password@]host:port[,host:port...][/0]`` -> nodes, options."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    options: dict = {"socket_connect_timeout": 5, "socket_timeout": 5}
+    if "@" in netloc:
+        auth, netloc = netloc.rsplit("@", 1)
+        user, _, password = auth.partition(":")
+        if user:
+            options["username"] = unquote(user)
+        if password:
+            options["password"] = unquote(password)
+    nodes = []
+    for node in netloc.split(","):
+        host, _, port = node.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise CheckpointConfigError(
+                f"Redis Cluster URL {url!r}: node {node!r} is not host:port",
+                field="conn_string",
+            )
+        nodes.append((host.strip("[]"), int(port)))
+    if parts.path.strip("/") not in ("", "0"):
+        raise CheckpointConfigError(
+            f"Redis Cluster URL {url!r} names database {parts.path.strip('/')!r}; a cluster "
+            "has only database 0",
+            field="conn_string",
+        )
+    if parts.scheme.lower().startswith("rediss"):
+        options["ssl"] = True
+    for name, values in parse_qs(parts.query).items():
+        if name in ("socket_timeout", "socket_connect_timeout"):
+            options[name] = float(values[-1])
+    return nodes, options
+
+
+def cluster_address(url: str) -> str:
+    return "cluster " + ",".join(f"{h}:{p}" for h, p in _cluster_options(url)[0])
+
+
+def cluster_client(url: str) -> redis.cluster.RedisCluster:
+    nodes, options = _cluster_options(url)
+    return redis.cluster.RedisCluster(
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in nodes], **options
+    )
+
+
+def async_cluster_client(url: str) -> redis.asyncio.cluster.RedisCluster:
+    nodes, options = _cluster_options(url)
+    return redis.asyncio.cluster.RedisCluster(
+        startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in nodes], **options
+    )
+
+
 def cmd(*args) -> Cmd:
     return Cmd(args)
 
@@ -64,7 +147,7 @@ class RedisDriver:
 
     # -- running flows: one shared body of logic, a sync and an async driver --------------
     def _fail(self, exc: Exception) -> CheckpointStoreError:
-        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        if isinstance(exc, UNAVAILABLE):
             # A server that comes back may have lost its data, format key included: check
             # the store again before the next write.
             self._ready = False
@@ -82,6 +165,26 @@ class RedisDriver:
         return results
 
     def _execute(self, batch: Batch) -> list:
+        for retry in range(CLUSTER_RETRIES + 1):
+            try:
+                return self._execute_once(batch)
+            except StoreUnavailable:
+                if not self.cluster or retry == CLUSTER_RETRIES:
+                    raise
+                time.sleep(RETRY_PAUSE * 2**retry)
+        raise AssertionError("unreachable")
+
+    async def _aexecute(self, batch: Batch) -> list:
+        for retry in range(CLUSTER_RETRIES + 1):
+            try:
+                return await self._aexecute_once(batch)
+            except StoreUnavailable:
+                if not self.cluster or retry == CLUSTER_RETRIES:
+                    raise
+                await asyncio.sleep(RETRY_PAUSE * 2**retry)
+        raise AssertionError("unreachable")
+
+    def _execute_once(self, batch: Batch) -> list:
         scripts = {r.script.sha: r.script for r in batch.requests if isinstance(r, Eval)}
         for attempt in (0, 1):
             try:
@@ -91,15 +194,15 @@ class RedisDriver:
                 results = self._results(batch, pipe.execute(raise_on_error=False), attempt)
                 if results is not None:
                     return results
-                # The server lost its script cache (restart, SCRIPT FLUSH): load and rerun;
-                # every batch is safe to run twice.
+                # The server lost its script cache (restart, SCRIPT FLUSH, a promoted
+                # replica): load and rerun; every batch is safe to run twice.
                 for script in scripts.values():
                     self.client.script_load(script.source)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            except UNAVAILABLE as exc:
                 raise self._fail(exc) from exc
         raise AssertionError("unreachable")
 
-    async def _aexecute(self, batch: Batch) -> list:
+    async def _aexecute_once(self, batch: Batch) -> list:
         client = self._aclient()
         scripts = {r.script.sha: r.script for r in batch.requests if isinstance(r, Eval)}
         for attempt in (0, 1):
@@ -112,16 +215,19 @@ class RedisDriver:
                     return results
                 for script in scripts.values():
                     await client.script_load(script.source)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            except UNAVAILABLE as exc:
                 raise self._fail(exc) from exc
         raise AssertionError("unreachable")
 
-    def _aclient(self) -> redis.asyncio.Redis:
+    def _aclient(self) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
         # redis.asyncio connections belong to the loop that opened them: one client per loop.
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
-            client = redis.asyncio.Redis.from_url(self.url, socket_connect_timeout=5)
+            if self.cluster:
+                client = async_cluster_client(self.url)
+            else:
+                client = redis.asyncio.Redis.from_url(self.url, socket_connect_timeout=5)
             self._aclients[loop] = client
         return client
 

@@ -13,8 +13,23 @@ hash. With ``P = cp:{tag}:`` and ``N`` the namespace as hex:
 - ``P w:N``    hash (checkpoint id, task id, idx) -> pending write
 - ``P x:N``    sorted set of the ``w:N`` fields, so one checkpoint's writes are a range read
 
-Store-wide keys: ``cp:format`` (generation), ``cp:threads`` (thread registry by last write),
-``cp:finished:due`` / ``cp:finished:at`` (the finished-marks ledger).
+Store-wide keys share the hash tag ``{cp}``: ``cp:{cp}:format`` (generation),
+``cp:{cp}:threads`` (thread registry by last write), ``cp:{cp}:finished:due`` /
+``cp:{cp}:finished:at`` (the finished-marks ledger). A sweep's lock is one key of its own.
+
+Redis Cluster (``redis+cluster://host:port[,host:port...]``; one layout serves a single
+node and a cluster). No command, script or MULTI spans two slots: a thread's script touches
+only its tag's slot; a finished mark (ZADD + HSET) is one MULTI on the ``{cp}`` slot. What
+joins the two, the registry entry of a thread, is kept without a cross-slot transaction,
+crash-safe by order and repair: a put writes the thread's keys first, then ZADDs the
+registry (a crash in between leaves the thread out of ``threads()`` until its next put; its
+checkpoints are whole and readable); a delete drops the keys first, then the entry (an
+entry left behind, or one whose keys expired, is dropped by ``threads()`` on read). Marks
+are keyed by thread id, so a mark never needs the thread's slot. Stores of the earlier
+untagged layout (``cp:format``, ``cp:threads``, ...) are renamed to it, in one MULTI, when
+a saver first opens them; the format generation is unchanged. A batch that meets a
+failover (connection lost, CLUSTERDOWN, TRYAGAIN) is sent again a bounded number of times,
+then fails with ``StoreUnavailable``.
 
 Every write is one Lua script (atomic: a reader never sees half of it) that also gives all
 of the thread's keys its waiting retention as TTL, so a fixed number of keys per namespace
@@ -55,9 +70,19 @@ from checkpoints.store.planning import (
     prune_plan,
     validate_filter,
 )
-from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
+from checkpoints.store.redis.driver import (
+    Batch,
+    Eval,
+    RedisDriver,
+    cluster_address,
+    cluster_client,
+    cmd,
+    is_cluster_url,
+)
 from checkpoints.store.redis.keys import (
     FORMAT_KEY,
+    LEGACY_FORMAT_KEY,
+    LEGACY_KEYS,
     PAGE,
     REGISTRY_KEY,
     dec,
@@ -92,7 +117,12 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     ) -> None:
         super().__init__(serde=serde or FaithfulJSONCodec(), max_checkpoints=max_checkpoints)
         self.conn_string = conn_string
-        if conn_string:
+        self.cluster = is_cluster_url(conn_string)
+        if self.cluster:
+            self.url = conn_string
+            self.client = cluster_client(conn_string)
+            self.address = cluster_address(conn_string)
+        elif conn_string:
             self.url = conn_string
             self.client = redis.Redis.from_url(conn_string, socket_connect_timeout=5)
         else:
@@ -102,11 +132,12 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             location = settings.CACHES["default"]["LOCATION"]
             self.url = location[0] if isinstance(location, (list, tuple)) else location
             self.client = django_redis.get_redis_connection("default")
-        kwargs = self.client.connection_pool.connection_kwargs
-        if kwargs.get("path"):
-            self.address = str(kwargs["path"])
-        else:
-            self.address = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        if not self.cluster:
+            kwargs = self.client.connection_pool.connection_kwargs
+            if kwargs.get("path"):
+                self.address = str(kwargs["path"])
+            else:
+                self.address = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
         self._aclients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._durability: str | None = None
         self._ready = False
@@ -137,6 +168,8 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
         recorded, appendonly, appendfsync = got
         if isinstance(recorded, Exception):
             raise self._fail(recorded) from recorded
+        if recorded is None and not self.cluster:
+            recorded = yield from self._migrate_legacy_flow()
         where = f"the redis checkpoint store at {self.address}"
         generations = [] if recorded is None else [dec(recorded)]
         holds = not generations and (yield from self._holds_checkpoint_keys())
@@ -149,7 +182,31 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
         self._durability = durability_level(appendonly, appendfsync)
         self._ready = True
 
+    def _migrate_legacy_flow(self):
+        """Rename a single-node store's untagged store-wide keys to the tagged names.
+
+        One MULTI, so a crash leaves either layout whole; the format key is renamed last
+        and a missing source is an error that leaves the others renamed, so two savers
+        migrating at once cannot overwrite each other's result.
+        """
+        (legacy,) = yield Batch([cmd("EXISTS", LEGACY_FORMAT_KEY)])
+        if not int(legacy):
+            return None
+        yield Batch(
+            [cmd("RENAME", old, new) for old, new in LEGACY_KEYS.items()],
+            transaction=True,
+            errors_ok=True,
+        )
+        (recorded,) = yield Batch([cmd("GET", FORMAT_KEY)])
+        return recorded
+
     def _holds_checkpoint_keys(self):
+        if self.cluster:
+            # SCAN walks one node; the cluster client walks every master. Runs once, on a
+            # store that has no format key yet.
+            for _ in self.client.scan_iter(match="cp:*", count=1000):
+                return True
+            return False
         cursor = 0
         while True:
             cursor, keys = (yield Batch([cmd("SCAN", cursor, "MATCH", "cp:*", "COUNT", 1000)]))[0]
