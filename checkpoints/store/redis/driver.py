@@ -68,9 +68,10 @@ UNAVAILABLE = (
     TryAgainError,
     RedisClusterException,  # slot not covered, no reachable startup node
 )
-# A cluster batch that meets a failover is sent again this many times, RETRY_PAUSE seconds
-# apart (doubling), before the caller gets StoreUnavailable: a promotion takes about
-# twice cluster-node-timeout. Every batch is safe to run twice.
+# A cluster batch that meets a failover is sent again this many times (``?retries=N`` in
+# the URL), RETRY_PAUSE seconds apart and doubling (12.6 s in all), before the caller gets
+# StoreUnavailable: a promotion takes about twice cluster-node-timeout. Every batch is safe
+# to run twice.
 CLUSTER_RETRIES = 6
 RETRY_PAUSE = 0.2
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -115,6 +116,19 @@ def _cluster_options(url: str) -> tuple[list[tuple[str, int]], dict]:
     return nodes, options
 
 
+def cluster_retries(url: str) -> int:
+    """``?retries=N`` of a cluster URL: how often a batch meeting a failover is sent again."""
+    values = parse_qs(urlsplit(url).query).get("retries")
+    if not values:
+        return CLUSTER_RETRIES
+    if not values[-1].isdigit():
+        raise CheckpointConfigError(
+            f"Redis Cluster URL {url!r}: retries={values[-1]!r} is not a whole number",
+            field="conn_string",
+        )
+    return int(values[-1])
+
+
 def cluster_address(url: str) -> str:
     return "cluster " + ",".join(f"{h}:{p}" for h, p in _cluster_options(url)[0])
 
@@ -145,6 +159,9 @@ def single(batch: Batch):
 class RedisDriver:
     """Runs flows against ``self.client`` (sync) and one asyncio client per event loop."""
 
+    # Batches sent again after a failover error; a cluster saver sets its own.
+    retries = 0
+
     # -- running flows: one shared body of logic, a sync and an async driver --------------
     def _fail(self, exc: Exception) -> CheckpointStoreError:
         if isinstance(exc, UNAVAILABLE):
@@ -165,21 +182,21 @@ class RedisDriver:
         return results
 
     def _execute(self, batch: Batch) -> list:
-        for retry in range(CLUSTER_RETRIES + 1):
+        for retry in range(self.retries + 1):
             try:
                 return self._execute_once(batch)
             except StoreUnavailable:
-                if not self.cluster or retry == CLUSTER_RETRIES:
+                if retry == self.retries:
                     raise
                 time.sleep(RETRY_PAUSE * 2**retry)
         raise AssertionError("unreachable")
 
     async def _aexecute(self, batch: Batch) -> list:
-        for retry in range(CLUSTER_RETRIES + 1):
+        for retry in range(self.retries + 1):
             try:
                 return await self._aexecute_once(batch)
             except StoreUnavailable:
-                if not self.cluster or retry == CLUSTER_RETRIES:
+                if retry == self.retries:
                     raise
                 await asyncio.sleep(RETRY_PAUSE * 2**retry)
         raise AssertionError("unreachable")

@@ -76,6 +76,7 @@ from checkpoints.store.redis.driver import (
     RedisDriver,
     cluster_address,
     cluster_client,
+    cluster_retries,
     cmd,
     is_cluster_url,
 )
@@ -122,6 +123,7 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             self.url = conn_string
             self.client = cluster_client(conn_string)
             self.address = cluster_address(conn_string)
+            self.retries = cluster_retries(conn_string)
         elif conn_string:
             self.url = conn_string
             self.client = redis.Redis.from_url(conn_string, socket_connect_timeout=5)
