@@ -67,6 +67,8 @@ class LocalRedisCluster:
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", f"nodes-{port}.conf",
                 "--cluster-node-timeout", "1000",
+                # A replica always stands for election, however long since it synced.
+                "--cluster-replica-validity-factor", "0",
                 "--appendonly", "yes",
                 "--appendfilename", f"aof-{port}.aof",
                 "--appenddirname", f"aof-{port}",
@@ -95,6 +97,7 @@ class LocalRedisCluster:
                 "--cluster-replicas", "1", "--cluster-yes",
             )  # fmt: skip
             self.wait_ok()
+            self.wait_replicas_synced()
         except BaseException:
             self.stop()
             raise
@@ -114,11 +117,30 @@ class LocalRedisCluster:
             time.sleep(0.2)
         raise RuntimeError(f"Redis Cluster on ports {self.ports} not ok within {timeout}s")
 
+    def wait_replicas_synced(self, timeout: float = 30) -> None:
+        """Until every live replica's link to its master is up (its first sync done)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pending = []
+            for port, proc in self.processes.items():
+                if proc.poll() is not None:
+                    continue
+                info = self._cli("info", "replication", port=port, timeout=5)
+                if "role:slave" in info and "master_link_status:up" not in info:
+                    pending.append(port)
+            if not pending:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"Redis Cluster replicas {pending} not synced within {timeout}s")
+
+    def nodes(self) -> str:
+        live = next(p for p, proc in self.processes.items() if proc.poll() is None)
+        return self._cli("cluster", "nodes", port=live)
+
     def masters(self) -> list[int]:
         """Ports of the live masters, as the cluster sees them."""
-        live = next(p for p, proc in self.processes.items() if proc.poll() is None)
         out = []
-        for line in self._cli("cluster", "nodes", port=live).splitlines():
+        for line in self.nodes().splitlines():
             parts = line.split()
             if "master" in parts[2] and "fail" not in parts[2]:
                 out.append(int(parts[1].split(":")[1].split("@")[0]))

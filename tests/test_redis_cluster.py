@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
+from checkpoints.errors import StoreUnavailable
 from checkpoints.savers import get_saver
 from checkpoints.savers.base import utcnow
 from checkpoints.store.redis.keys import DUE_KEY, FORMAT_KEY, MARKS_KEY, REGISTRY_KEY
@@ -183,3 +184,85 @@ def test_three_concurrent_sweeps_exactly_one_runs(store):
     assert "redis" in str(refused[0])
     # The lock is released: a later sweep runs.
     assert sweep_checkpoints(saver=store, now=now).swept_count == 0
+
+
+def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redis_cluster):
+    """Kill the master of the writers' threads mid-write: its replica takes over.
+
+    The default saver rides the failover out on its bounded retries; one built with
+    ``?retries=0`` meets a StoreUnavailable naming the cluster in between and retries
+    itself. Every checkpoint either acknowledged reads back after.
+    """
+    from checkpoints.store.redis.keys import thread_prefix
+
+    threads = [f"fo-{i}" for i in range(6)]
+    victim = store.client.get_node_from_key(thread_prefix(threads[0]) + "m").port
+    patient = get_saver("redis", conn_string=store.url)
+    impatient = get_saver("redis", conn_string=store.url + "?retries=0")
+    acked: dict[str, list] = {"patient": [], "impatient": []}
+    unavailable: list[StoreUnavailable] = []
+    failures: list = []
+    stop = threading.Event()
+
+    def writer(name: str, saver) -> None:
+        parents: dict = dict.fromkeys(threads)
+        seq = 0
+        try:
+            while not stop.is_set():
+                thread_id = threads[seq % len(threads)]
+                values = {"writer": name, "seq": seq}
+                for _attempt in range(300):  # bounded: 30 s of failover at most
+                    try:
+                        stored = put_value(saver, thread_id, parents[thread_id], values)
+                        break
+                    except StoreUnavailable as exc:
+                        if name == "patient":
+                            raise
+                        unavailable.append(exc)
+                        time.sleep(0.1)
+                else:
+                    raise AssertionError(f"{name}: the cluster did not come back")
+                parents[thread_id] = stored
+                acked[name].append((time.monotonic(), stored, values))
+                seq += 1
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
+            failures.append(exc)
+
+    def wait_for(condition, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert condition(), f"timed out; cluster nodes:\n{redis_cluster.nodes()}"
+
+    workers = [
+        threading.Thread(target=writer, args=("patient", patient)),
+        threading.Thread(target=writer, args=("impatient", impatient)),
+    ]
+    for w in workers:
+        w.start()
+    try:
+        wait_for(lambda: min(len(v) for v in acked.values()) >= 50 or failures, 30)
+        killed_at = time.monotonic()
+        redis_cluster.kill(victim)
+        wait_for(
+            lambda: victim not in redis_cluster.masters() and len(redis_cluster.masters()) == 3, 30
+        )
+        redis_cluster.wait_ok()
+        after = lambda name: sum(1 for t, _, _ in acked[name] if t > killed_at)  # noqa: E731
+        wait_for(lambda: min(after(n) for n in acked) >= 50 or failures, 60)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(60)
+        # The killed node comes back as a replica of the promoted one.
+        redis_cluster.start_node(victim)
+        redis_cluster.wait_ok()
+        redis_cluster.wait_replicas_synced()
+    assert not failures, failures
+    assert unavailable, "the impatient writer never met the failover"
+    assert "cluster 127.0.0.1:" in str(unavailable[0])
+    for name, items in acked.items():
+        for _, config, values in items:
+            got = patient.get_tuple(config)
+            assert got is not None, (name, config)
+            assert got.checkpoint["channel_values"] == values
