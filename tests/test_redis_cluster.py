@@ -109,6 +109,25 @@ def test_marks_copy_delete_and_reset_on_the_cluster(store):
     assert store.client.get(FORMAT_KEY) == b"3"
 
 
+def test_the_durability_stamp_is_the_weakest_masters(store, redis_cluster):
+    def fsync(port: int, value: str) -> None:
+        redis_cluster._cli("config", "set", "appendfsync", value, port=port)
+
+    masters = redis_cluster.masters()
+    assert store.durability == "memory"  # every master fsyncs once a second
+    try:
+        for port in masters:
+            fsync(port, "always")
+        every = get_saver("redis", conn_string=store.url)
+        stored = put_value(every, "t", None, {"a": 1})
+        assert every.get_durability(stored)["level"] == "disk"
+        fsync(masters[-1], "everysec")
+        assert get_saver("redis", conn_string=store.url).durability == "memory"
+    finally:
+        for port in masters:
+            fsync(port, "everysec")
+
+
 def test_a_graph_interrupts_and_resumes_through_from_conn_string(store, tmp_path):
     check_interrupt_and_resume(store.url, tmp_path, same_process=False)
 

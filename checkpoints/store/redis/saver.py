@@ -46,6 +46,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import redis
+import redis.cluster
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
@@ -182,7 +183,22 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             # Another saver may have recorded first: judge what the store holds now.
             format_verdict([dec(recorded)], holds_checkpoints=False, where=where)
         self._durability = durability_level(appendonly, appendfsync)
+        if self.cluster:
+            # The reply above is one node's; a write is as durable as the weakest master.
+            self._durability = self._cluster_durability()
         self._ready = True
+
+    def _cluster_durability(self) -> str:
+        primaries = redis.cluster.RedisCluster.PRIMARIES
+        try:
+            aof = self.client.config_get("appendonly", target_nodes=primaries)
+            fsync = self.client.config_get("appendfsync", target_nodes=primaries)
+        except redis.RedisError:
+            return "memory"
+        aof, fsync = _per_node(aof), _per_node(fsync)
+        nodes = set(aof) | set(fsync)
+        levels = {durability_level(aof.get(n, {}), fsync.get(n, {})) for n in nodes}
+        return "disk" if levels == {"disk"} else "memory"
 
     def _migrate_legacy_flow(self):
         """Rename a single-node store's untagged store-wide keys to the tagged names.
@@ -652,6 +668,13 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     ) -> AsyncIterator[CheckpointTuple]:
         async for item in self._adrive_iter(self._list_flow(config, filter, before, limit)):
             yield item
+
+
+def _per_node(reply: dict) -> dict:
+    # redis-py answers {node: {name: value}} for several nodes, {name: value} for one.
+    if reply and all(isinstance(v, dict) for v in reply.values()):
+        return reply
+    return {"node": reply}
 
 
 def _chunks(items, size: int):
