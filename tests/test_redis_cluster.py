@@ -128,6 +128,27 @@ def test_the_durability_stamp_is_the_weakest_masters(store, redis_cluster):
             fsync(port, "everysec")
 
 
+def test_the_format_check_works_on_the_cluster(store):
+    from checkpoints.errors import CheckpointStoreFormatError
+
+    assert store.client.get(FORMAT_KEY) == b"3"
+    store.client.set(FORMAT_KEY, "2")
+    with pytest.raises(CheckpointStoreFormatError, match="generation 2"):
+        get_saver("redis", conn_string=store.url)
+    # Checkpoint keys without a format key, on any master: refused, not adopted.
+    store.client.delete(FORMAT_KEY)
+    store.client.hset("cp:{0123}:m", "id", "old")
+    with pytest.raises(CheckpointStoreFormatError) as refused:
+        get_saver("redis", conn_string=store.url)
+    assert "cluster 127.0.0.1:" in str(refused.value)
+    assert store.client.get(FORMAT_KEY) is None
+    # Reset clears every master and records the generation.
+    assert get_saver("redis", conn_string=store.url, check_format=False).reset_store() == 0
+    assert store.client.get(FORMAT_KEY) == b"3"
+    assert list(store.client.scan_iter(match="cp:{0123}*")) == []
+    get_saver("redis", conn_string=store.url)
+
+
 def test_a_graph_interrupts_and_resumes_through_from_conn_string(store, tmp_path):
     check_interrupt_and_resume(store.url, tmp_path, same_process=False)
 
