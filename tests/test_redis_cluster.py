@@ -71,6 +71,19 @@ def test_the_settings_conn_string_builds_cluster_clients(store):
     assert saver.address.startswith("cluster 127.0.0.1:")
 
 
+def test_the_async_path_checks_the_store_again_after_a_lost_connection(store):
+    import asyncio
+
+    stored = put_value(store, "t", None, {"a": 1})
+    store._ready = False  # what a connection error leaves behind
+
+    async def read():
+        return await store.aget_tuple(_cfg("t"))
+
+    assert asyncio.run(read()).config == stored
+    assert store._ready and store.durability == "memory"
+
+
 def test_a_threads_keys_share_a_slot_and_store_wide_keys_share_another(store):
     for i in range(20):
         stored = put_value(store, f"thread-{i}", None, {"i": i})
@@ -229,8 +242,8 @@ def test_three_concurrent_sweeps_exactly_one_runs(store):
 def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redis_cluster):
     """Kill the master of the writers' threads mid-write: its replica takes over.
 
-    The default saver rides the failover out on its bounded retries; one built with
-    ``?retries=0`` meets a StoreUnavailable naming the cluster in between and retries
+    The default saver, sync and async, rides the failover out on its bounded retries; one
+    built with ``?retries=0`` meets a StoreUnavailable naming the cluster in between and retries
     itself. Every checkpoint either acknowledged reads back after.
     """
     from checkpoints.store.redis.keys import thread_prefix
@@ -239,7 +252,7 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
     victim = store.client.get_node_from_key(thread_prefix(threads[0]) + "m").port
     patient = get_saver("redis", conn_string=store.url)
     impatient = get_saver("redis", conn_string=store.url + "?retries=0")
-    acked: dict[str, list] = {"patient": [], "impatient": []}
+    acked: dict[str, list] = {"patient": [], "impatient": [], "async": []}
     unavailable: list[StoreUnavailable] = []
     failures: list = []
     stop = threading.Event()
@@ -274,9 +287,38 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
             time.sleep(0.05)
         assert condition(), f"timed out; cluster nodes:\n{redis_cluster.nodes()}"
 
+    def async_writer() -> None:
+        # The same saver's asyncio path, its own cluster client, its bounded retries.
+        import asyncio
+
+        from langgraph.checkpoint.base import empty_checkpoint
+
+        async def loop() -> None:
+            parents: dict = dict.fromkeys(threads)
+            seq = 0
+            while not stop.is_set():
+                thread_id = threads[seq % len(threads)]
+                values = {"writer": "async", "seq": seq}
+                checkpoint = empty_checkpoint()
+                versions = {k: patient.get_next_version(None, None) for k in values}
+                checkpoint["channel_values"] = dict(values)
+                checkpoint["channel_versions"] = dict(versions)
+                stored = await patient.aput(
+                    parents[thread_id] or _cfg(thread_id), checkpoint, {"step": seq}, versions
+                )
+                parents[thread_id] = stored
+                acked["async"].append((time.monotonic(), stored, values))
+                seq += 1
+
+        try:
+            asyncio.run(loop())
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
+            failures.append(exc)
+
     workers = [
         threading.Thread(target=writer, args=("patient", patient)),
         threading.Thread(target=writer, args=("impatient", impatient)),
+        threading.Thread(target=async_writer),
     ]
     for w in workers:
         w.start()

@@ -23,6 +23,7 @@ from redis.exceptions import (
     ClusterDownError,
     NoScriptError,
     RedisClusterException,
+    SlotNotCoveredError,
     TryAgainError,
 )
 
@@ -66,8 +67,19 @@ UNAVAILABLE = (
     redis.exceptions.TimeoutError,
     ClusterDownError,  # MasterDownError included
     TryAgainError,
-    RedisClusterException,  # slot not covered, no reachable startup node
+    SlotNotCoveredError,
 )
+# Caught around every call; `_fail` sorts out which of these mean "unavailable".
+CAUGHT = (*UNAVAILABLE, RedisClusterException)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, UNAVAILABLE):
+        return True
+    # redis-py's word for "no startup node answers".
+    return isinstance(exc, RedisClusterException) and "cannot be connected" in str(exc)
+
+
 # A cluster batch that meets a failover is sent again this many times (``?retries=N`` in
 # the URL), RETRY_PAUSE seconds apart and doubling (12.6 s in all), before the caller gets
 # StoreUnavailable: a promotion takes about twice cluster-node-timeout. Every batch is safe
@@ -164,7 +176,7 @@ class RedisDriver:
 
     # -- running flows: one shared body of logic, a sync and an async driver --------------
     def _fail(self, exc: Exception) -> CheckpointStoreError:
-        if isinstance(exc, UNAVAILABLE):
+        if is_unavailable(exc):
             # A server that comes back may have lost its data, format key included: check
             # the store again before the next write.
             self._ready = False
@@ -215,7 +227,7 @@ class RedisDriver:
                 # replica): load and rerun; every batch is safe to run twice.
                 for script in scripts.values():
                     self.client.script_load(script.source)
-            except UNAVAILABLE as exc:
+            except CAUGHT as exc:
                 raise self._fail(exc) from exc
         raise AssertionError("unreachable")
 
@@ -232,7 +244,7 @@ class RedisDriver:
                     return results
                 for script in scripts.values():
                     await client.script_load(script.source)
-            except UNAVAILABLE as exc:
+            except CAUGHT as exc:
                 raise self._fail(exc) from exc
         raise AssertionError("unreachable")
 

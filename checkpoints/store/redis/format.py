@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis
 import redis.cluster
+from redis.exceptions import RedisClusterException
 
 from checkpoints.store.planning import FORMAT_GENERATION, format_verdict
 from checkpoints.store.redis.driver import Batch, cmd
@@ -16,21 +17,18 @@ from checkpoints.store.redis.keys import (
     durability_level,
 )
 
+AOF_SETTINGS = ("appendonly", "appendfsync")
+
 
 class RedisFormat:
     """Format check, reset and durability of `RedisSaver`, over the flows its driver runs."""
 
     # -- store format and durability ------------------------------------------------------
     def _ready_flow(self):
-        got = yield Batch(
-            [
-                cmd("GET", FORMAT_KEY),
-                cmd("CONFIG", "GET", "appendonly"),
-                cmd("CONFIG", "GET", "appendfsync"),
-            ],
-            errors_ok=True,
-        )
-        recorded, appendonly, appendfsync = got
+        # A cluster has no one node to ask CONFIG of: every master is asked below.
+        config = [] if self.cluster else [cmd("CONFIG", "GET", n) for n in AOF_SETTINGS]
+        got = yield Batch([cmd("GET", FORMAT_KEY), *config], errors_ok=True)
+        recorded = got[0]
         if isinstance(recorded, Exception):
             raise self._fail(recorded) from recorded
         if recorded is None and not self.cluster:
@@ -44,19 +42,20 @@ class RedisFormat:
             )
             # Another saver may have recorded first: judge what the store holds now.
             format_verdict([dec(recorded)], holds_checkpoints=False, where=where)
-        self._durability = durability_level(appendonly, appendfsync)
         if self.cluster:
-            # The reply above is one node's; a write is as durable as the weakest master.
             self._durability = self._cluster_durability()
+        else:
+            self._durability = durability_level(*got[1:])
         self._ready = True
 
     def _cluster_durability(self) -> str:
+        """As durable as the weakest master (asked on the sync client, once per check)."""
         primaries = redis.cluster.RedisCluster.PRIMARIES
         try:
             aof = self.client.config_get("appendonly", target_nodes=primaries)
             fsync = self.client.config_get("appendfsync", target_nodes=primaries)
-        except redis.RedisError:
-            return "memory"
+        except (redis.RedisError, RedisClusterException):
+            return "memory"  # not known now: claim no more than memory
         aof, fsync = _per_node(aof), _per_node(fsync)
         nodes = set(aof) | set(fsync)
         levels = {durability_level(aof.get(n, {}), fsync.get(n, {})) for n in nodes}

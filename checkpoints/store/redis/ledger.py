@@ -10,7 +10,7 @@ from datetime import datetime
 from checkpoints.errors import ThreadVersionConflict
 from checkpoints.store.capabilities import Capabilities, LockHeld
 from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
-from checkpoints.store.redis.driver import UNAVAILABLE, Batch, Eval, cmd, single
+from checkpoints.store.redis.driver import CAUGHT, Batch, Eval, cmd, single
 from checkpoints.store.redis.keys import (
     DUE_KEY,
     MARKS_KEY,
@@ -59,7 +59,7 @@ class RedisLedger(Capabilities):
     def _unavailable(self) -> Iterator[None]:
         try:
             yield
-        except UNAVAILABLE as exc:
+        except CAUGHT as exc:
             raise self._fail(exc) from exc
 
     # -- store-wide views and ledgers -----------------------------------------------------
