@@ -38,6 +38,8 @@ SCHEMES = {
     "unix": "redis",
     "redis+cluster": "redis",
     "rediss+cluster": "redis",
+    "redis+sentinel": "redis",
+    "rediss+sentinel": "redis",
 }
 # The apps a standalone process needs: the store, retention (finish marks, parks, the
 # sweep) and what their models point at (the thread owner is auth's user).

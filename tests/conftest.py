@@ -65,7 +65,7 @@ def redis_cluster_url(redis_cluster):
     """The private cluster's URL, every master flushed before and after the test."""
     import redis.cluster
 
-    from checkpoints.store.redis.driver import cluster_client
+    from checkpoints.store.redis.clients import cluster_client
 
     redis_cluster.wait_ok()
     client = cluster_client(redis_cluster.url)
@@ -75,6 +75,29 @@ def redis_cluster_url(redis_cluster):
     client = cluster_client(redis_cluster.url)
     client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel():
+    """A private master + replica watched by three sentinels, stopped after."""
+    need_service(redis_cluster_unavailable())
+    from tests.redis_sentinel import LocalRedisSentinel
+
+    setup = LocalRedisSentinel()
+    setup.start()
+    yield setup
+    setup.stop()
+
+
+@pytest.fixture
+def redis_sentinel_url(redis_sentinel):
+    """The sentinel setup's URL, its current master flushed before and after the test."""
+    from checkpoints.store.redis.clients import sentinel_client
+
+    client = sentinel_client(redis_sentinel.url)
+    client.flushall()
+    yield redis_sentinel.url
+    sentinel_client(redis_sentinel.url).flushall()
 
 
 def make_saver(request, provider: str, **options):
@@ -107,10 +130,11 @@ def make_saver(request, provider: str, **options):
         from checkpoints.savers import get_saver
 
         return get_saver("redis", conn_string=url, **options)
-    if provider == "redis-cluster":
-        # The Redis saver on a private cluster; parks and retention rows need the database.
+    if provider in ("redis-cluster", "redis-sentinel"):
+        # The Redis saver on a private cluster or behind private sentinels; parks and
+        # retention rows need the database.
         request.getfixturevalue("transactional_db")
-        url = request.getfixturevalue("redis_cluster_url")
+        url = request.getfixturevalue(provider.replace("-", "_") + "_url")
         from checkpoints.savers import get_saver
 
         return get_saver("redis", conn_string=url, **options)

@@ -77,6 +77,7 @@ def test_redis(tmp_path):
 def test_a_cluster_url_names_the_redis_saver():
     assert provider_for("redis+cluster://127.0.0.1:7000,127.0.0.1:7001") == "redis"
     assert provider_for("rediss+cluster://u:p@h:7000") == "redis"
+    assert provider_for("redis+sentinel://h:26379,h:26380/service/0") == "redis"
 
 
 @pytest.mark.parametrize(

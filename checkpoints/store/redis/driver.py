@@ -13,7 +13,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis
 import redis.asyncio
@@ -27,8 +26,9 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from checkpoints.errors import CheckpointConfigError, CheckpointStoreError, StoreUnavailable
+from checkpoints.errors import CheckpointStoreError, StoreUnavailable
 from checkpoints.flows import arun, astream, run, stream
+from checkpoints.store.redis.clients import RETRY_PAUSE, async_client
 from checkpoints.store.redis.keys import thread_prefix
 from checkpoints.store.redis.scripts import Script
 
@@ -78,85 +78,6 @@ def is_unavailable(exc: BaseException) -> bool:
         return True
     # redis-py's word for "no startup node answers".
     return isinstance(exc, RedisClusterException) and "cannot be connected" in str(exc)
-
-
-# A cluster batch that meets a failover is sent again this many times (``?retries=N`` in
-# the URL), RETRY_PAUSE seconds apart and doubling (12.6 s in all), before the caller gets
-# StoreUnavailable: a promotion takes about twice cluster-node-timeout. Every batch is safe
-# to run twice.
-CLUSTER_RETRIES = 6
-RETRY_PAUSE = 0.2
-CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
-
-
-def is_cluster_url(url: str | None) -> bool:
-    return bool(url) and url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
-
-
-def _cluster_options(url: str) -> tuple[list[tuple[str, int]], dict]:
-    """``redis+cluster://[user:password@]host:port[,host:port...][/0]`` -> nodes, options."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    options: dict = {"socket_connect_timeout": 5, "socket_timeout": 5}
-    if "@" in netloc:
-        auth, netloc = netloc.rsplit("@", 1)
-        user, _, password = auth.partition(":")
-        if user:
-            options["username"] = unquote(user)
-        if password:
-            options["password"] = unquote(password)
-    nodes = []
-    for node in netloc.split(","):
-        host, _, port = node.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise CheckpointConfigError(
-                f"Redis Cluster URL {url!r}: node {node!r} is not host:port",
-                field="conn_string",
-            )
-        nodes.append((host.strip("[]"), int(port)))
-    if parts.path.strip("/") not in ("", "0"):
-        raise CheckpointConfigError(
-            f"Redis Cluster URL {url!r} names database {parts.path.strip('/')!r}; a cluster "
-            "has only database 0",
-            field="conn_string",
-        )
-    if parts.scheme.lower().startswith("rediss"):
-        options["ssl"] = True
-    for name, values in parse_qs(parts.query).items():
-        if name in ("socket_timeout", "socket_connect_timeout"):
-            options[name] = float(values[-1])
-    return nodes, options
-
-
-def cluster_retries(url: str) -> int:
-    """``?retries=N`` of a cluster URL: how often a batch meeting a failover is sent again."""
-    values = parse_qs(urlsplit(url).query).get("retries")
-    if not values:
-        return CLUSTER_RETRIES
-    if not values[-1].isdigit():
-        raise CheckpointConfigError(
-            f"Redis Cluster URL {url!r}: retries={values[-1]!r} is not a whole number",
-            field="conn_string",
-        )
-    return int(values[-1])
-
-
-def cluster_address(url: str) -> str:
-    return "cluster " + ",".join(f"{h}:{p}" for h, p in _cluster_options(url)[0])
-
-
-def cluster_client(url: str) -> redis.cluster.RedisCluster:
-    nodes, options = _cluster_options(url)
-    return redis.cluster.RedisCluster(
-        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in nodes], **options
-    )
-
-
-def async_cluster_client(url: str) -> redis.asyncio.cluster.RedisCluster:
-    nodes, options = _cluster_options(url)
-    return redis.asyncio.cluster.RedisCluster(
-        startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in nodes], **options
-    )
 
 
 def cmd(*args) -> Cmd:
@@ -253,10 +174,7 @@ class RedisDriver:
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
-            if self.cluster:
-                client = async_cluster_client(self.url)
-            else:
-                client = redis.asyncio.Redis.from_url(self.url, socket_connect_timeout=5)
+            client = async_client(self.url)
             self._aclients[loop] = client
         return client
 

@@ -29,7 +29,8 @@ are keyed by thread id, so a mark never needs the thread's slot. Stores of the e
 untagged layout (``cp:format``, ``cp:threads``, ...) are renamed to it, in one MULTI, when
 a saver first opens them; the format generation is unchanged. A batch that meets a
 failover (connection lost, CLUSTERDOWN, TRYAGAIN) is sent again a bounded number of times,
-then fails with ``StoreUnavailable``.
+then fails with ``StoreUnavailable``; so does one behind Redis Sentinel
+(``redis+sentinel://``, see `checkpoints.store.redis.clients`).
 
 Every write is one Lua script (atomic: a reader never sees half of it) that also gives all
 of the thread's keys its waiting retention as TTL, so a fixed number of keys per namespace
@@ -69,16 +70,16 @@ from checkpoints.store.planning import (
     prune_plan,
     validate_filter,
 )
-from checkpoints.store.redis.driver import (
-    Batch,
-    Eval,
-    RedisDriver,
+from checkpoints.store.redis.clients import (
     cluster_address,
     cluster_client,
-    cluster_retries,
-    cmd,
+    failover_retries,
     is_cluster_url,
+    is_sentinel_url,
+    sentinel_address,
+    sentinel_client,
 )
+from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
 from checkpoints.store.redis.format import RedisFormat
 from checkpoints.store.redis.keys import (
     PAGE,
@@ -115,11 +116,16 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         super().__init__(serde=serde or FaithfulJSONCodec(), max_checkpoints=max_checkpoints)
         self.conn_string = conn_string
         self.cluster = is_cluster_url(conn_string)
-        if self.cluster:
+        sentinel = is_sentinel_url(conn_string)
+        if self.cluster or sentinel:
             self.url = conn_string
-            self.client = cluster_client(conn_string)
-            self.address = cluster_address(conn_string)
-            self.retries = cluster_retries(conn_string)
+            if self.cluster:
+                self.client = cluster_client(conn_string)
+                self.address = cluster_address(conn_string)
+            else:
+                self.client = sentinel_client(conn_string)
+                self.address = sentinel_address(conn_string)
+            self.retries = failover_retries(conn_string)
         elif conn_string:
             self.url = conn_string
             self.client = redis.Redis.from_url(conn_string, socket_connect_timeout=5)
@@ -130,7 +136,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
             location = settings.CACHES["default"]["LOCATION"]
             self.url = location[0] if isinstance(location, (list, tuple)) else location
             self.client = django_redis.get_redis_connection("default")
-        if not self.cluster:
+        if not (self.cluster or sentinel):
             kwargs = self.client.connection_pool.connection_kwargs
             if kwargs.get("path"):
                 self.address = str(kwargs["path"])
