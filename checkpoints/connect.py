@@ -26,7 +26,7 @@ from typing import Any
 
 from checkpoints.errors import CheckpointConfigError
 
-# Scheme -> provider. redis+cluster is named so it is refused clearly, not as "unknown".
+# Scheme -> provider. redis+cluster://host:port[,host:port...] is the Redis saver on a cluster.
 SCHEMES = {
     "memory": "memory",
     "sqlite": "sqlite",
@@ -36,8 +36,10 @@ SCHEMES = {
     "redis": "redis",
     "rediss": "redis",
     "unix": "redis",
-    "redis+cluster": "redis-cluster",
-    "rediss+cluster": "redis-cluster",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
+    "redis+sentinel": "redis",
+    "rediss+sentinel": "redis",
 }
 # The apps a standalone process needs: the store, retention (finish marks, parks, the
 # sweep) and what their models point at (the thread owner is auth's user).
@@ -70,12 +72,6 @@ def provider_for(conn_string: str) -> str:
         raise CheckpointConfigError(
             f"connection string scheme {scheme!r} is not one the store opens; use memory://, "
             "sqlite:///path, postgresql://... or redis://...",
-            field="conn_string",
-        )
-    if provider == "redis-cluster":
-        raise CheckpointConfigError(
-            f"{scheme}:// (Redis Cluster) is not supported yet; use redis:// to one Redis "
-            "server, or postgresql://",
             field="conn_string",
         )
     if provider == "sqlite" and _sqlite_path(conn_string) in ("", ":memory:"):

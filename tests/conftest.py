@@ -41,6 +41,65 @@ def redis_url():
     client.flushdb()
 
 
+def redis_cluster_unavailable() -> str | None:
+    import shutil
+
+    missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+    return f"{' and '.join(missing)} not installed" if missing else None
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A private 3-master + 3-replica Redis Cluster for this session, stopped after."""
+    need_service(redis_cluster_unavailable())
+    from tests.redis_cluster import LocalRedisCluster
+
+    cluster = LocalRedisCluster()
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster):
+    """The private cluster's URL, every master flushed before and after the test."""
+    import redis.cluster
+
+    from checkpoints.store.redis.clients import cluster_client
+
+    redis_cluster.wait_ok()
+    client = cluster_client(redis_cluster.url)
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    yield redis_cluster.url
+    redis_cluster.wait_ok()
+    client = cluster_client(redis_cluster.url)
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel():
+    """A private master + replica watched by three sentinels, stopped after."""
+    need_service(redis_cluster_unavailable())
+    from tests.redis_sentinel import LocalRedisSentinel
+
+    setup = LocalRedisSentinel()
+    setup.start()
+    yield setup
+    setup.stop()
+
+
+@pytest.fixture
+def redis_sentinel_url(redis_sentinel):
+    """The sentinel setup's URL, its current master flushed before and after the test."""
+    from checkpoints.store.redis.clients import sentinel_client
+
+    client = sentinel_client(redis_sentinel.url)
+    client.flushall()
+    yield redis_sentinel.url
+    sentinel_client(redis_sentinel.url).flushall()
+
+
 def make_saver(request, provider: str, **options):
     """A fresh, empty saver for ``provider`` (databases flushed by the transactional fixture)."""
     if provider == "memory":
@@ -68,6 +127,14 @@ def make_saver(request, provider: str, **options):
         return get_saver("postgres", using="pg", **options)
     if provider == "redis":
         url = request.getfixturevalue("redis_url")
+        from checkpoints.savers import get_saver
+
+        return get_saver("redis", conn_string=url, **options)
+    if provider in ("redis-cluster", "redis-sentinel"):
+        # The Redis saver on a private cluster or behind private sentinels; parks and
+        # retention rows need the database.
+        request.getfixturevalue("transactional_db")
+        url = request.getfixturevalue(provider.replace("-", "_") + "_url")
         from checkpoints.savers import get_saver
 
         return get_saver("redis", conn_string=url, **options)

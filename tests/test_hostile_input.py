@@ -270,7 +270,12 @@ def test_odd_thread_ids_make_safe_distinct_redis_keys(store, provider):
     for i, thread_id in enumerate(ODD_IDS):
         put_value(store, thread_id, None, {"i": i})
     keys = [k.decode() for k in store.client.keys("*")]
-    per_thread = [k for k in keys if k.startswith("cp:{")]
+    from checkpoints.store.redis.keys import STORE_TAG
+
+    # Store-wide keys share the {cp} tag (one cluster slot); every other key is a thread's.
+    store_wide = {k for k in keys if k.startswith(STORE_TAG)}
+    assert store_wide == {STORE_TAG + "format", STORE_TAG + "threads"}
+    per_thread = [k for k in keys if k.startswith("cp:{") and k not in store_wide]
     assert per_thread
     assert all(re.fullmatch(r"cp:\{[0-9a-f]{32}\}:.+", k, re.S) for k in per_thread), per_thread
     tags = {k.split("}", 1)[0] for k in per_thread}

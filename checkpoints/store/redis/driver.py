@@ -10,15 +10,25 @@ operation run the same code.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import redis
 import redis.asyncio
-from redis.exceptions import NoScriptError
+import redis.asyncio.cluster
+import redis.cluster
+from redis.exceptions import (
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 
 from checkpoints.errors import CheckpointStoreError, StoreUnavailable
 from checkpoints.flows import arun, astream, run, stream
+from checkpoints.store.redis.clients import RETRY_PAUSE, async_client
 from checkpoints.store.redis.keys import thread_prefix
 from checkpoints.store.redis.scripts import Script
 
@@ -50,6 +60,26 @@ class Batch:
     errors_ok: bool = False
 
 
+# Errors of a server or cluster that is down or failing over: the store is unavailable
+# (for now), not refusing the command.
+UNAVAILABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ClusterDownError,  # MasterDownError included
+    TryAgainError,
+    SlotNotCoveredError,
+)
+# Caught around every call; `_fail` sorts out which of these mean "unavailable".
+CAUGHT = (*UNAVAILABLE, RedisClusterException)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, UNAVAILABLE):
+        return True
+    # redis-py's word for "no startup node answers".
+    return isinstance(exc, RedisClusterException) and "cannot be connected" in str(exc)
+
+
 def cmd(*args) -> Cmd:
     return Cmd(args)
 
@@ -62,9 +92,12 @@ def single(batch: Batch):
 class RedisDriver:
     """Runs flows against ``self.client`` (sync) and one asyncio client per event loop."""
 
+    # Batches sent again after a failover error; a cluster saver sets its own.
+    retries = 0
+
     # -- running flows: one shared body of logic, a sync and an async driver --------------
     def _fail(self, exc: Exception) -> CheckpointStoreError:
-        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        if is_unavailable(exc):
             # A server that comes back may have lost its data, format key included: check
             # the store again before the next write.
             self._ready = False
@@ -82,6 +115,26 @@ class RedisDriver:
         return results
 
     def _execute(self, batch: Batch) -> list:
+        for retry in range(self.retries + 1):
+            try:
+                return self._execute_once(batch)
+            except StoreUnavailable:
+                if retry == self.retries:
+                    raise
+                time.sleep(RETRY_PAUSE * 2**retry)
+        raise AssertionError("unreachable")
+
+    async def _aexecute(self, batch: Batch) -> list:
+        for retry in range(self.retries + 1):
+            try:
+                return await self._aexecute_once(batch)
+            except StoreUnavailable:
+                if retry == self.retries:
+                    raise
+                await asyncio.sleep(RETRY_PAUSE * 2**retry)
+        raise AssertionError("unreachable")
+
+    def _execute_once(self, batch: Batch) -> list:
         scripts = {r.script.sha: r.script for r in batch.requests if isinstance(r, Eval)}
         for attempt in (0, 1):
             try:
@@ -91,15 +144,15 @@ class RedisDriver:
                 results = self._results(batch, pipe.execute(raise_on_error=False), attempt)
                 if results is not None:
                     return results
-                # The server lost its script cache (restart, SCRIPT FLUSH): load and rerun;
-                # every batch is safe to run twice.
+                # The server lost its script cache (restart, SCRIPT FLUSH, a promoted
+                # replica): load and rerun; every batch is safe to run twice.
                 for script in scripts.values():
                     self.client.script_load(script.source)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            except CAUGHT as exc:
                 raise self._fail(exc) from exc
         raise AssertionError("unreachable")
 
-    async def _aexecute(self, batch: Batch) -> list:
+    async def _aexecute_once(self, batch: Batch) -> list:
         client = self._aclient()
         scripts = {r.script.sha: r.script for r in batch.requests if isinstance(r, Eval)}
         for attempt in (0, 1):
@@ -112,16 +165,16 @@ class RedisDriver:
                     return results
                 for script in scripts.values():
                     await client.script_load(script.source)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            except CAUGHT as exc:
                 raise self._fail(exc) from exc
         raise AssertionError("unreachable")
 
-    def _aclient(self) -> redis.asyncio.Redis:
+    def _aclient(self) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
         # redis.asyncio connections belong to the loop that opened them: one client per loop.
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
-            client = redis.asyncio.Redis.from_url(self.url, socket_connect_timeout=5)
+            client = async_client(self.url)
             self._aclients[loop] = client
         return client
 

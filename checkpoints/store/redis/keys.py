@@ -7,10 +7,22 @@ import json
 
 from checkpoints.store.planning import PruneRow, delta_channels, utcnow
 
-FORMAT_KEY = "cp:format"
-REGISTRY_KEY = "cp:threads"
-DUE_KEY = "cp:finished:due"
-MARKS_KEY = "cp:finished:at"
+# Store-wide keys share one hash tag, ``{cp}``: on a Redis Cluster they live in one slot,
+# so a transaction over them (a finished mark is a ZADD and an HSET) never spans slots.
+STORE_TAG = "cp:{cp}:"
+FORMAT_KEY = STORE_TAG + "format"
+REGISTRY_KEY = STORE_TAG + "threads"
+DUE_KEY = STORE_TAG + "finished:due"
+MARKS_KEY = STORE_TAG + "finished:at"
+# The untagged names single-node stores used before; renamed to the tagged ones (one
+# MULTI, on a single node) the first time a saver opens such a store.
+LEGACY_KEYS = {
+    "cp:threads": REGISTRY_KEY,
+    "cp:finished:due": DUE_KEY,
+    "cp:finished:at": MARKS_KEY,
+    "cp:format": FORMAT_KEY,
+}
+LEGACY_FORMAT_KEY = "cp:format"
 PAGE = 100
 CHUNK = 1000
 

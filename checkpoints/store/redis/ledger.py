@@ -10,7 +10,7 @@ from datetime import datetime
 from checkpoints.errors import ThreadVersionConflict
 from checkpoints.store.capabilities import Capabilities, LockHeld
 from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
-from checkpoints.store.redis.driver import Batch, Eval, cmd, single
+from checkpoints.store.redis.driver import CAUGHT, Batch, Eval, cmd, single
 from checkpoints.store.redis.keys import (
     DUE_KEY,
     MARKS_KEY,
@@ -32,17 +32,35 @@ class RedisLedger(Capabilities):
 
     @contextmanager
     def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
-        """SET NX PX with a token: expires if the holder dies, only the holder releases it."""
+        """SET NX PX with a token: expires if the holder dies, only the holder releases it.
+
+        One key, so one slot on a cluster; a server or failover error is StoreUnavailable.
+        """
         key = f"{name}:lock"
         lock = self.client.lock(key, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
-        if not lock.acquire():
+        with self._unavailable():
+            acquired = lock.acquire()
+        if not acquired:
             raise LockHeld(
                 f"lock {name!r} on redis {self.address} is held", how=f"Redis key {key!r} is set"
             )
+
+        def renew() -> None:
+            with self._unavailable():
+                lock.reacquire()
+
         try:
-            yield lock.reacquire
+            yield renew
         finally:
-            lock.release()
+            with self._unavailable():
+                lock.release()
+
+    @contextmanager
+    def _unavailable(self) -> Iterator[None]:
+        try:
+            yield
+        except CAUGHT as exc:
+            raise self._fail(exc) from exc
 
     # -- store-wide views and ledgers -----------------------------------------------------
     def _threads_flow(self, limit: int | None):

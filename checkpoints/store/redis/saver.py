@@ -13,8 +13,24 @@ hash. With ``P = cp:{tag}:`` and ``N`` the namespace as hex:
 - ``P w:N``    hash (checkpoint id, task id, idx) -> pending write
 - ``P x:N``    sorted set of the ``w:N`` fields, so one checkpoint's writes are a range read
 
-Store-wide keys: ``cp:format`` (generation), ``cp:threads`` (thread registry by last write),
-``cp:finished:due`` / ``cp:finished:at`` (the finished-marks ledger).
+Store-wide keys share the hash tag ``{cp}``: ``cp:{cp}:format`` (generation),
+``cp:{cp}:threads`` (thread registry by last write), ``cp:{cp}:finished:due`` /
+``cp:{cp}:finished:at`` (the finished-marks ledger). A sweep's lock is one key of its own.
+
+Redis Cluster (``redis+cluster://host:port[,host:port...]``; one layout serves a single
+node and a cluster). No command, script or MULTI spans two slots: a thread's script touches
+only its tag's slot; a finished mark (ZADD + HSET) is one MULTI on the ``{cp}`` slot. What
+joins the two, the registry entry of a thread, is kept without a cross-slot transaction,
+crash-safe by order and repair: a put writes the thread's keys first, then ZADDs the
+registry (a crash in between leaves the thread out of ``threads()`` until its next put; its
+checkpoints are whole and readable); a delete drops the keys first, then the entry (an
+entry left behind, or one whose keys expired, is dropped by ``threads()`` on read). Marks
+are keyed by thread id, so a mark never needs the thread's slot. Stores of the earlier
+untagged layout (``cp:format``, ``cp:threads``, ...) are renamed to it, in one MULTI, when
+a saver first opens them; the format generation is unchanged. A batch that meets a
+failover (connection lost, CLUSTERDOWN, TRYAGAIN) is sent again a bounded number of times,
+then fails with ``StoreUnavailable``; so does one behind Redis Sentinel
+(``redis+sentinel://``, see `checkpoints.store.redis.clients`).
 
 Every write is one Lua script (atomic: a reader never sees half of it) that also gives all
 of the thread's keys its waiting retention as TTL, so a fixed number of keys per namespace
@@ -31,6 +47,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import redis
+import redis.cluster
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
@@ -42,7 +59,6 @@ from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import Emit
 from checkpoints.store.contract import DURABILITY_KEY, StoreSaver
 from checkpoints.store.planning import (
-    FORMAT_GENERATION,
     MISSING,
     CopyOutcome,
     PutPlan,
@@ -50,18 +66,25 @@ from checkpoints.store.planning import (
     WritesPlan,
     check_limit,
     config_keys,
-    format_verdict,
     metadata_matches,
     prune_plan,
     validate_filter,
 )
+from checkpoints.store.redis.clients import (
+    cluster_address,
+    cluster_client,
+    failover_retries,
+    is_cluster_url,
+    is_sentinel_url,
+    sentinel_address,
+    sentinel_client,
+)
 from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
+from checkpoints.store.redis.format import RedisFormat
 from checkpoints.store.redis.keys import (
-    FORMAT_KEY,
     PAGE,
     REGISTRY_KEY,
     dec,
-    durability_level,
     enc,
     now_ms,
     ns_hex,
@@ -75,7 +98,7 @@ from checkpoints.store.redis.scripts import COPY, COUNT, DELETE, DROP, PUT, PUT_
 from checkpoints.store.sealing import rebind_redis_hash
 
 
-class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
+class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
     """Checkpoints in Redis; a thread's keys expire on its waiting retention."""
 
     provider = "redis"
@@ -93,7 +116,18 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     ) -> None:
         super().__init__(serde=serde or FaithfulJSONCodec(), max_checkpoints=max_checkpoints)
         self.conn_string = conn_string
-        if conn_string:
+        self.cluster = is_cluster_url(conn_string)
+        sentinel = is_sentinel_url(conn_string)
+        if self.cluster or sentinel:
+            self.url = conn_string
+            if self.cluster:
+                self.client = cluster_client(conn_string)
+                self.address = cluster_address(conn_string)
+            else:
+                self.client = sentinel_client(conn_string)
+                self.address = sentinel_address(conn_string)
+            self.retries = failover_retries(conn_string)
+        elif conn_string:
             self.url = conn_string
             self.client = redis.Redis.from_url(conn_string, socket_connect_timeout=5)
         else:
@@ -103,11 +137,12 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
             location = settings.CACHES["default"]["LOCATION"]
             self.url = location[0] if isinstance(location, (list, tuple)) else location
             self.client = django_redis.get_redis_connection("default")
-        kwargs = self.client.connection_pool.connection_kwargs
-        if kwargs.get("path"):
-            self.address = str(kwargs["path"])
-        else:
-            self.address = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+        if not (self.cluster or sentinel):
+            kwargs = self.client.connection_pool.connection_kwargs
+            if kwargs.get("path"):
+                self.address = str(kwargs["path"])
+            else:
+                self.address = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
         self._aclients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._durability: str | None = None
         self._ready = False
@@ -124,58 +159,6 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     def build(cls, *, provider: str, conn_string: str | None = None, **options) -> RedisSaver:
         """The registry's constructor: ``conn_string``, else the default cache's Redis."""
         return cls(conn_string=conn_string, **options)
-
-    # -- store format and durability ------------------------------------------------------
-    def _ready_flow(self):
-        got = yield Batch(
-            [
-                cmd("GET", FORMAT_KEY),
-                cmd("CONFIG", "GET", "appendonly"),
-                cmd("CONFIG", "GET", "appendfsync"),
-            ],
-            errors_ok=True,
-        )
-        recorded, appendonly, appendfsync = got
-        if isinstance(recorded, Exception):
-            raise self._fail(recorded) from recorded
-        where = f"the redis checkpoint store at {self.address}"
-        generations = [] if recorded is None else [dec(recorded)]
-        holds = not generations and (yield from self._holds_checkpoint_keys())
-        if format_verdict(generations, holds_checkpoints=holds, where=where):
-            _, recorded = yield Batch(
-                [cmd("SET", FORMAT_KEY, FORMAT_GENERATION, "NX"), cmd("GET", FORMAT_KEY)]
-            )
-            # Another saver may have recorded first: judge what the store holds now.
-            format_verdict([dec(recorded)], holds_checkpoints=False, where=where)
-        self._durability = durability_level(appendonly, appendfsync)
-        self._ready = True
-
-    def _holds_checkpoint_keys(self):
-        cursor = 0
-        while True:
-            cursor, keys = (yield Batch([cmd("SCAN", cursor, "MATCH", "cp:*", "COUNT", 1000)]))[0]
-            if keys:
-                return True
-            if int(cursor) == 0:
-                return False
-
-    def reset_store(self) -> int:
-        """Delete every key of this store (``cp:*``) and record the current generation."""
-        try:
-            threads = self.client.zcard(REGISTRY_KEY)
-            for keys in _chunks(self.client.scan_iter(match="cp:*", count=1000), 500):
-                self.client.unlink(*keys)
-            self.client.set(FORMAT_KEY, FORMAT_GENERATION)
-        except redis.RedisError as exc:
-            raise self._fail(exc) from exc
-        self._ready = False
-        return int(threads)
-
-    @property
-    def durability(self) -> str:
-        if self._durability is None:
-            self._drive(self._ready_flow(), prepare=False)
-        return self._durability
 
     # -- storage primitives: the sync ones drive their flow, the async ones await it ------
     async def _acall(self, name: str, args: tuple) -> Any:
@@ -633,14 +616,3 @@ class RedisSaver(RedisLedger, RedisDriver, StoreSaver):
     ) -> AsyncIterator[CheckpointTuple]:
         async for item in self._adrive_iter(self._list_flow(config, filter, before, limit)):
             yield item
-
-
-def _chunks(items, size: int):
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

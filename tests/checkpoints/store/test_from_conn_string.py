@@ -74,10 +74,15 @@ def test_redis(tmp_path):
     check_interrupt_and_resume(settings.REDIS_TEST_URL, tmp_path, same_process=False)
 
 
+def test_a_cluster_url_names_the_redis_saver():
+    assert provider_for("redis+cluster://127.0.0.1:7000,127.0.0.1:7001") == "redis"
+    assert provider_for("rediss+cluster://u:p@h:7000") == "redis"
+    assert provider_for("redis+sentinel://h:26379,h:26380/service/0") == "redis"
+
+
 @pytest.mark.parametrize(
     "url, words",
     [
-        ("redis+cluster://127.0.0.1:7000", "Redis Cluster"),
         ("sqlite://", "names no SQLite file"),
         ("sqlite:///:memory:", "memory://"),
         ("mysql://db/x", "'mysql'"),

@@ -24,7 +24,8 @@ from checkpoints.errors import (
 )
 from checkpoints.savers import get_saver
 from checkpoints.savers.base import FORMAT_ERROR_HINT, ThreadRetention, utcnow
-from checkpoints.savers.redis import FORMAT_KEY, thread_prefix
+from checkpoints.savers.redis import FORMAT_KEY, REGISTRY_KEY, thread_prefix
+from checkpoints.store.redis.keys import LEGACY_KEYS
 
 CLOSED = "redis://127.0.0.1:6390/0"
 # The last is the longest id the store takes (MAX_THREAD_ID_BYTES); longer ones are refused.
@@ -252,6 +253,22 @@ def test_a_new_store_records_the_generation(redis_url, raw):
     assert raw.get(FORMAT_KEY) == b"3"
 
 
+def test_a_store_with_the_untagged_store_wide_keys_is_renamed_whole(redis_url, raw):
+    saver = get_saver("redis", conn_string=redis_url)
+    put(saver, "t", {"a": 1})
+    saver.mark_finished("t", utcnow())
+    # The layout before store-wide keys shared the {cp} hash tag.
+    for old, new in LEGACY_KEYS.items():
+        raw.rename(new, old)
+    assert raw.get(FORMAT_KEY) is None
+    reopened = get_saver("redis", conn_string=redis_url)
+    assert raw.get(FORMAT_KEY) == b"3"
+    assert not any(raw.exists(old) for old in LEGACY_KEYS)
+    assert reopened.threads() == ["t"]
+    assert reopened.finished_mark("t") is not None
+    assert [e.thread_id for e in reopened.finished_due(utcnow())] == ["t"]
+
+
 def test_unreachable_redis_names_the_address():
     saver = get_saver("redis", conn_string=CLOSED)
     with pytest.raises(StoreUnavailable, match="127.0.0.1:6390"):
@@ -341,7 +358,7 @@ def test_threads_forgets_expired_threads(saver, raw):
     for key in thread_keys(raw, "old"):
         raw.delete(key)
     assert saver.threads() == ["new"]
-    assert raw.zcard("cp:threads") == 1
+    assert raw.zcard(REGISTRY_KEY) == 1
 
 
 class State(TypedDict):
