@@ -113,7 +113,7 @@ class NothingLost(RuleBasedStateMachine):
         assert new not in thread.checkpoints and new > thread.head
         thread.checkpoints[new] = dict(thread.checkpoints[target])
         # The new head starts with no pending writes, as after LangGraph's update_state
-        # (tests/test_timetravel_parity.py); the target keeps its own.
+        # (tests/checkpoints/timetravel/test_timetravel_parity.py); the target keeps its own.
 
     @precondition(lambda self: self.model and len(self.model) < len(NAMES))
     @rule(data=st.data())

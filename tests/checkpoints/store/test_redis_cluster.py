@@ -22,10 +22,9 @@ from checkpoints.savers.base import utcnow
 from checkpoints.store.redis.keys import DUE_KEY, FORMAT_KEY, MARKS_KEY, REGISTRY_KEY
 from retention.errors import SweepAlreadyRunning
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
+from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_resume
 from tests.reliability_fixtures import put_value, write_batch
-from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
-from tests.test_from_conn_string import check_interrupt_and_resume
-from tests.test_sweep import (  # noqa: F401  (run again here, on the cluster)
+from tests.retention.test_sweep import (  # noqa: F401  (run again here, on the cluster)
     finished_past_due,
     test_a_checkpoint_written_during_the_delete_is_deleted_again,
     test_a_dry_run_reports_the_same_and_deletes_nothing,
@@ -38,6 +37,7 @@ from tests.test_sweep import (  # noqa: F401  (run again here, on the cluster)
     test_each_sweep_is_recorded_with_its_spared_threads,
     test_finished_threads_past_due_are_deleted_on_every_provider,
 )
+from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
 
 pytestmark = pytest.mark.redis
 

@@ -10,8 +10,8 @@ from django.db import connections
 
 from checkpoints.errors import StoreUnavailable
 from checkpoints.savers import get_saver
+from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_resume
 from tests.reliability_fixtures import put_value, write_batch
-from tests.test_from_conn_string import check_interrupt_and_resume
 
 pytestmark = pytest.mark.redis
 
