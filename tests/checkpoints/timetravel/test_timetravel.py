@@ -169,7 +169,7 @@ def test_rollback_writes_new_head_equal_to_target(store):
     assert snap.channel_versions == target.channel_versions
     assert snap.next == target.next == ["b"]
     # As after LangGraph's update_state(target, None): b's finished writes stay on the
-    # target and b runs again from the new head (tests/checkpoints/timetravel/test_timetravel_parity.py).
+    # target and b runs again from the new head (see test_timetravel_parity.py).
     assert snap.pending_writes == []
     assert [(w["channel"], w["value"]) for w in target.pending_writes] == [
         ("log", ["b"]),
