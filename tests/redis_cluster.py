@@ -11,6 +11,8 @@ import subprocess
 import tempfile
 import time
 
+from tests.reliability_fixtures import wait_port
+
 FIRST_PORT, LAST_PORT = 7000, 7099
 NODES = 6
 
@@ -79,14 +81,7 @@ class LocalRedisCluster:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"cluster node redis-server on port {port} did not start within 10s")
+        wait_port(port, "cluster node redis-server")
 
     def start(self) -> None:
         try:

@@ -7,37 +7,21 @@ test failover (the sentinels promote the replica).
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from tests.reliability_fixtures import free_port, wait_port
+
 SERVICE = "cpmaster"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_port(port: int, what: str) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} on port {port} did not start within 10s")
 
 
 class LocalRedisSentinel:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="cp-redis-sentinel-"))
-        self.master, self.replica = _free_port(), _free_port()
-        self.sentinels = [_free_port() for _ in range(3)]
+        self.master, self.replica = free_port(), free_port()
+        self.sentinels = [free_port() for _ in range(3)]
         self.processes: dict[int, subprocess.Popen] = {}
 
     @property
@@ -67,7 +51,7 @@ class LocalRedisSentinel:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        _wait_port(port, "redis-server")
+        wait_port(port, "redis-server")
 
     def start(self) -> None:
         try:
@@ -86,7 +70,7 @@ class LocalRedisSentinel:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
-                _wait_port(port, "redis-sentinel")
+                wait_port(port, "redis-sentinel")
             self.wait_synced()
             self.wait_sentinels_agree()
         except BaseException:

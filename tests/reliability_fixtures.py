@@ -70,6 +70,66 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_port(port: int, what: str) -> None:
+    """Wait (10 s at most) until a private server listens on ``port``."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} on port {port} did not start within 10s")
+
+
+def wait_for(condition, seconds: float, why=None) -> None:
+    """Poll ``condition`` until it holds or ``seconds`` pass; then assert it (``why()``
+    adds what to show on a timeout)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert condition(), f"timed out{why() if why else ''}"
+
+
+def failover_writer(
+    name: str,
+    saver,
+    threads: list[str],
+    *,
+    stop,
+    acked: dict[str, list],
+    unavailable: list,
+    failures: list,
+    gone: str,
+) -> None:
+    """Put checkpoints round-robin until ``stop``; the "patient" writer must never see
+    StoreUnavailable, the others retry it (30 s at most). Records every acknowledged put."""
+    from checkpoints.errors import StoreUnavailable
+
+    parents: dict = dict.fromkeys(threads)
+    seq = 0
+    try:
+        while not stop.is_set():
+            thread_id = threads[seq % len(threads)]
+            values = {"writer": name, "seq": seq}
+            for _attempt in range(300):  # bounded: 30 s of failover at most
+                try:
+                    stored = put_value(saver, thread_id, parents[thread_id], values)
+                    break
+                except StoreUnavailable as exc:
+                    if name == "patient":
+                        raise
+                    unavailable.append(exc)
+                    time.sleep(0.1)
+            else:
+                raise AssertionError(f"{name}: {gone}")
+            parents[thread_id] = stored
+            acked[name].append((time.monotonic(), stored, values))
+            seq += 1
+    except Exception as exc:  # noqa: BLE001 - surfaced by the caller's assert
+        failures.append(exc)
+
+
 class RedisServer:
     """A private redis-server on its own port, so killing it disturbs no one else."""
 
@@ -99,15 +159,11 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"redis-server on port {self.port} did not start within 10s")
+        try:
+            wait_port(self.port, "redis-server")
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

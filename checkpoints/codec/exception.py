@@ -52,7 +52,7 @@ class CheckpointedException(Exception):
         """What LangGraph's serializer would have stored: the original's ``repr()``."""
         if self.repr_text is not None:
             return self.repr_text
-        return f"{self.id[-1] if self.id else 'Exception'}({self.message!r})"
+        return self.derived_repr(self.id[-1] if self.id else "Exception", self.message)
 
     @staticmethod
     def derived_repr(cls_name: str, message: str) -> str:

@@ -285,9 +285,10 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 left[thread_id] = held
         return left
 
+    @abstractmethod
     def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
         """Delete everything the thread holds once; return what is there afterwards."""
-        raise NotImplementedError(f"{type(self).__name__} deletes threads in batches")
+        ...
 
     def _forget_threads(self, thread_ids: list[str]) -> None:
         """Drop the ledger entries of threads now empty."""

@@ -23,7 +23,7 @@ from checkpoints.store.redis.keys import DUE_KEY, FORMAT_KEY, MARKS_KEY, REGISTR
 from retention.errors import SweepAlreadyRunning
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_resume
-from tests.reliability_fixtures import put_value, write_batch
+from tests.reliability_fixtures import failover_writer, put_value, wait_for, write_batch
 from tests.retention.test_sweep import (  # noqa: F401  (run again here, on the cluster)
     finished_past_due,
     test_a_checkpoint_written_during_the_delete_is_deleted_again,
@@ -258,34 +258,19 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
     stop = threading.Event()
 
     def writer(name: str, saver) -> None:
-        parents: dict = dict.fromkeys(threads)
-        seq = 0
-        try:
-            while not stop.is_set():
-                thread_id = threads[seq % len(threads)]
-                values = {"writer": name, "seq": seq}
-                for _attempt in range(300):  # bounded: 30 s of failover at most
-                    try:
-                        stored = put_value(saver, thread_id, parents[thread_id], values)
-                        break
-                    except StoreUnavailable as exc:
-                        if name == "patient":
-                            raise
-                        unavailable.append(exc)
-                        time.sleep(0.1)
-                else:
-                    raise AssertionError(f"{name}: the cluster did not come back")
-                parents[thread_id] = stored
-                acked[name].append((time.monotonic(), stored, values))
-                seq += 1
-        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
-            failures.append(exc)
+        failover_writer(
+            name,
+            saver,
+            threads,
+            stop=stop,
+            acked=acked,
+            unavailable=unavailable,
+            failures=failures,
+            gone="the cluster did not come back",
+        )
 
-    def wait_for(condition, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert condition(), f"timed out; cluster nodes:\n{redis_cluster.nodes()}"
+    def wait(condition, seconds: float) -> None:
+        wait_for(condition, seconds, why=lambda: f"; cluster nodes:\n{redis_cluster.nodes()}")
 
     def async_writer() -> None:
         # The same saver's asyncio path, its own cluster client, its bounded retries.
@@ -323,15 +308,15 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
     for w in workers:
         w.start()
     try:
-        wait_for(lambda: min(len(v) for v in acked.values()) >= 50 or failures, 30)
+        wait(lambda: min(len(v) for v in acked.values()) >= 50 or failures, 30)
         killed_at = time.monotonic()
         redis_cluster.kill(victim)
-        wait_for(
+        wait(
             lambda: victim not in redis_cluster.masters() and len(redis_cluster.masters()) == 3, 30
         )
         redis_cluster.wait_ok()
         after = lambda name: sum(1 for t, _, _ in acked[name] if t > killed_at)  # noqa: E731
-        wait_for(lambda: min(after(n) for n in acked) >= 50 or failures, 60)
+        wait(lambda: min(after(n) for n in acked) >= 50 or failures, 60)
     finally:
         stop.set()
         for w in workers:

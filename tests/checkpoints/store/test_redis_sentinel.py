@@ -8,10 +8,9 @@ import time
 import pytest
 from django.db import connections
 
-from checkpoints.errors import StoreUnavailable
 from checkpoints.savers import get_saver
 from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_resume
-from tests.reliability_fixtures import put_value, write_batch
+from tests.reliability_fixtures import failover_writer, put_value, wait_for, write_batch
 
 pytestmark = pytest.mark.redis
 
@@ -71,34 +70,16 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
     threads = [f"fo-{i}" for i in range(4)]
 
     def writer(name: str, saver) -> None:
-        parents: dict = dict.fromkeys(threads)
-        seq = 0
-        try:
-            while not stop.is_set():
-                thread_id = threads[seq % len(threads)]
-                values = {"writer": name, "seq": seq}
-                for _attempt in range(300):  # bounded: 30 s of failover at most
-                    try:
-                        stored = put_value(saver, thread_id, parents[thread_id], values)
-                        break
-                    except StoreUnavailable as exc:
-                        if name == "patient":
-                            raise
-                        unavailable.append(exc)
-                        time.sleep(0.1)
-                else:
-                    raise AssertionError(f"{name}: the master did not come back")
-                parents[thread_id] = stored
-                acked[name].append((time.monotonic(), stored, values))
-                seq += 1
-        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
-            failures.append(exc)
-
-    def wait_for(condition, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert condition(), "timed out"
+        failover_writer(
+            name,
+            saver,
+            threads,
+            stop=stop,
+            acked=acked,
+            unavailable=unavailable,
+            failures=failures,
+            gone="the master did not come back",
+        )
 
     workers = [
         threading.Thread(target=writer, args=("patient", patient)),
