@@ -8,7 +8,10 @@ and Redis savers override what they do better.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -19,8 +22,10 @@ from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
 # private (importing it warns); the value is part of the stored format, so it is stable.
 INTERRUPT = "__interrupt__"
 
-_process_locks: dict[str, threading.Lock] = {}
-_process_locks_guard = threading.Lock()
+HOST = socket.gethostname()
+# Leases of stores without a server (memory): this process's, by store and name.
+_process_leases: dict[str, str] = {}
+_process_leases_guard = threading.Lock()
 
 
 class LockHeld(CheckpointStoreError):
@@ -32,6 +37,17 @@ class LockHeld(CheckpointStoreError):
     def __init__(self, message: str, *, how: str = "") -> None:
         super().__init__(message)
         self.how = how
+
+
+class LeaseLost(LockHeld):
+    """The lease ran out and another holder took it; the work under it must stop."""
+
+    code = "lease_lost"
+
+
+def new_owner() -> str:
+    """A lease token naming this holder: host, process and a random part (unique per take)."""
+    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 class Capabilities:
@@ -107,24 +123,54 @@ class Capabilities:
                 live.add(str(thread_id))
         return live
 
+    # -- store-wide leases ----------------------------------------------------------------
+    # A lease is held under a token, so work spread over processes (a fanned-out sweep's
+    # batches) can renew the lease its run took. Without a server the lease is this
+    # process's, keyed on `store_key`.
+    def take_lease(self, name: str, token: str) -> None:
+        """Take the store-wide lease ``name`` for ``token``, or raise LockHeld at once."""
+        key = f"{name}:{self.store_key}"
+        with _process_leases_guard:
+            held = _process_leases.get(key)
+            if held is not None:
+                raise LockHeld(
+                    f"lock {name!r} on {self.store_key} is held",
+                    how=f"this process is sweeping it (lease held by {held})",
+                )
+            _process_leases[key] = token
+
+    def renew_lease(self, name: str, token: str) -> None:
+        """Keep the lease alive; LeaseLost when ``token`` no longer holds it."""
+        key = f"{name}:{self.store_key}"
+        with _process_leases_guard:
+            if _process_leases.get(key) == token:
+                return
+        raise LeaseLost(
+            f"lease {name!r} on {self.store_key} is no longer held by {token}",
+            how="this holder's lease was released or taken",
+        )
+
+    def release_lease(self, name: str, token: str) -> bool:
+        """Drop the lease if ``token`` still holds it; True when it did."""
+        key = f"{name}:{self.store_key}"
+        with _process_leases_guard:
+            if _process_leases.get(key) != token:
+                return False
+            del _process_leases[key]
+            return True
+
     @contextmanager
     def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
-        """Hold the store-wide lock ``name`` or raise LockHeld at once.
+        """Hold the store-wide lease ``name`` or raise LockHeld at once.
 
-        Yields a keep-alive to call between batches (it renews an expiring lock). Without
-        a server to hold it, the lock is this process's, keyed on `store_key`.
+        Yields a keep-alive to call between batches (it renews an expiring lease).
         """
-        key = f"{name}:{self.store_key}"
-        with _process_locks_guard:
-            lock = _process_locks.setdefault(key, threading.Lock())
-        if not lock.acquire(blocking=False):
-            raise LockHeld(
-                f"lock {name!r} on {self.store_key} is held", how="this process is sweeping it"
-            )
+        token = new_owner()
+        self.take_lease(name, token)
         try:
-            yield lambda: None
+            yield lambda: self.renew_lease(name, token)
         finally:
-            lock.release()
+            self.release_lease(name, token)
 
 
 def idle_cutoff(now: datetime, minutes: int) -> datetime:

@@ -14,35 +14,22 @@ PostgreSQL leases are timed by the server's clock, so hosts with skewed clocks a
 from __future__ import annotations
 
 import os
-import socket
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connections, transaction
 
-from checkpoints.store.capabilities import LockHeld
+from checkpoints.store.capabilities import HOST, LeaseLost, new_owner
 from checkpoints.store.planning import utcnow
 
 TABLE = "checkpoints_storelease"
-HOST = socket.gethostname()
-
-
-class LeaseLost(LockHeld):
-    """The lease ran out and another holder took it; the work under it must stop."""
-
-    code = "lease_lost"
+__all__ = ["HOST", "Holder", "LeaseLost", "Leases", "new_owner"]
 
 
 @dataclass(frozen=True)
 class Holder:
     owner: str
     expires_at: datetime | str
-
-
-def new_owner() -> str:
-    """A token naming this holder: host, process and a random part (unique per take)."""
-    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 def _dead_local_process(owner: str) -> bool:

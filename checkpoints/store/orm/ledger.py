@@ -9,8 +9,7 @@ these tables behind the saver's back.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +21,7 @@ from checkpoints.errors import CheckpointConfigError, ThreadVersionConflict
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
-from checkpoints.store.orm.lease import Leases, new_owner
+from checkpoints.store.orm.lease import Leases
 from checkpoints.store.planning import (
     FORMAT_GENERATION,
     FinishedEntry,
@@ -87,24 +86,23 @@ class OrmLedger(Capabilities):
             return "a thread record"
         return found
 
-    @contextmanager
-    def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
+    def take_lease(self, name: str, token: str) -> None:
         """A lease row in the store's own database (see `lease`): held across processes
-        and hosts and behind a transaction pooler, renewed by the keep-alive, released only
-        while still ours, and run out after ``SWEEP_LEASE_SECONDS`` when the holder dies."""
-        leases = Leases(self.using)
-        owner = new_owner()
-        ttl = float(setting("SWEEP_LEASE_SECONDS"))
-        holder = leases.take(name, owner, ttl)
+        and hosts and behind a transaction pooler, renewed by its token's holders, released
+        only while still ``token``'s, and run out after ``SWEEP_LEASE_SECONDS`` when no
+        holder renews it."""
+        holder = Leases(self.using).take(name, token, float(setting("SWEEP_LEASE_SECONDS")))
         if holder is not None:
             raise LockHeld(
                 f"lock {name!r} on {self.store_key} is held",
                 how=f"lease {name!r} is held by {holder.owner} until {holder.expires_at}",
             )
-        try:
-            yield lambda: leases.renew(name, owner, ttl)
-        finally:
-            leases.release(name, owner)
+
+    def renew_lease(self, name: str, token: str) -> None:
+        Leases(self.using).renew(name, token, float(setting("SWEEP_LEASE_SECONDS")))
+
+    def release_lease(self, name: str, token: str) -> bool:
+        return Leases(self.using).release(name, token)
 
     # -- format generation ----------------------------------------------------------------
     def ensure_format(self) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
+from redis.exceptions import LockError
+
 from checkpoints.errors import ThreadVersionConflict
-from checkpoints.store.capabilities import Capabilities, LockHeld
+from checkpoints.store.capabilities import Capabilities, LeaseLost, LockHeld
 from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
 from checkpoints.store.redis.driver import CAUGHT, Batch, Eval, cmd, single
 from checkpoints.store.redis.keys import (
@@ -30,30 +32,43 @@ LOCK_SECONDS = 600
 class RedisLedger(Capabilities):
     """Ledger methods and capabilities of `RedisSaver`, over the flows `RedisDriver` runs."""
 
-    @contextmanager
-    def sweep_lock(self, name: str) -> Iterator[Callable[[], None]]:
-        """SET NX PX with a token: expires if the holder dies, only the holder releases it.
+    # A lease is one key set with its holder's token (SET NX PX): it expires if no holder
+    # renews it, and only its token's holders renew or release it. One key, so one slot on
+    # a cluster; a server or failover error is StoreUnavailable.
+    def _lease(self, name: str, token: str):
+        lock = self.client.lock(
+            f"{name}:lock", timeout=LOCK_SECONDS, blocking=False, thread_local=False
+        )
+        lock.local.token = token.encode()
+        return lock
 
-        One key, so one slot on a cluster; a server or failover error is StoreUnavailable.
-        """
-        key = f"{name}:lock"
-        lock = self.client.lock(key, timeout=LOCK_SECONDS, blocking=False, thread_local=False)
+    def take_lease(self, name: str, token: str) -> None:
+        lock = self._lease(name, token)
         with self._unavailable():
-            acquired = lock.acquire()
+            acquired = lock.acquire(token=token)
         if not acquired:
             raise LockHeld(
-                f"lock {name!r} on redis {self.address} is held", how=f"Redis key {key!r} is set"
+                f"lock {name!r} on redis {self.address} is held",
+                how=f"Redis key {name + ':lock'!r} is set",
             )
 
-        def renew() -> None:
-            with self._unavailable():
-                lock.reacquire()
-
+    def renew_lease(self, name: str, token: str) -> None:
         try:
-            yield renew
-        finally:
             with self._unavailable():
-                lock.release()
+                self._lease(name, token).reacquire()
+        except LockError as exc:
+            raise LeaseLost(
+                f"lease {name!r} on redis {self.address} is no longer held by {token}",
+                how="this holder's lease ran out",
+            ) from exc
+
+    def release_lease(self, name: str, token: str) -> bool:
+        try:
+            with self._unavailable():
+                self._lease(name, token).release()
+        except LockError:
+            return False
+        return True
 
     @contextmanager
     def _unavailable(self) -> Iterator[None]:
