@@ -45,6 +45,9 @@ DEFAULTS: dict[str, Any] = {
     # how long a crashed sweep on another host keeps the next one out.
     "SWEEP_LEASE_SECONDS": 60,
     "SWEEP_SCHEDULE": None,
+    # A fanned-out sweep's batch that fails is retried this many times, this long apart.
+    "SWEEP_BATCH_RETRIES": 3,
+    "SWEEP_BATCH_RETRY_SECONDS": 10,
     "ENCRYPTION_KEYS": [],
     # A label per store, part of every sealed value's associated data (see codec.encryption).
     "ENCRYPTION_STORE_ID": "",

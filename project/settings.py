@@ -136,6 +136,9 @@ CHECKPOINTS = {
     "ENCRYPTION_STORE_ID": os.environ.get("CHECKPOINTS_ENCRYPTION_STORE_ID", ""),
     "ENCRYPTION_REQUIRE_BOUND": os.environ.get("CHECKPOINTS_ENCRYPTION_REQUIRE_BOUND", "0") == "1",
     "SWEEP_SCHEDULE": os.environ.get("CHECKPOINTS_SWEEP_SCHEDULE") or None,
+    "SWEEP_BATCH_SIZE": _env_number("CHECKPOINTS_SWEEP_BATCH_SIZE", 1000),
+    "SWEEP_BATCH_RETRIES": _env_number("CHECKPOINTS_SWEEP_BATCH_RETRIES", 3),
+    "SWEEP_BATCH_RETRY_SECONDS": _env_number("CHECKPOINTS_SWEEP_BATCH_RETRY_SECONDS", 10),
     # Unset: LangGraph's own rule (permissive unless LANGGRAPH_STRICT_MSGPACK); a
     # comma-separated list of module.Class names: strict, those classes allowed.
     "ALLOWED_MSGPACK_MODULES": (

@@ -45,7 +45,15 @@ class SweepRun(models.Model):
     OK = "ok"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
-    STATUSES = [(RUNNING, RUNNING), (OK, OK), (FAILED, FAILED), (INTERRUPTED, INTERRUPTED)]
+    # A fanned-out sweep that found the store's lease held: it deleted nothing.
+    REFUSED = "refused"
+    STATUSES = [
+        (RUNNING, RUNNING),
+        (OK, OK),
+        (FAILED, FAILED),
+        (INTERRUPTED, INTERRUPTED),
+        (REFUSED, REFUSED),
+    ]
 
     status = models.CharField(max_length=12, choices=STATUSES, default=OK, db_index=True)
     started_at = models.DateTimeField(db_index=True)
@@ -60,6 +68,9 @@ class SweepRun(models.Model):
     skipped = models.TextField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     triggered_by = models.CharField(max_length=150, blank=True, default="")
+    # A fanned-out run: the token its lease is held under, and how many batches it queued.
+    lease_token = models.CharField(max_length=200, blank=True, default="")
+    batches_total = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-started_at"]
@@ -69,12 +80,53 @@ class SweepRun(models.Model):
         return f"sweep {self.started_at.isoformat()} ({self.provider})"
 
 
+class SweepBatch(models.Model):
+    """One batch of a fanned-out sweep run: its attempts, where it ran, what it did."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    OK = "ok"
+    FAILED = "failed"
+    STATUSES = [(s, s) for s in (QUEUED, RUNNING, RETRYING, OK, FAILED)]
+    DONE = (OK, FAILED)
+
+    run = models.ForeignKey(SweepRun, on_delete=models.CASCADE, related_name="batches")
+    index = models.PositiveIntegerField()
+    thread_count = models.PositiveIntegerField()
+    status = models.CharField(max_length=12, choices=STATUSES, default=QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    # Deleted threads add up over attempts (a failed attempt may have deleted some); the
+    # spared ones are those of the last attempt, which asked the filters again.
+    deleted = models.PositiveIntegerField(default=0)
+    finished_swept = models.PositiveIntegerField(default=0)
+    waiting_swept = models.PositiveIntegerField(default=0)
+    spared = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="sweep_batch_run_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"batch {self.index} of sweep run {self.run_id} ({self.status})"
+
+
 class SparedThread(models.Model):
     """A thread past a horizon that a live-thread filter claimed during one sweep."""
 
     HORIZONS = [("finished", "finished"), ("waiting", "waiting")]
 
     sweep_run = models.ForeignKey(SweepRun, on_delete=models.CASCADE, related_name="spared")
+    # The batch of a fanned-out run that spared it (its retry replaces its rows).
+    batch = models.ForeignKey(
+        SweepBatch, null=True, blank=True, on_delete=models.CASCADE, related_name="spared_threads"
+    )
     thread_id = models.TextField()
     horizon = models.CharField(max_length=16, choices=HORIZONS)
     owner = models.CharField(max_length=150)

@@ -412,15 +412,23 @@ def sweep_threads(
 
         saver = get_saver()
     ids = list(dict.fromkeys(str(t) for t in thread_ids))
+    return _run(
+        saver,
+        dry_run=dry_run,
+        triggered_by=triggered_by,
+        work=lambda sweeper: sweep_listed(sweeper, ids),
+        now=now,
+    )
 
-    def work(sweeper: _Sweeper) -> None:
-        finished, waiting = past_horizon(saver, ids, sweeper.now)
-        if finished:
-            sweeper.handle(FINISHED, finished)
-        if waiting:
-            sweeper.handle(WAITING, waiting)
 
-    return _run(saver, dry_run=dry_run, triggered_by=triggered_by, work=work, now=now)
+def sweep_listed(sweeper: _Sweeper, ids: list[str]) -> None:
+    """Sweep ids listed earlier: each one's horizon is checked again at the sweep's clock."""
+    finished, waiting = past_horizon(sweeper.saver, ids, sweeper.now)
+    if finished:
+        sweeper.handle(FINISHED, finished)
+        sweeper.keep_alive()
+    if waiting:
+        sweeper.handle(WAITING, waiting)
 
 
 def past_horizon(
@@ -439,14 +447,16 @@ def past_horizon(
     return finished, saver.idle_among(rest, now, platform_waiting)
 
 
-def candidate_batches(saver: StoreSaver, *, now: datetime, max_batches: int) -> list[list[str]]:
-    """Up to ``max_batches`` batches of thread ids past a horizon, for fanning out."""
+def candidate_batches(
+    saver: StoreSaver, *, now: datetime, max_batches: int | None = None
+) -> list[list[str]]:
+    """Batches of the thread ids past a horizon (all of them, or ``max_batches``), to fan out."""
     size = max(1, int(setting("SWEEP_BATCH_SIZE")))
-    limit = size * max_batches
-    ids = [e.thread_id for e in saver.finished_due(now, limit=limit)]
-    if saver.supports_idle_sweep and len(ids) < limit:
+    limit = size * max_batches if max_batches else None
+    ids = list(dict.fromkeys(e.thread_id for e in saver.finished_due(now, limit=limit)))
+    if saver.supports_idle_sweep and (limit is None or len(ids) < limit):
         waiting, _ = platform_retention()
         seen = set(ids)
-        idle = saver.idle_threads(now, waiting, limit=limit - len(ids))
+        idle = saver.idle_threads(now, waiting, limit=(limit - len(ids)) if limit else None)
         ids += [t for t in idle if t not in seen]
     return [ids[i : i + size] for i in range(0, len(ids), size)]

@@ -13,8 +13,10 @@ from checkpoints.errors import CheckpointConfigError
 from checkpoints.savers import get_saver
 from checkpoints.savers.base import utcnow
 from project.celery import _install_beat_schedule, app
+from retention.models import SweepRun
 from retention.runs import mark_finished
 from retention.schedule import parse_schedule, sweep_beat_schedule
+from retention.sweep import register_live_thread_filter
 from retention.tasks import fan_out_sweep, sweep_checkpoints, sweep_thread_batch
 from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
     _forget_registered_filters,
@@ -72,7 +74,7 @@ def test_the_sweep_task_returns_the_result_dict():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fan_out_sends_batches_that_each_recheck_their_threads():
+def test_fan_out_runs_one_sweep_run_whose_batches_each_recheck_their_threads():
     saver = get_saver()
     for name in ("a", "b", "c"):
         write(saver, name)
@@ -85,7 +87,31 @@ def test_fan_out_sends_batches_that_each_recheck_their_threads():
             sent = fan_out_sweep.apply(kwargs={"max_batches": 5}).get()
     finally:
         app.conf.task_always_eager = False
-    assert sent == {"batches": 2, "threads": 3}
+    assert (sent["batches"], sent["threads"], sent["status"]) == (2, 3, "running")
     assert [n for n in ("a", "b", "c", "fresh") if holds(saver, n)] == ["fresh"]
+    # The last batch closed the one run; its totals are the sum of its batches.
+    run = SweepRun.objects.get(pk=sent["sweep_run_id"])
+    assert (run.status, run.swept_count, run.batches_total) == ("ok", 3, 2)
+    assert sorted(run.batches.values_list("deleted", flat=True)) == [1, 2]
+    assert run.triggered_by == "celery-fan-out"
     again = sweep_thread_batch.apply(args=[["a", "fresh"]]).get()
     assert again["swept_count"] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_batch_task_is_retried_up_to_the_bound():
+    saver = get_saver()
+    write(saver, "a")
+    mark_finished(saver, "a", now=utcnow() - timedelta(days=2))
+    register_live_thread_filter("down", lambda ids: 1 / 0)
+    app.conf.task_always_eager = True
+    try:
+        with override_settings(CHECKPOINTS={**settings.CHECKPOINTS, "SWEEP_BATCH_RETRIES": 2}):
+            sent = fan_out_sweep.apply().get()
+    finally:
+        app.conf.task_always_eager = False
+    run = SweepRun.objects.get(pk=sent["sweep_run_id"])
+    batch = run.batches.get()
+    assert (batch.status, batch.attempts) == ("failed", 3)
+    assert "ZeroDivisionError" in batch.error and run.status == "failed"
+    assert holds(saver, "a")
