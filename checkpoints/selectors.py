@@ -22,6 +22,7 @@ from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from checkpoints.errors import ThreadNotFound
 from checkpoints.models import FinishedMark, Thread
+from checkpoints.status import written_since
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.ledger import find_user
 
@@ -45,6 +46,13 @@ class ThreadInfo:
     @property
     def status(self) -> str:
         return "finished" if self.finished_due_at is not None else "waiting"
+
+    @property
+    def written_since_finished(self) -> bool:
+        """Finished, written since (the sweep's run rule spares it)."""
+        return self.finished_due_at is not None and written_since(
+            self.finished_marked_at, self.last_write_at
+        )
 
     @property
     def owner_name(self) -> str:
@@ -72,6 +80,7 @@ class ThreadInfo:
         mark = saver.finished_mark(thread_id)
         return cls(
             thread_id=thread_id,
+            last_write_at=saver.last_writes([thread_id]).get(thread_id),
             version=saver.thread_version(thread_id),
             waiting_minutes=retention.waiting_minutes,
             finished_minutes=retention.finished_minutes,

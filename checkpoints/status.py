@@ -3,6 +3,8 @@
 One rule for the admin list, its filter and the thread page. The order matters: a thread
 marked finished is due whatever else is true of it; a park is a promise to come back; an
 interrupt waits on a person; an error needs one; the rest are recently written or idle.
+A finished thread written since it was marked shows "finished, written since": the sweep
+spares it (retention.sweep's run rule) until it is marked again or goes idle.
 """
 
 from __future__ import annotations
@@ -48,12 +50,18 @@ def _when(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S %Z}".strip()
 
 
+def written_since(marked_at: datetime | None, last_write_at: datetime | None) -> bool:
+    """The run rule: a thread marked finished and written after the mark."""
+    return marked_at is not None and last_write_at is not None and last_write_at > marked_at
+
+
 def thread_status(
     *,
     now: datetime,
     last_write_at: datetime | None,
     waiting_minutes: int,
     mark_due: datetime | None = None,
+    marked_at: datetime | None = None,
     park_deadline: datetime | None = None,
     interrupted: bool = False,
     question: str = "",
@@ -62,6 +70,12 @@ def thread_status(
 ) -> ThreadStatus:
     """The one status a thread shows, with the detail that goes with it."""
     if mark_due is not None:
+        if written_since(marked_at, last_write_at):
+            return ThreadStatus(
+                "finished",
+                f"finished, written since: written {_when(last_write_at)}, after its mark "
+                f"at {_when(marked_at)}; the sweep spares it",
+            )
         if mark_due <= now:
             return ThreadStatus("finished", f"due since {_when(mark_due)}")
         return ThreadStatus("finished", f"due at {_when(mark_due)}")

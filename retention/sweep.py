@@ -10,6 +10,16 @@ Safety rules, in order:
 4. Candidates are read in bounded batches, so memory follows the batch size, not the store
    (a dry run deletes nothing, so it lists the candidate ids once instead).
 5. One sweep at a time per store (see ``locks``); a second one returns at once.
+6. The run rule: a new run's write on a finished thread does not take it out of the
+   finished set (that would cost every put a query); instead the sweep compares the
+   finished mark's time with the thread's last write (`last_writes`, one read per batch)
+   and spares, reporting it as ``written-since-finished``, a thread written since it was
+   marked. Its mark stays (the admin and the API show "finished, written since"): the
+   run's owner marks it again when that run ends, and until then it is swept only by the
+   waiting horizon, counted from its last write (ORM stores; Redis keys expire on their
+   TTL, memory lives with the process). A run through `retention.runs.thread_run` on a
+   caller's thread still takes it out of the set when it starts.
+7. A sweep can be fanned out to Celery workers as one run in batches (see ``fanout``).
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 FINISHED = "finished"
 WAITING = "waiting"
+# The owner a thread spared by the run rule (written since it was marked) is reported under.
+WRITTEN_SINCE = "written-since-finished"
 SKIP_REASONS = {
     "redis": "redis: keys expire on their TTL (the waiting retention), so the sweep does "
     "not delete idle threads",
@@ -163,28 +175,38 @@ class _Sweeper:
         self.batch = max(1, int(setting("SWEEP_BATCH_SIZE")))
         self.handled: set[str] = set()
         self.spared_ids: set[str] = set()
+        # Finished marks' times as listed, and the ids the finished horizon passed over
+        # because they were written since (they stay listed as due, so they are skipped).
+        self.marked_at: dict[str, datetime] = {}
+        self.passed_over: set[str] = set()
         self.keep_alive: Callable[[], None] = lambda: None
 
     def candidates(self, horizon: str, limit: int | None) -> list[str]:
         if horizon == FINISHED:
-            return [e.thread_id for e in self.saver.finished_due(self.now, limit=limit)]
+            entries = self.saver.finished_due(self.now, limit=limit)
+            self.marked_at.update((e.thread_id, e.marked_at) for e in entries)
+            return [e.thread_id for e in entries]
         return self.saver.idle_threads(self.now, self.result.waiting_minutes, limit=limit)
 
-    def fresh(self, listed: list[str]) -> list[str]:
-        return [t for t in dict.fromkeys(listed) if t not in self.handled]
+    def seen(self, horizon: str) -> set[str]:
+        return self.handled | self.passed_over if horizon == FINISHED else self.handled
+
+    def fresh(self, listed: list[str], horizon: str) -> list[str]:
+        seen = self.seen(horizon)
+        return [t for t in dict.fromkeys(listed) if t not in seen]
 
     def sweep(self, horizon: str) -> None:
         if self.dry_run:
             # Nothing is deleted, so one listing holds every candidate.
-            everything = self.fresh(self.candidates(horizon, None))
+            everything = self.fresh(self.candidates(horizon, None), horizon)
             for start in range(0, len(everything), self.batch):
                 self.handle(horizon, everything[start : start + self.batch])
                 self.keep_alive()
             return
         while True:
-            limit = len(self.handled) + self.batch
+            limit = len(self.seen(horizon)) + self.batch
             listed = self.candidates(horizon, limit)
-            fresh = self.fresh(listed)
+            fresh = self.fresh(listed, horizon)
             if not fresh:
                 return
             self.handle(horizon, fresh[: self.batch])
@@ -195,8 +217,10 @@ class _Sweeper:
     def handle(self, horizon: str, ids: list[str]) -> list[str]:
         """Spare what the filters claim, delete the rest; return the spared ids."""
         ids = [t for t in dict.fromkeys(ids) if t not in self.handled]
-        claims = claimed_threads(ids, filters=self.filters, saver=self.saver, now=self.now)
         spared = []
+        if horizon == FINISHED:
+            ids, spared = self.pass_over_written(ids)
+        claims = claimed_threads(ids, filters=self.filters, saver=self.saver, now=self.now)
         doomed = []
         for thread_id in ids:
             owner = claims.get(thread_id)
@@ -219,13 +243,36 @@ class _Sweeper:
             _progress(self.run, self.result, horizon, spared)
         return spared
 
-    def spare(self, horizon: str, thread_id: str, owner: str) -> None:
-        logger.warning(
-            "sweep spared thread %r past the %s horizon: live-thread filter %r claims it",
-            thread_id,
-            horizon,
-            owner,
+    def pass_over_written(self, ids: list[str]) -> tuple[list[str], list[str]]:
+        """The run rule: (ids to sweep as finished, ids spared as written since marked).
+
+        A thread written since its mark that is also idle past its waiting horizon is left
+        to the waiting horizon, which deletes it (after asking the filters) unreported here.
+        """
+        writes = self.saver.last_writes(ids)
+        written = [
+            t for t in ids if t in writes and t in self.marked_at and writes[t] > self.marked_at[t]
+        ]
+        if not written:
+            return ids, []
+        self.passed_over.update(written)
+        idle = (
+            set(self.saver.idle_among(written, self.now, self.result.waiting_minutes))
+            if self.saver.supports_idle_sweep
+            else set()
         )
+        spared = [t for t in written if t not in idle]
+        for thread_id in spared:
+            self.spare(FINISHED, thread_id, WRITTEN_SINCE)
+        return [t for t in ids if t not in self.passed_over], spared
+
+    def spare(self, horizon: str, thread_id: str, owner: str) -> None:
+        why = (
+            "it was written since it was marked finished"
+            if owner == WRITTEN_SINCE
+            else f"live-thread filter {owner!r} claims it"
+        )
+        logger.warning("sweep spared thread %r past the %s horizon: %s", thread_id, horizon, why)
         if not self.dry_run:
             metrics.SWEEP_SPARED.labels(horizon=horizon, owner=owner).inc()
         self.spared_ids.add(thread_id)
@@ -423,23 +470,36 @@ def sweep_threads(
 
 def sweep_listed(sweeper: _Sweeper, ids: list[str]) -> None:
     """Sweep ids listed earlier: each one's horizon is checked again at the sweep's clock."""
-    finished, waiting = past_horizon(sweeper.saver, ids, sweeper.now)
+    finished, waiting = past_horizon(sweeper.saver, ids, sweeper.now, sweeper.marked_at)
     if finished:
         sweeper.handle(FINISHED, finished)
         sweeper.keep_alive()
+    if sweeper.passed_over and sweeper.saver.supports_idle_sweep:
+        # Written since marked: swept only if idle past the waiting horizon.
+        waiting += sweeper.saver.idle_among(
+            sorted(sweeper.passed_over - set(waiting)), sweeper.now, sweeper.result.waiting_minutes
+        )
     if waiting:
         sweeper.handle(WAITING, waiting)
 
 
 def past_horizon(
-    saver: StoreSaver, thread_ids: list[str], now: datetime
+    saver: StoreSaver,
+    thread_ids: list[str],
+    now: datetime,
+    marked_at: dict[str, datetime] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Split ids into (finished past due, idle past the waiting horizon); drop the rest."""
+    """Split ids into (finished past due, idle past the waiting horizon); drop the rest.
+
+    The marks' times of the finished ones go into ``marked_at`` (for the run rule).
+    """
     finished = []
     for thread_id in thread_ids:
         mark = saver.finished_mark(thread_id)
         if mark is not None and mark.due_at <= now:
             finished.append(thread_id)
+            if marked_at is not None:
+                marked_at[thread_id] = mark.marked_at
     if not saver.supports_idle_sweep:
         return finished, []
     platform_waiting, _ = platform_retention()

@@ -108,6 +108,7 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                 # index, so the cost follows the page size, not the table size.
                 checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0),
                 mark_due=Subquery(mark.values("due_at")[:1]),
+                mark_at=Subquery(mark.values("marked_at")[:1]),
                 mark_owner=Subquery(mark.values("owner")[:1]),
                 head_id=Subquery(head),
             )
@@ -152,6 +153,7 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
             last_write_at=obj.last_write_at,
             waiting_minutes=obj.waiting_minutes or setting("RETENTION_WAITING_MINUTES"),
             mark_due=obj.mark_due,
+            marked_at=obj.mark_at,
             park_deadline=self.park_deadline(obj),
             interrupted=obj.has_interrupt and not obj.has_resume,
             question=details.get("question", ""),

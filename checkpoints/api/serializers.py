@@ -117,6 +117,10 @@ class ThreadSerializer(serializers.Serializer):
     finished_minutes = serializers.IntegerField(allow_null=True)
     finished_marked_at = serializers.DateTimeField(allow_null=True)
     finished_due_at = serializers.DateTimeField(allow_null=True)
+    written_since_finished = serializers.BooleanField(
+        help_text="Finished, written since: marked finished, then written again. The sweep "
+        "spares it until it is marked again or idles past its waiting horizon."
+    )
 
     def get_owner(self, info) -> OwnerSerializer(allow_null=True):  # type: ignore[valid-type]
         if info.owner is None:

@@ -123,6 +123,14 @@ class Capabilities:
                 live.add(str(thread_id))
         return live
 
+    def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
+        """thread id -> its last write, for those of ``thread_ids`` the store knows.
+
+        The sweep compares it with a finished mark's time: a thread written since it was
+        marked is not swept as finished. Read in one round trip per batch, off the put path.
+        """
+        return {}
+
     # -- store-wide leases ----------------------------------------------------------------
     # A lease is held under a token, so work spread over processes (a fanned-out sweep's
     # batches) can renew the lease its run took. Without a server the lease is this

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -393,6 +393,11 @@ class MemorySaver(StoreSaver):
     def thread_retention(self, thread_id: str) -> ThreadRetention:
         record = self.store.threads.get(str(thread_id))
         return record.retention if record else ThreadRetention()
+
+    def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
+        with self.store.lock:
+            found = {str(t): self.store.threads.get(str(t)) for t in thread_ids}
+        return {t: r.last_write_at for t, r in found.items() if r is not None}
 
     def thread_version(self, thread_id: str) -> int:
         record = self.store.threads.get(str(thread_id))

@@ -20,6 +20,7 @@ from retention.models import Park, SparedThread, SweepRun
 from retention.policy import declare_retention
 from retention.runs import mark_finished
 from retention.sweep import (
+    WRITTEN_SINCE,
     candidate_batches,
     register_live_thread_filter,
     sweep_checkpoints,
@@ -151,6 +152,12 @@ def test_a_pending_interrupt_spares_the_thread_until_it_resumes(store, caplog):
 
     graph.invoke(Command(resume="yes"), config)
     assert graph.get_state(config).values == {"answer": "yes"}
+    # The resumed run wrote since the mark (the run rule spares it) until it is marked again.
+    resumed = sweep_checkpoints(saver=store, now=now)
+    assert resumed.spared == [
+        {"thread_id": "paused", "horizon": "finished", "owner": WRITTEN_SINCE}
+    ]
+    mark_finished(store, "paused", now=now - timedelta(days=2))
     after = sweep_checkpoints(saver=store, now=now)
     assert after.finished_swept == 1 and not holds(store, "paused")
 

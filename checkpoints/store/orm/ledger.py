@@ -222,6 +222,13 @@ class OrmLedger(Capabilities):
         )
         return ThreadRetention(*found) if found else ThreadRetention()
 
+    def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
+        return dict(
+            Thread.objects.using(self.using)
+            .filter(thread_id__in=[str(t) for t in thread_ids])
+            .values_list("thread_id", "last_write_at")
+        )
+
     def thread_version(self, thread_id: str) -> int:
         found = (
             Thread.objects.using(self.using)

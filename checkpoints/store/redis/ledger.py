@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 
 from redis.exceptions import LockError
 
@@ -177,6 +177,20 @@ class RedisLedger(Capabilities):
             single(Batch([cmd("HMGET", thread_prefix(str(thread_id)) + "m", "wm", "fm")]))
         )
         return ThreadRetention(*(None if v is None else int(v) for v in found))
+
+    def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
+        # The registry's score is each thread's last put time, in milliseconds.
+        ids = [str(t) for t in thread_ids]
+        if not ids:
+            return {}
+        (scores,) = self._drive(
+            single(Batch([cmd("ZMSCORE", REGISTRY_KEY, *[enc(t) for t in ids])]))
+        )
+        return {
+            t: datetime.fromtimestamp(float(score) / 1000, tz=UTC)
+            for t, score in zip(ids, scores, strict=True)
+            if score is not None
+        }
 
     def thread_version(self, thread_id: str) -> int:
         (found,) = self._drive(
