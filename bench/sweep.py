@@ -4,6 +4,10 @@ Seeds threads and checkpoints with set-based SQL (generate_series), then times: 
 with nothing due, a bare set-based DELETE of the due threads (the floor), and the real
 sweep deleting the same threads after they are seeded again. Peak RSS is printed around
 the sweep; run two sizes (--threads) to see whether it follows the store's size.
+
+``--lists`` then times the admin and API lists on the full store (see `bench.lists`), and
+``--fan-out N`` sweeps N idle threads twice on the same seed: in this process, then as one
+fanned-out run on two real Celery workers (see `bench.sweep_fanout`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import resource
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
 # Its own SQLite directory, so it can run while `bench.run` holds var/bench.
@@ -100,6 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--due", type=int, default=None, help="threads past the waiting horizon (default: half)"
     )
+    parser.add_argument(
+        "--lists", action="store_true", help="time the admin and API lists on the full store"
+    )
+    parser.add_argument(
+        "--fan-out", type=int, default=0, help="threads for the fan-out comparison (0: skip)"
+    )
+    parser.add_argument("--fan-out-per-thread", type=int, default=2)
+    parser.add_argument(
+        "--skip-base", action="store_true", help="seed, but skip the base sweep timings"
+    )
     args = parser.parse_args(argv)
     due = args.threads // 2 if args.due is None else min(args.due, args.threads)
 
@@ -150,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     seeded = time.perf_counter() - started
     log(f"seeded {args.threads} threads x {args.per_thread} checkpoints in {seeded:.1f}s")
 
+    if args.skip_base:
+        extras(args, saver, body, now, old, log)
+        return 0
+
     # Nothing is due a day before the old threads' last write.
     quiet_now = now - old - timedelta(days=1) + timedelta(minutes=waiting)
     timings = []
@@ -191,7 +210,77 @@ def main(argv: list[str] | None = None) -> int:
         f"nothing_due_ms={nothing_due_ms:.1f} bare_delete_s={bare_s:.3f} sweep_s={sweep_s:.3f} "
         f"ratio={sweep_s / bare_s:.2f} deleted={result.swept_count} peak_rss_mb={rss_after:.0f}"
     )
+    if args.lists:
+        with connections[ALIAS].cursor() as cur:
+            seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now)
+            cur.execute("ANALYZE")
+    extras(args, saver, body, now, old, log)
     return 0
+
+
+def mark_some_finished(cur, count: int, now) -> None:
+    """Finished marks on the first ``count`` threads, so the lists' finished filter has rows."""
+    from checkpoints.models import FinishedMark
+
+    cur.execute(
+        f'INSERT INTO "{FinishedMark._meta.db_table}" (thread_id, marked_at, due_at, owner) '
+        "SELECT 'sweep-' || g, %s, %s, 'bench' FROM generate_series(1, %s) g "
+        "ON CONFLICT DO NOTHING",
+        [now, now + timedelta(days=1), count],
+    )
+
+
+def extras(args, saver, body: bytes, now, old, log) -> None:
+    """The list timings and the fan-out comparison, each when asked for."""
+    from django.conf import settings
+    from django.db import connections
+
+    from bench.sweep_fanout import fan_out_on_two_workers, time_lists
+    from retention.sweep import sweep_checkpoints
+
+    database = settings.DATABASES[ALIAS]
+    if args.lists:
+        with connections[ALIAS].cursor() as cur:
+            mark_some_finished(cur, 1000, now)
+            cur.execute("ANALYZE")
+        connections.close_all()
+        log("timing the admin and API lists")
+        summary = time_lists(database)
+        print(
+            f"lists at {summary['threads']} threads / {summary['checkpoints']} checkpoints "
+            "(server time, median of 5):"
+        )
+        print("| list | query | ms | status |\n|---|---|---|---|")
+        for what, query, ms, status in summary["rows"]:
+            print(f"| {what} | `{query}` | {ms:.1f} | {status} |")
+        print(f"over 100 ms: {len(summary['over'])} of {len(summary['rows'])}")
+    if args.fan_out:
+        t = _tables()
+        with connections[ALIAS].cursor() as cur:
+            cur.execute("TRUNCATE " + ", ".join(f'"{name}"' for name in t.values()) + " CASCADE")
+            seed(cur, first=1, last=args.fan_out, age=old, per_thread=args.fan_out_per_thread,
+                 body=body, now=now)  # fmt: skip
+            cur.execute("ANALYZE")
+        start = time.perf_counter()
+        single = sweep_checkpoints(now=now, saver=saver)
+        single_s = time.perf_counter() - start
+        log(f"single-process sweep: {single.swept_count} threads in {single_s:.2f}s")
+        with connections[ALIAS].cursor() as cur:
+            seed(cur, first=1, last=args.fan_out, age=old, per_thread=args.fan_out_per_thread,
+                 body=body, now=now)  # fmt: skip
+            cur.execute("ANALYZE")
+        connections.close_all()
+        fan_s, run = fan_out_on_two_workers(
+            database, ALIAS, now, Path(settings.BENCH_DIR) / "fanout-logs"
+        )
+        log(f"fan-out on two workers: {run} in {fan_s:.2f}s")
+        print(
+            f"sweep of {args.fan_out} idle threads x {args.fan_out_per_thread} checkpoints: "
+            f"single process {single.swept_count} in {single_s:.2f} s = "
+            f"{single.swept_count / single_s:.0f} threads/s; fanned out on two Celery workers "
+            f"({run['batches']} batches, workers {run['workers']}, {run['status']}) "
+            f"{run['swept_count']} in {fan_s:.2f} s = {run['swept_count'] / fan_s:.0f} threads/s"
+        )
 
 
 if __name__ == "__main__":

@@ -494,8 +494,9 @@ def past_horizon(
     The marks' times of the finished ones go into ``marked_at`` (for the run rule).
     """
     finished = []
+    marks = saver.finished_marks(thread_ids)
     for thread_id in thread_ids:
-        mark = saver.finished_mark(thread_id)
+        mark = marks.get(thread_id)
         if mark is not None and mark.due_at <= now:
             finished.append(thread_id)
             if marked_at is not None:

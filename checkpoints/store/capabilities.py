@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
+from checkpoints.store.planning import FinishedEntry
 
 # The channel a paused node's interrupt is written to. LangGraph 1.x made its constant
 # private (importing it warns); the value is part of the stored format, so it is stable.
@@ -122,6 +123,11 @@ class Capabilities:
             if any(channel == INTERRUPT for _task, channel, _value in latest.pending_writes or ()):
                 live.add(str(thread_id))
         return live
+
+    def finished_marks(self, thread_ids: Iterable[str]) -> dict[str, FinishedEntry]:
+        """thread id -> its finished mark, for those of ``thread_ids`` that are marked."""
+        marks = {str(t): self.finished_mark(str(t)) for t in thread_ids}  # type: ignore[attr-defined]
+        return {t: m for t, m in marks.items() if m is not None}
 
     def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
         """thread id -> its last write, for those of ``thread_ids`` the store knows.

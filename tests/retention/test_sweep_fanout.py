@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from checkpoints.savers.base import utcnow
-from checkpoints.store.capabilities import LockHeld
+from checkpoints.store.capabilities import LeaseLost, LockHeld
 from retention.errors import SweepAlreadyRunning
 from retention.fanout import fan_out, run_batch
 from retention.locks import LOCK_NAME
@@ -171,3 +171,23 @@ def test_max_batches_leaves_the_rest_for_the_next_run(store):
         planned = fan_out(store, now=now, max_batches=1, triggered_by="test")
     assert len(planned.batches) == 1 and planned.run.batches_total == 1
     assert store.release_lease(LOCK_NAME, planned.run.lease_token)
+
+
+def test_leases_by_token_and_batched_reads_on_every_provider(store):
+    store.take_lease("job", "first")
+    with pytest.raises(LockHeld):
+        store.take_lease("job", "second")
+    store.renew_lease("job", "first")
+    with pytest.raises(LeaseLost):
+        store.renew_lease("job", "second")
+    assert not store.release_lease("job", "second")
+    assert store.release_lease("job", "first")
+    store.take_lease("job", "second")
+    assert store.release_lease("job", "second")
+
+    now = utcnow()
+    seeded(store, 2, now)
+    marks = store.finished_marks(["t00", "t01", "missing"])
+    assert sorted(marks) == ["t00", "t01"] and marks["t00"].owner == "tests"
+    writes = store.last_writes(["t00", "missing"])
+    assert list(writes) == ["t00"] and now - timedelta(minutes=1) < writes["t00"] <= utcnow()

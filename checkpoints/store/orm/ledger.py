@@ -222,6 +222,14 @@ class OrmLedger(Capabilities):
         )
         return ThreadRetention(*found) if found else ThreadRetention()
 
+    def finished_marks(self, thread_ids: Iterable[str]) -> dict[str, FinishedEntry]:
+        rows = FinishedMark.objects.using(self.using).filter(
+            thread_id__in=[str(t) for t in thread_ids]
+        )
+        return {
+            m.thread_id: FinishedEntry(m.thread_id, m.marked_at, m.due_at, m.owner) for m in rows
+        }
+
     def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
         return dict(
             Thread.objects.using(self.using)

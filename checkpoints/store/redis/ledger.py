@@ -178,6 +178,13 @@ class RedisLedger(Capabilities):
         )
         return ThreadRetention(*(None if v is None else int(v) for v in found))
 
+    def finished_marks(self, thread_ids: Iterable[str]) -> dict[str, FinishedEntry]:
+        ids = [str(t) for t in thread_ids]
+        if not ids:
+            return {}
+        (records,) = self._drive(single(Batch([cmd("HMGET", MARKS_KEY, *[enc(t) for t in ids])])))
+        return {t: _entry(t, r) for t, r in zip(ids, records, strict=True) if r is not None}
+
     def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
         # The registry's score is each thread's last put time, in milliseconds.
         ids = [str(t) for t in thread_ids]

@@ -1,0 +1,116 @@
+"""Time the admin and API lists on a seeded PostgreSQL store: server time, in process.
+
+Run by `python -m bench.sweep --lists` in a child process whose deployment store is the
+sweep bench's database (``DATABASE_URL``), so the admin and the API read it as they would in
+production. Each figure is the median of 5 requests through Django's test Client (no
+network, no browser): the view, its queries and the template or serializer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+os.environ.setdefault("DJANGO_DEBUG", "0")
+os.environ.setdefault("LOG_LEVEL", "ERROR")
+
+TARGET_MS = 100.0
+REPEAT = 5
+
+
+def sortable(model_admin) -> list[tuple[int, str]]:
+    """(list_display index, name) of the columns the admin offers to order by."""
+    found = []
+    fields = {f.name for f in model_admin.model._meta.get_fields()}
+    for index, name in enumerate(model_admin.list_display):
+        attr = getattr(model_admin, name, None)
+        if name in fields or getattr(attr, "admin_order_field", None):
+            found.append((index, name))
+    return found
+
+
+def median_ms(client, url: str, params: dict) -> tuple[float, int]:
+    timings = []
+    status = 0
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        response = client.get(url, params)
+        timings.append((time.perf_counter() - start) * 1000)
+        status = response.status_code
+    return statistics.median(timings), status
+
+
+def main() -> int:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from checkpoints.admin import ThreadAdmin
+    from checkpoints.models import Checkpoint, Thread
+
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
+    )
+    client = Client()
+    client.force_login(user)
+    threads = Thread.objects.count()
+    checkpoints = Checkpoint.objects.count()
+    per_page = ThreadAdmin.list_per_page
+    rows: list[tuple[str, str, float, int]] = []
+
+    def measure(what: str, url: str, params: dict) -> None:
+        ms, status = median_ms(client, url, params)
+        label = "&".join(f"{k}={v}" for k, v in params.items()) or "-"
+        rows.append((what, label, ms, status))
+        print(f"  {what:<22} {label:<48} {ms:8.1f} ms  {status}", file=sys.stderr, flush=True)
+
+    from django.contrib import admin as django_admin
+
+    for model, count, url, extra in (
+        (Thread, threads, "/admin/checkpoints/thread/", [{"state": "finished"}]),
+        (
+            Checkpoint,
+            checkpoints,
+            "/admin/checkpoints/checkpoint/",
+            [{"source": "loop"}, {"durability": "disk"}, {"source": "loop", "durability": "disk"}],
+        ),
+    ):
+        model_admin = django_admin.site._registry[model]
+        last = max(1, math.ceil(count / per_page))
+        orders = [None] + [f"{sign}{i}" for i, _ in sortable(model_admin) for sign in ("", "-")]
+        what = f"admin {model.__name__.lower()} list"
+        for order in orders:
+            for page in (1, 1000, last):
+                params = {"p": page} | ({"o": order} if order else {})
+                measure(what, url, params)
+        for filters in extra:
+            for page in (1, 1000):
+                measure(what, url, {**filters, "p": page})
+
+    api = "/api/threads/"
+    for offset in (0, 50_000, max(0, threads - 50)):
+        measure("api thread list", api, {"limit": 50, "offset": offset})
+    measure("api thread list", api, {"limit": 50, "status": "finished"})
+    # The API's checkpoint list is a thread's history, paged with `before`.
+    newest = Thread.objects.order_by("-last_write_at", "-id").values_list("thread_id", flat=True)
+    thread_id = newest.first()
+    history = f"/api/threads/{thread_id}/history/"
+    first = client.get(history, {"limit": 3}).json()
+    measure("api history", history, {"limit": 3})
+    if first.get("next_before"):
+        measure("api history", history, {"limit": 3, "before": first["next_before"]})
+
+    over = [r for r in rows if r[2] > TARGET_MS]
+    print(json.dumps({"threads": threads, "checkpoints": checkpoints, "rows": rows, "over": over}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
