@@ -22,7 +22,7 @@ from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
-from retention.models import Park, SparedThread, SweepRun
+from retention.models import Park, SparedThread, SweepBatch, SweepRun
 from retention.policy import effective_retention
 from retention.runs import mark_finished, unmark_finished
 from retention.sweep import FINISHED, WAITING, claimed_threads, live_thread_filters
@@ -293,10 +293,37 @@ class SparedThreadInline(admin.TabularInline):
         return thread_link(obj.thread_id)
 
 
+class SweepBatchInline(admin.TabularInline):
+    """A fanned-out run's batches: where each ran, its attempts, what it did, its error."""
+
+    model = SweepBatch
+    fields = (
+        "index",
+        "status",
+        "attempts",
+        "worker",
+        "thread_count",
+        "deleted",
+        "spared",
+        "error",
+        "finished_at",
+    )
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(SweepRun)
 class SweepRunAdmin(ReadMostly, admin.ModelAdmin):
     list_display = (
         "started_at",
+        "status",
         "provider",
         "swept_count",
         "finished_swept",
@@ -307,7 +334,7 @@ class SweepRunAdmin(ReadMostly, admin.ModelAdmin):
         "triggered_by",
     )
     list_filter = ("provider",)
-    inlines = [SparedThreadInline]
+    inlines = [SweepBatchInline, SparedThreadInline]
     change_list_template = "admin/retention/sweeprun/change_list.html"
     readonly_fields = SweepRun.RESULT_FIELDS
 

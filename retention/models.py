@@ -109,6 +109,7 @@ class SweepBatch(models.Model):
 
     class Meta:
         ordering = ["run", "index"]
+        verbose_name_plural = "sweep batches"
         constraints = [
             models.UniqueConstraint(fields=["run", "index"], name="sweep_batch_run_index")
         ]

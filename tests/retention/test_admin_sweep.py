@@ -173,3 +173,19 @@ def test_parks_page_and_thread_park_filter(admin_client, aged):
         f"{THREADS}{Thread.objects.get(thread_id='parked').pk}/change/"
     ).content.decode()
     assert "claimed by the <code>parks</code> filter" in verdict
+
+
+def test_a_fanned_out_run_shows_its_batches(admin_client, aged):
+    from retention.fanout import fan_out, run_batch
+    from tests.retention.test_sweep import batch_size
+
+    now = utcnow()
+    with batch_size(2):
+        planned = fan_out(aged, now=now, max_batches=None, triggered_by="fan-out test")
+    for index, ids in enumerate(planned.batches):
+        run_batch(aged, planned.run.pk, index, ids, now=now, worker="w1@host", final=True)
+    listing = admin_client.get(RUNS).content.decode()
+    assert "fan-out test" in listing
+    detail = admin_client.get(f"{RUNS}{planned.run.pk}/change/").content.decode()
+    assert "w1@host" in detail and "sweep batches" in detail.lower()
+    assert detail.count("w1@host") == len(planned.batches)
