@@ -41,9 +41,25 @@ def has_column(cur, table: str, column: str) -> bool:
     return cur.fetchone() is not None
 
 
-def seed(cur, *, first: int, last: int, age: timedelta, per_thread: int, body: bytes, now) -> None:
-    """Threads first..last, each with ``per_thread`` checkpoints, a blob each, and one write."""
+def seed(
+    cur,
+    *,
+    first: int,
+    last: int,
+    age: timedelta,
+    per_thread: int,
+    body: bytes,
+    now,
+    unique_ids: bool = False,
+) -> None:
+    """Threads first..last, each with ``per_thread`` checkpoints, a blob each, and one write.
+
+    ``unique_ids`` makes checkpoint ids unique store-wide (the thread's row id, then the
+    step), as LangGraph's are; by default every thread reuses the same few ids, which
+    leaves the store-wide checkpoint list with ties on every id.
+    """
     t = _tables()
+    prefix = "lpad(th.id::text, 12, '0') || '-' || " if unique_ids else ""
     written = now - age
     cur.execute(
         f'INSERT INTO "{t["Thread"]}" (thread_id, created_at, last_write_at, version) '
@@ -61,8 +77,8 @@ def seed(cur, *, first: int, last: int, age: timedelta, per_thread: int, body: b
         f'INSERT INTO "{t["Checkpoint"]}" (thread_id, checkpoint_ns, checkpoint_id, '
         "parent_checkpoint_id, type, checkpoint, metadata, source, step, durability, created_at"
         + (", channel_versions" if versions else "")
-        + ") SELECT th.id, '', lpad(s::text, 8, '0'), "
-        "CASE WHEN s > 1 THEN lpad((s - 1)::text, 8, '0') END, 'msgpack', %s, "
+        + f") SELECT th.id, '', {prefix}lpad(s::text, 8, '0'), "
+        f"CASE WHEN s > 1 THEN {prefix}lpad((s - 1)::text, 8, '0') END, 'msgpack', %s, "
         "jsonb_build_object('source', 'loop', 'step', s), 'loop', s, 'disk', th.last_write_at"
         + (", '{}'::jsonb " if versions else " ")
         + each,
@@ -78,7 +94,7 @@ def seed(cur, *, first: int, last: int, age: timedelta, per_thread: int, body: b
     cur.execute(
         f'INSERT INTO "{t["PendingWrite"]}" (thread_id, checkpoint_ns, checkpoint_id, task_id, '
         "task_path, idx, channel, type, blob) "
-        "SELECT th.id, '', lpad(%s::text, 8, '0'), 'task', '', 0, 'route', 'msgpack', "
+        f"SELECT th.id, '', {prefix}lpad(%s::text, 8, '0'), 'task', '', 0, 'route', 'msgpack', "
         "convert_to('x', 'UTF8') " + threads,
         [per_thread, first, last],
     )
@@ -151,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     with connections[ALIAS].cursor() as cur:
-        seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now)
+        seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now,
+                 unique_ids=True)  # fmt: skip
         seed(
             cur,
             first=due + 1,
@@ -160,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             per_thread=args.per_thread,
             body=body,
             now=now,
+            unique_ids=True,
         )
         cur.execute("ANALYZE")
     seeded = time.perf_counter() - started
@@ -186,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     bare_s = time.perf_counter() - start
     log(f"bare set-based DELETE of {deleted} threads: {bare_s:.2f}s")
     with connections[ALIAS].cursor() as cur:
-        seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now)
+        seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now,
+                 unique_ids=True)  # fmt: skip
         cur.execute("ANALYZE")
 
     rss_before = rss_mb()
@@ -212,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.lists:
         with connections[ALIAS].cursor() as cur:
-            seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now)
+            seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now,
+                 unique_ids=True)  # fmt: skip
             cur.execute("ANALYZE")
     extras(args, saver, body, now, old, log)
     return 0
@@ -236,6 +256,7 @@ def extras(args, saver, body: bytes, now, old, log) -> None:
     from django.db import connections
 
     from bench.sweep_fanout import fan_out_on_two_workers, time_lists
+    from checkpoints.models import FinishedMark
     from retention.sweep import sweep_checkpoints
 
     database = settings.DATABASES[ALIAS]
@@ -256,18 +277,22 @@ def extras(args, saver, body: bytes, now, old, log) -> None:
         print(f"over 100 ms: {len(summary['over'])} of {len(summary['rows'])}")
     if args.fan_out:
         t = _tables()
-        with connections[ALIAS].cursor() as cur:
-            cur.execute("TRUNCATE " + ", ".join(f'"{name}"' for name in t.values()) + " CASCADE")
+
+        def seed_idle(cur) -> None:
             seed(cur, first=1, last=args.fan_out, age=old, per_thread=args.fan_out_per_thread,
-                 body=body, now=now)  # fmt: skip
+                 body=body, now=now, unique_ids=True)  # fmt: skip
+
+        with connections[ALIAS].cursor() as cur:
+            tables = [*t.values(), FinishedMark._meta.db_table]
+            cur.execute("TRUNCATE " + ", ".join(f'"{name}"' for name in tables) + " CASCADE")
+            seed_idle(cur)
             cur.execute("ANALYZE")
         start = time.perf_counter()
         single = sweep_checkpoints(now=now, saver=saver)
         single_s = time.perf_counter() - start
         log(f"single-process sweep: {single.swept_count} threads in {single_s:.2f}s")
         with connections[ALIAS].cursor() as cur:
-            seed(cur, first=1, last=args.fan_out, age=old, per_thread=args.fan_out_per_thread,
-                 body=body, now=now)  # fmt: skip
+            seed_idle(cur)
             cur.execute("ANALYZE")
         connections.close_all()
         fan_s, run = fan_out_on_two_workers(
