@@ -271,9 +271,9 @@ def extras(args, saver, body: bytes, now, old, log) -> None:
             f"lists at {summary['threads']} threads / {summary['checkpoints']} checkpoints "
             "(server time, median of 5):"
         )
-        print("| list | query | ms | status |\n|---|---|---|---|")
-        for what, query, ms, status in summary["rows"]:
-            print(f"| {what} | `{query}` | {ms:.1f} | {status} |")
+        print("| list | query | ms | status | runs |\n|---|---|---|---|---|")
+        for what, query, ms, status, runs in summary["rows"]:
+            print(f"| {what} | `{query}` | {ms:.1f} | {status} | {runs} |")
         print(f"over 100 ms: {len(summary['over'])} of {len(summary['rows'])}")
     if args.fan_out:
         t = _tables()
