@@ -99,3 +99,36 @@ def test_a_deep_api_page_reads_only_its_own_rows(settings):
     # Annotated (finished-mark) reads touch the page's ten ids only.
     annotated = [q["sql"] for q in queries if "checkpoints_finishedmark" in q["sql"]]
     assert annotated and all(" IN (" in sql for sql in annotated), annotated
+
+
+def test_the_finished_thread_list_starts_from_the_marks_not_the_write_order(settings):
+    """Finished threads are the old ones: walking the write-order index for them reads
+    nearly every thread before the first page is full."""
+    from django.contrib.auth import get_user_model
+
+    from checkpoints.models import FinishedMark
+    from checkpoints.selectors import thread_list
+    from checkpoints.store.registry import get_saver
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    # Enough threads that the planner would rather stop an index walk early than join.
+    seed("pg", 20000, 0)
+    now = utcnow()
+    oldest = Thread.objects.using("pg").order_by("last_write_at", "pk")[:2000]
+    FinishedMark.objects.using("pg").bulk_create(
+        FinishedMark(thread_id=t.thread_id, marked_at=now, due_at=now) for t in oldest
+    )
+    with connections["pg"].cursor() as cur:
+        cur.execute("ANALYZE")
+    staff = get_user_model()(username="ops", is_staff=True)
+    page = thread_list(saver=get_saver("postgres", using="pg"), user=staff, status="finished")
+    ids = page.items.values_list("pk", flat=True)[:50]
+    sql, params = ids.query.sql_with_params()
+    with connections["pg"].cursor() as cur:
+        cur.execute("EXPLAIN " + sql, params)
+        text = "\n".join(row[0] for row in cur.fetchall())
+    assert "thread_last_write_id" not in text, text
+    assert len(page) == 2000 and len(page[:50]) == 50
+    newest_finished = max(oldest, key=lambda t: (t.last_write_at, t.pk))
+    assert page[:1][0].thread_id == newest_finished.thread_id
