@@ -27,6 +27,9 @@ ENV_NAMES = {
     "MAX_CHECKPOINTS": "CHECKPOINTS_MAX_CHECKPOINTS",
     "PG_PREPARED_STATEMENTS": "CHECKPOINTS_PG_PREPARED_STATEMENTS",
     "SWEEP_LEASE_SECONDS": "CHECKPOINTS_SWEEP_LEASE_SECONDS",
+    "SWEEP_BATCH_SIZE": "CHECKPOINTS_SWEEP_BATCH_SIZE",
+    "SWEEP_BATCH_RETRIES": "CHECKPOINTS_SWEEP_BATCH_RETRIES",
+    "SWEEP_BATCH_RETRY_SECONDS": "CHECKPOINTS_SWEEP_BATCH_RETRY_SECONDS",
     "DURABILITY_RECHECK_SECONDS": "CHECKPOINTS_DURABILITY_RECHECK_SECONDS",
     "PG_STANDBY_WAIT_SECONDS": "CHECKPOINTS_PG_STANDBY_WAIT_SECONDS",
 }
@@ -126,6 +129,7 @@ def _engine_errors(conf) -> list[Error]:
         )
     for key, least in (
         ("SWEEP_LEASE_SECONDS", 1),
+        ("SWEEP_BATCH_RETRY_SECONDS", 0),
         ("DURABILITY_RECHECK_SECONDS", 0),
         ("PG_STANDBY_WAIT_SECONDS", 1),
     ):
@@ -137,6 +141,16 @@ def _engine_errors(conf) -> list[Error]:
                 Error(
                     f"{_name(key)} is {value!r}, not a number of seconds of at least {least}.",
                     hint="Set a whole number of seconds.",
+                    id="checkpoints.E022",
+                )
+            )
+    for key, least in (("SWEEP_BATCH_SIZE", 1), ("SWEEP_BATCH_RETRIES", 0)):
+        value = conf.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            errors.append(
+                Error(
+                    f"{_name(key)} is {value!r}, not a whole number of at least {least}.",
+                    hint="Set a whole number.",
                     id="checkpoints.E022",
                 )
             )

@@ -32,3 +32,18 @@ def test_unimportable_filter_is_refused_naming_the_path():
 def test_good_settings_pass():
     with _with(SWEEP_SCHEDULE="*/15 * * * *"):
         call_command("check")
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("SWEEP_BATCH_SIZE", 0),
+        ("SWEEP_BATCH_RETRIES", "three"),
+        ("SWEEP_BATCH_RETRIES", -1),
+        ("SWEEP_BATCH_RETRY_SECONDS", "soon"),
+    ],
+)
+def test_bad_fan_out_settings_are_refused_naming_the_variable(key, value):
+    with _with(**{key: value}), pytest.raises(SystemCheckError) as caught:
+        call_command("check")
+    assert f"CHECKPOINTS_{key}" in str(caught.value) and repr(value) in str(caught.value)
