@@ -17,6 +17,7 @@ from django.utils.translation import ngettext
 
 from checkpoints import audit
 from checkpoints.admin import ThreadAdmin
+from checkpoints.admin.base import ValidSelectionMixin
 from checkpoints.admin.views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
@@ -205,7 +206,9 @@ class ReadMostly:
 
 
 @admin.register(FinishedMark)
-class FinishedMarkAdmin(audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin):
+class FinishedMarkAdmin(
+    ValidSelectionMixin, audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin
+):
     list_display = ("thread", "marked_at", "due_at", "owner", "overdue")
     search_fields = ("=thread_id", "owner")
     ordering = ("due_at",)
@@ -245,7 +248,7 @@ class FinishedMarkAdmin(audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin)
 
 
 @admin.register(Park)
-class ParkAdmin(ReadMostly, admin.ModelAdmin):
+class ParkAdmin(ValidSelectionMixin, ReadMostly, admin.ModelAdmin):
     list_display = ("thread", "deadline", "expired", "owner", "provider", "created_at")
     list_filter = ("provider",)
     search_fields = ("=thread_id", "owner")
@@ -294,7 +297,7 @@ class SparedThreadInline(admin.TabularInline):
 
 
 @admin.register(SweepRun)
-class SweepRunAdmin(ReadMostly, admin.ModelAdmin):
+class SweepRunAdmin(ValidSelectionMixin, ReadMostly, admin.ModelAdmin):
     list_display = (
         "started_at",
         "provider",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
@@ -69,3 +71,27 @@ class ReadOnlyMixin:
     def has_delete_permission(self, request, obj=None):
         # Deleting is the sweep's job: it asks the live-thread filters first.
         return False
+
+
+class ValidSelectionMixin:
+    """A list action on ids that are not this model's refuses with a message, never a 500.
+
+    Django filters ``pk__in`` the posted ids as they come, so one that is not a number (or
+    is past the column's range) fails inside the query; here it is refused before the
+    action runs, and nothing changes.
+    """
+
+    def response_action(self, request, queryset):
+        pk = self.opts.pk
+        for raw in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            try:
+                pk.run_validators(pk.to_python(raw))
+            except ValidationError:
+                self.message_user(
+                    request,
+                    f"{raw[:100]!r} is not the id of a {self.opts.verbose_name}; no "
+                    f"{self.opts.verbose_name_plural} were changed.",
+                    messages.ERROR,
+                )
+                return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)

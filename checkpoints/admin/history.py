@@ -17,6 +17,7 @@ from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
     ReadOnlyMixin,
     StoreChoiceMixin,
+    ValidSelectionMixin,
     checkpoint_change_url,
     history_url,
     thread_change_url,
@@ -66,7 +67,7 @@ class HistoryChangeList(ChangeList):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+class CheckpointAdmin(ValidSelectionMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "checkpoint_id",
         "thread_link",

@@ -14,6 +14,7 @@ from checkpoints.admin.base import (
     HEAD_ROWS,
     ReadOnlyMixin,
     StoreChoiceMixin,
+    ValidSelectionMixin,
     checkpoint_change_url,
     history_url,
 )
@@ -33,7 +34,7 @@ from checkpoints.timetravel import TimeTravel
 
 
 @admin.register(Thread)
-class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+class ThreadAdmin(ValidSelectionMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "thread_id",
         "status",
