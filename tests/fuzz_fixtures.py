@@ -81,14 +81,16 @@ class StoredRowsGuard:
     appended to ``$FUZZ_VIOLATIONS_FILE``.
     """
 
+    using = "default"
+
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        before = fingerprint()
+        before = fingerprint(self.using)
         response = self.get_response(request)
         if 400 <= response.status_code < 500:
-            changed = changed_tables(before, fingerprint())
+            changed = changed_tables(before, fingerprint(self.using))
             if changed:
                 response[CHANGED_HEADER] = ",".join(changed)
                 with open(os.environ["FUZZ_VIOLATIONS_FILE"], "a") as out:
