@@ -344,13 +344,13 @@ class RollbackView(_CheckpointPage):
 
     def perform(self, request, target: Checkpoint, thread_id: str):
 
-        expected = request.POST.get("expected_version")
         try:
             with audit.from_request(request, "admin"):
+                # The service checks the posted text: a bad version is refused, not ignored.
                 snapshot = time_travel_for(store_saver(), thread_id).rollback(
                     thread_id,
                     target.checkpoint_id,
-                    expected_version=int(expected) if expected and expected.isdigit() else None,
+                    expected_version=request.POST.get("expected_version"),
                     checkpoint_ns=target.checkpoint_ns,
                 )
         except CheckpointStoreError as exc:
