@@ -17,7 +17,7 @@ from django.utils.translation import ngettext
 
 from checkpoints import audit
 from checkpoints.admin import ThreadAdmin
-from checkpoints.admin.base import ValidSelectionMixin
+from checkpoints.admin.base import RefuseBadInputMixin
 from checkpoints.admin.views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
@@ -207,7 +207,7 @@ class ReadMostly:
 
 @admin.register(FinishedMark)
 class FinishedMarkAdmin(
-    ValidSelectionMixin, audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin
+    RefuseBadInputMixin, audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin
 ):
     list_display = ("thread", "marked_at", "due_at", "owner", "overdue")
     search_fields = ("=thread_id", "owner")
@@ -248,7 +248,7 @@ class FinishedMarkAdmin(
 
 
 @admin.register(Park)
-class ParkAdmin(ValidSelectionMixin, ReadMostly, admin.ModelAdmin):
+class ParkAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
     list_display = ("thread", "deadline", "expired", "owner", "provider", "created_at")
     list_filter = ("provider",)
     search_fields = ("=thread_id", "owner")
@@ -297,7 +297,7 @@ class SparedThreadInline(admin.TabularInline):
 
 
 @admin.register(SweepRun)
-class SweepRunAdmin(ValidSelectionMixin, ReadMostly, admin.ModelAdmin):
+class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
     list_display = (
         "started_at",
         "provider",

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,17 +51,19 @@ def _fingerprint_sql() -> str:
     parts = []
     for label in STORED_MODELS:
         table = apps.get_model(label)._meta.db_table
-        # md5 over each row's text form, in id order: any insert, update or delete shows.
+        # A row's xmin is the transaction that wrote this version of it: any insert, update
+        # or delete changes the (id, xmin) list, and no stored value is read (blobs stay
+        # in TOAST), so this stays cheap as checkpoints pile up during a fuzz run.
         parts.append(
             f"SELECT '{table}', count(*), coalesce(max(t.id), 0), "
-            f"coalesce(md5(string_agg(md5(t::text), ',' ORDER BY t.id)), '') "
-            f'FROM "{table}" t'
+            f"coalesce(md5(string_agg(t.id::text || ':' || t.xmin::text, ',' ORDER BY t.id)), '')"
+            f' FROM "{table}" t'
         )
     return " UNION ALL ".join(parts)
 
 
 def fingerprint(using: str = "default") -> dict[str, tuple]:
-    """table -> (rows, max id, hash of every row) on a PostgreSQL database, in one query."""
+    """table -> (rows, max id, hash of every row version) on PostgreSQL, in one query."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         raise RuntimeError(f"the fingerprint reads PostgreSQL; {using!r} is {connection.vendor}")
@@ -71,6 +74,17 @@ def fingerprint(using: str = "default") -> dict[str, tuple]:
 
 def changed_tables(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
     return sorted(table for table in before if before[table] != after.get(table))
+
+
+def count_request(request, status: int) -> None:
+    """One line per request in ``$FUZZ_REQUESTS_FILE``: method, route pattern, status."""
+    path = os.environ.get("FUZZ_REQUESTS_FILE")
+    if not path:
+        return
+    match = getattr(request, "resolver_match", None)
+    route = match.route if match is not None else "(no route)"
+    with open(path, "a") as out:
+        out.write(f"{request.method}\t{route}\t{status}\n")
 
 
 class StoredRowsGuard:
@@ -89,6 +103,7 @@ class StoredRowsGuard:
     def __call__(self, request):
         before = fingerprint(self.using)
         response = self.get_response(request)
+        count_request(request, response.status_code)
         if 400 <= response.status_code < 500:
             changed = changed_tables(before, fingerprint(self.using))
             if changed:
@@ -115,6 +130,7 @@ class PgServer:
     url: str
     log: Path
     violations: Path
+    requests: Path
     process: subprocess.Popen = field(repr=False)
 
     def server_errors(self) -> list[str]:
@@ -125,12 +141,30 @@ class PgServer:
     def stored_changes(self) -> list[str]:
         return self.violations.read_text().splitlines() if self.violations.exists() else []
 
+    def requests_by_route(self, prefix: str = "") -> dict[str, Counter]:
+        """ "METHOD route" -> Counter of status classes ("2xx", "4xx", ...) served so far."""
+        found: dict[str, Counter] = {}
+        lines = self.requests.read_text().splitlines() if self.requests.exists() else []
+        for line in lines:
+            method, route, status = line.split("\t")
+            if route.startswith(prefix):
+                found.setdefault(f"{method} {route}", Counter())[f"{status[0]}xx"] += 1
+        return found
+
+    def summary(self, prefix: str = "") -> str:
+        rows = sorted(self.requests_by_route(prefix).items())
+        return "\n".join(
+            f"  {name}: {sum(c.values())} ({', '.join(f'{k} {v}' for k, v in sorted(c.items()))})"
+            for name, c in rows
+        )
+
 
 def start_pg_server(tmp_path: Path) -> PgServer:
     from tests.reliability_fixtures import free_port
 
     port = free_port()
     log, violations = tmp_path / "server.log", tmp_path / "stored-changes.txt"
+    requests_file = tmp_path / "requests.tsv"
     env = {
         k: v
         for k, v in os.environ.items()
@@ -144,6 +178,7 @@ def start_pg_server(tmp_path: Path) -> PgServer:
         REDIS_URL=settings.REDIS_TEST_URL,
         CHECKPOINTS_DATA_DIR=str(tmp_path),
         FUZZ_VIOLATIONS_FILE=str(violations),
+        FUZZ_REQUESTS_FILE=str(requests_file),
         PYTHONPATH=str(ROOT),
     )
     out = open(log, "w")  # noqa: SIM115 - the process writes it until stopped
@@ -163,7 +198,7 @@ def start_pg_server(tmp_path: Path) -> PgServer:
         stderr=subprocess.STDOUT,
     )
     out.close()
-    server = PgServer(f"http://127.0.0.1:{port}", log, violations, process)
+    server = PgServer(f"http://127.0.0.1:{port}", log, violations, requests_file, process)
     import requests
 
     deadline = time.monotonic() + 30

@@ -6,7 +6,7 @@ from django.contrib import admin
 
 from checkpoints.admin.base import (
     ReadOnlyMixin,
-    ValidSelectionMixin,
+    RefuseBadInputMixin,
 )
 from checkpoints.models import (
     AuditEvent,
@@ -14,7 +14,7 @@ from checkpoints.models import (
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ValidSelectionMixin, ReadOnlyMixin, admin.ModelAdmin):
+class AuditEventAdmin(RefuseBadInputMixin, ReadOnlyMixin, admin.ModelAdmin):
     """The audit trail, newest first: every change from admin, API, command or task."""
 
     list_display = ("at_seconds", "action", "thread_id", "actor", "origin", "remote_addr")

@@ -73,13 +73,30 @@ class ReadOnlyMixin:
         return False
 
 
-class ValidSelectionMixin:
-    """A list action on ids that are not this model's refuses with a message, never a 500.
+class RefuseBadInputMixin:
+    """Input the database cannot take is refused with a message, never a 500.
 
-    Django filters ``pk__in`` the posted ids as they come, so one that is not a number (or
-    is past the column's range) fails inside the query; here it is refused before the
-    action runs, and nothing changes.
+    - A list action on ids that are not this model's: Django filters ``pk__in`` the posted
+      ids as they come, so one that is not a number (or is past the column's range) fails
+      inside the query. Refused before the action runs; nothing changes.
+    - A NUL character in the list's query (a filter, the search): PostgreSQL refuses it in
+      any text. The list is shown again without those parameters.
     """
+
+    def changelist_view(self, request, extra_context=None):
+        bad = [k for k, v in request.GET.lists() if "\x00" in k or any("\x00" in x for x in v)]
+        if bad:
+            self.message_user(
+                request,
+                f"{', '.join(repr(k[:100]) for k in bad)} held a NUL character, which no "
+                "stored text can hold; showing the list without it.",
+                messages.ERROR,
+            )
+            query = request.GET.copy()
+            for key in bad:
+                del query[key]
+            return HttpResponseRedirect(f"{request.path}?{query.urlencode()}")
+        return super().changelist_view(request, extra_context)
 
     def response_action(self, request, queryset):
         pk = self.opts.pk

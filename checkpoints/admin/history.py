@@ -16,8 +16,8 @@ from checkpoints import status
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
     ReadOnlyMixin,
+    RefuseBadInputMixin,
     StoreChoiceMixin,
-    ValidSelectionMixin,
     checkpoint_change_url,
     history_url,
     thread_change_url,
@@ -67,7 +67,7 @@ class HistoryChangeList(ChangeList):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(ValidSelectionMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "checkpoint_id",
         "thread_link",

@@ -13,8 +13,8 @@ from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
     HEAD_ROWS,
     ReadOnlyMixin,
+    RefuseBadInputMixin,
     StoreChoiceMixin,
-    ValidSelectionMixin,
     checkpoint_change_url,
     history_url,
 )
@@ -34,7 +34,7 @@ from checkpoints.timetravel import TimeTravel
 
 
 @admin.register(Thread)
-class ThreadAdmin(ValidSelectionMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "thread_id",
         "status",

@@ -67,3 +67,37 @@ def test_a_bad_selected_id_is_refused_and_changes_nothing(
     thread.refresh_from_db()
     assert (thread.version, thread.checkpoints.count(), FinishedMark.objects.count()) == before
     assert Park.objects.filter(pk=park.pk).exists()
+
+
+@pytest.mark.parametrize(
+    "changelist",
+    [
+        "checkpoints/thread",
+        "checkpoints/checkpoint",
+        "checkpoints/finishedmark",
+        "checkpoints/auditevent",
+        "retention/park",
+        "retention/sweeprun",
+    ],
+)
+def test_a_nul_in_a_list_query_is_refused_and_the_list_shown_without_it(admin_client, changelist):
+    url = f"/admin/{changelist}/"
+    answer = admin_client.get(url, {"q": "a\x00b", "o": "1"}, follow=True)
+    assert answer.status_code == 200
+    assert answer.redirect_chain == [(f"{url}?o=1", 302)]
+    shown = [str(m) for m in answer.context["messages"]]
+    assert any("'q' held a NUL character" in m for m in shown), shown
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "pg"])
+def test_a_nul_in_the_search_of_a_postgres_store_is_refused(admin_client):
+    from django.conf import settings as django_settings
+
+    from tests.conftest import need_service
+
+    need_service(django_settings.POSTGRES_UNAVAILABLE)
+    url = "/admin/checkpoints/thread/"
+    # PostgreSQL refuses a NUL in any text: this search once reached the database (500).
+    answer = admin_client.get(url, {"provider": "pg", "q": "\x00"}, follow=True)
+    assert answer.status_code == 200
+    assert answer.redirect_chain == [(f"{url}?provider=pg", 302)]
