@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 import requests
@@ -176,12 +176,30 @@ TARGETS = [
         st.fixed_dictionaries({}, optional={"post": st.just("yes") | TEXT}),
     ),
 ]
-# How the store choice rides along: absent, the real alias, or junk (a 404 or a redirect).
-STORE_CHOICE = st.one_of(
+# What rides along in the query: nothing, the store choice (the real alias or junk: a 404
+# or a redirect), or the lists' own filters, search, order and page with generated values.
+QUERY_KEYS = st.sampled_from(
+    [
+        "provider",
+        "_changelist_filters",
+        "q",
+        "o",
+        "p",
+        "thread__id__exact",
+        "step__lte",
+        "created_at__lte",
+        "status",
+        "finished",
+        "park",
+        "owner__id__exact",
+        "source",
+        "durability",
+    ]
+)
+QUERY = st.one_of(
     st.just(""),
     st.just("?provider=default"),
-    TEXT.map(lambda t: "?provider=" + quote(t, safe="")),
-    TEXT.map(lambda t: "?_changelist_filters=" + quote("provider=" + t, safe="")),
+    st.dictionaries(QUERY_KEYS, TEXT, min_size=1, max_size=3).map(lambda q: "?" + urlencode(q)),
 )
 CSRF = st.sampled_from(["valid", "valid", "valid", "valid", "missing", "wrong"])
 
@@ -213,7 +231,7 @@ def fuzz_target(
         derandomize=True,
         suppress_health_check=list(HealthCheck),
     )
-    @given(url=target.url, store=STORE_CHOICE, data=target.data, csrf=CSRF)
+    @given(url=target.url, store=QUERY, data=target.data, csrf=CSRF)
     def post_once(url, store, data, csrf):
         form = dict(data)
         if csrf == "valid":
@@ -231,7 +249,8 @@ def fuzz_target(
         if refused or not may_change:
             assert not changed, (url, store, form, statuses, changed)
         if csrf != "valid":
-            assert statuses[0] == 403, (url, form, statuses)
+            # 404 when no view has such a URL (a newline in an id): CSRF runs on views only.
+            assert statuses[0] in (403, 404), (url, form, statuses)
 
     post_once()
 
