@@ -70,6 +70,9 @@ class Checkpoint(models.Model):
             models.Index(fields=["run_id"], name="checkpoint_run"),
             # The admin's store-wide checkpoint list is newest first by id.
             models.Index(fields=["checkpoint_id"], name="checkpoint_id_order"),
+            # One thread's history across its namespaces, newest first, keyset-paged: without
+            # it the planner walks the store-wide index above and filters out other threads.
+            models.Index(fields=["thread", "checkpoint_id"], name="checkpoint_thread_order"),
         ]
 
     def __str__(self) -> str:
