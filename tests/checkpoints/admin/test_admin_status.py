@@ -67,6 +67,8 @@ def row_of(page: str, thread_id: str) -> str:
 def test_each_status_shows_in_the_list(admin_client, threads):
     page = admin_client.get(THREADS).content.decode()
     assert "Waiting on a human" in row_of(page, "asks")
+    # The question and the node it waits at, read for the page's waiting rows at once.
+    assert "“approve the answer?” at approve" in row_of(page, "asks")
     assert "Failed" in row_of(page, "broke") and "the last task failed" in row_of(page, "broke")
     assert "Recently written" in row_of(page, "fresh")
     assert "Idle" in row_of(page, "quiet")
