@@ -123,6 +123,15 @@ class PendingWrite(models.Model):
                 name="write_key",
             )
         ]
+        # The few threads holding an interrupt, a resume or an error: the admin's status
+        # filter starts from them instead of asking every thread's head.
+        indexes = [
+            models.Index(
+                fields=["channel", "thread"],
+                name="write_status_channel",
+                condition=models.Q(channel__in=["__interrupt__", "__resume__", "__error__"]),
+            )
+        ]
 
 
 class FinishedMark(models.Model):

@@ -27,6 +27,7 @@ from checkpoints.admin.base import (
 )
 from checkpoints.admin.display import byte_size, collapsible, json_block, state_view
 from checkpoints.admin.filters import DurabilityFilter, ProviderFilter, SourceFilter
+from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.views import keep_store, store_alias
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import (
@@ -39,6 +40,8 @@ from checkpoints.models import (
 # Query parameters the history's "jump to" form sends (see change_list.html).
 JUMPS = ("step__lte", "created_at__lte")
 THREAD_PARAM = "thread__id__exact"
+# The store-wide checkpoint list counts this many rows at most ("10000+ checkpoints").
+COUNT_CAP = 10_000
 
 
 class HistoryChangeList(ChangeList):
@@ -61,10 +64,12 @@ class HistoryChangeList(ChangeList):
         return lookup_params
 
     def get_results(self, request):
+        self.count_capped = False
         if self.keyset:
             self._keyset_results(request)
         else:
             super().get_results(request)
+            self.count_capped = self.paginator.capped
         self._read_nodes()
 
     def _keyset_results(self, request):
@@ -267,6 +272,11 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     def get_changelist(self, request, **kwargs):
         return HistoryChangeList
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        # Counting a million checkpoints on every load is the slow part; a thread's history
+        # is keyset-paged and counts only its own rows.
+        return IndexPaginator(queryset, per_page, orphans, allow_empty_first_page, cap=COUNT_CAP)
 
     def get_sortable_by(self, request):
         # A thread's history is keyset-paged in checkpoint order; no other order pages.

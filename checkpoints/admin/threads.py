@@ -20,6 +20,7 @@ from checkpoints.admin.base import (
     thread_change_url,
 )
 from checkpoints.admin.filters import FinishedFilter, ProviderFilter, StatusFilter
+from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.views import store_alias, store_saver
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError
@@ -141,6 +142,9 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     def get_changelist(self, request, **kwargs):
         return ThreadChangeList
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        return IndexPaginator(queryset, per_page, orphans, allow_empty_first_page)
 
     def read_questions(self, rows) -> None:
         """Each waiting row's interrupt question and node, from its head's writes at once."""
