@@ -154,7 +154,7 @@ def test_history_rows_keyset_pages_and_jumps(page, saver, shot, monkeypatch):
     page.click("text=Checkpoints of this thread")
     page.wait_for_selector("text=History of thread story, newest first")
     assert listed_checkpoints(page) == [c.checkpoint_id for c in stored[:5]]
-    shot(page, "history")
+    shot(page, "history_first_page")
     # Row by row: the node that wrote it, the time to the second, the stored size.
     seen, writers = [], set()
     while True:
