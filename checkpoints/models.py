@@ -70,6 +70,9 @@ class Checkpoint(models.Model):
             models.Index(fields=["run_id"], name="checkpoint_run"),
             # The admin's store-wide checkpoint list is newest first by id.
             models.Index(fields=["checkpoint_id"], name="checkpoint_id_order"),
+            # One thread's history across its namespaces, newest first, keyset-paged: without
+            # it the planner walks the store-wide index above and filters out other threads.
+            models.Index(fields=["thread", "checkpoint_id"], name="checkpoint_thread_order"),
         ]
 
     def __str__(self) -> str:
@@ -118,6 +121,15 @@ class PendingWrite(models.Model):
             models.UniqueConstraint(
                 fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
                 name="write_key",
+            )
+        ]
+        # The few threads holding an interrupt, a resume or an error: the admin's status
+        # filter starts from them instead of asking every thread's head.
+        indexes = [
+            models.Index(
+                fields=["channel", "thread"],
+                name="write_status_channel",
+                condition=models.Q(channel__in=["__interrupt__", "__resume__", "__error__"]),
             )
         ]
 

@@ -7,6 +7,7 @@ and unmark actions) so the dependency keeps pointing from retention to checkpoin
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef, Subquery
 from django.http import Http404, HttpResponseRedirect
@@ -17,6 +18,7 @@ from django.utils.translation import ngettext
 
 from checkpoints import audit
 from checkpoints.admin import ThreadAdmin
+from checkpoints.admin.base import RefuseBadInputMixin
 from checkpoints.admin.views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
@@ -31,14 +33,21 @@ from retention.sweep import sweep_checkpoints as run_sweep
 SAMPLE = 50
 
 
-def thread_link(thread_id: str):
-    """The thread's admin page link, or the bare id when the store no longer holds it."""
-    pk = (
-        Thread.objects.using(store_alias())
-        .filter(thread_id=thread_id)
-        .values_list("pk", flat=True)
-        .first()
-    )
+_ASK = object()
+
+
+def thread_link(thread_id: str, pk=_ASK):
+    """The thread's admin page link, or the bare id when the store no longer holds it.
+
+    ``pk``: the thread's row id when the caller already read it (None: not stored).
+    """
+    if pk is _ASK:
+        pk = (
+            Thread.objects.using(store_alias())
+            .filter(thread_id=thread_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
     if pk is None:
         return thread_id
     return format_html(
@@ -46,6 +55,31 @@ def thread_link(thread_id: str):
         keep_store(reverse("admin:checkpoints_thread_change", args=[pk])),
         thread_id,
     )
+
+
+class ThreadLinksChangeList(ChangeList):
+    """A list of rows naming threads: the page's thread rows are read in one query."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        self.result_list = list(self.result_list)
+        wanted = {row.thread_id for row in self.result_list}
+        found = dict(
+            Thread.objects.using(store_alias())
+            .filter(thread_id__in=wanted)
+            .values_list("thread_id", "pk")
+        )
+        for row in self.result_list:
+            row.thread_pk = found.get(row.thread_id)
+
+
+class ThreadLinksMixin:
+    def get_changelist(self, request, **kwargs):
+        return ThreadLinksChangeList
+
+    @admin.display(description="thread")
+    def thread(self, obj):
+        return thread_link(obj.thread_id, getattr(obj, "thread_pk", _ASK))
 
 
 class HasParkFilter(admin.SimpleListFilter):
@@ -205,7 +239,13 @@ class ReadMostly:
 
 
 @admin.register(FinishedMark)
-class FinishedMarkAdmin(audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin):
+class FinishedMarkAdmin(
+    RefuseBadInputMixin,
+    ThreadLinksMixin,
+    audit.AuditedActionsMixin,
+    ReadMostly,
+    admin.ModelAdmin,
+):
     list_display = ("thread", "marked_at", "due_at", "owner", "overdue")
     search_fields = ("=thread_id", "owner")
     ordering = ("due_at",)
@@ -224,10 +264,6 @@ class FinishedMarkAdmin(audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin)
     def get_queryset(self, request):
         return super().get_queryset(request).using(store_alias())
 
-    @admin.display(description="thread")
-    def thread(self, obj):
-        return thread_link(obj.thread_id)
-
     @admin.display(description="past due", boolean=True)
     def overdue(self, obj):
         return obj.due_at <= utcnow()
@@ -245,15 +281,11 @@ class FinishedMarkAdmin(audit.AuditedActionsMixin, ReadMostly, admin.ModelAdmin)
 
 
 @admin.register(Park)
-class ParkAdmin(ReadMostly, admin.ModelAdmin):
+class ParkAdmin(RefuseBadInputMixin, ThreadLinksMixin, ReadMostly, admin.ModelAdmin):
     list_display = ("thread", "deadline", "expired", "owner", "provider", "created_at")
     list_filter = ("provider",)
     search_fields = ("=thread_id", "owner")
     ordering = ("deadline",)
-
-    @admin.display(description="thread")
-    def thread(self, obj):
-        return thread_link(obj.thread_id)
 
     @admin.display(description="expired", boolean=True)
     def expired(self, obj):
@@ -320,7 +352,7 @@ class SweepBatchInline(admin.TabularInline):
 
 
 @admin.register(SweepRun)
-class SweepRunAdmin(ReadMostly, admin.ModelAdmin):
+class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
     list_display = (
         "started_at",
         "status",

@@ -10,7 +10,7 @@ from typing import Annotated, TypedDict
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
@@ -76,6 +76,55 @@ def run_paused(saver, thread_id: str | None = None) -> str:
     thread_id = thread_id or f"paused-{uuid.uuid4().hex[:8]}"
     paused_graph(saver).invoke(
         {"messages": [HumanMessage(content="please check")]},
+        {"configurable": {"thread_id": thread_id}},
+    )
+    return thread_id
+
+
+class Box(TypedDict):
+    x: int
+
+
+def _explode(state: Box) -> Box:
+    raise ValueError("the tool timed out")
+
+
+def run_failing(saver, thread_id: str) -> str:
+    """Run a graph whose only node raises: its thread's head holds the error."""
+    graph = StateGraph(Box)
+    graph.add_node("explode", _explode)
+    graph.add_edge(START, "explode")
+    graph.add_edge("explode", END)
+    with pytest.raises(ValueError):
+        graph.compile(checkpointer=saver).invoke(
+            {"x": 1}, {"configurable": {"thread_id": thread_id}}
+        )
+    return thread_id
+
+
+def _agent(state: ChatState) -> ChatState:
+    if not any(m.type == "tool" for m in state["messages"]):
+        call = {"name": "lookup_order", "args": {"order": 42}, "id": "call-42"}
+        return {"messages": [AIMessage(content="Let me look that up.", tool_calls=[call])]}
+    return {"messages": [AIMessage(content="Order 42 shipped on Monday.")]}
+
+
+def _tools(state: ChatState) -> ChatState:
+    call = state["messages"][-1].tool_calls[0]
+    reply = ToolMessage(content="shipped 2026-11-30", tool_call_id=call["id"], name=call["name"])
+    return {"messages": [reply]}
+
+
+def run_tools(saver, thread_id: str) -> str:
+    """A model that calls a tool, then answers: human, ai (tool call), tool, ai."""
+    graph = StateGraph(ChatState)
+    graph.add_node("agent", _agent)
+    graph.add_node("tools", _tools)
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", lambda s: "tools" if s["messages"][-1].tool_calls else END)
+    graph.add_edge("tools", "agent")
+    graph.compile(checkpointer=saver).invoke(
+        {"messages": [HumanMessage(content="Where is order 42?")]},
         {"configurable": {"thread_id": thread_id}},
     )
     return thread_id

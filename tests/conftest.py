@@ -194,3 +194,10 @@ def _drop_stray_postgres_sessions(request, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests.browser_fixtures import SHOTS
+
+    for folder in SHOTS:
+        terminalreporter.write_line(f"screenshots: {folder}")

@@ -6,6 +6,7 @@ from django.contrib import admin
 
 from checkpoints.admin.base import (
     ReadOnlyMixin,
+    RefuseBadInputMixin,
 )
 from checkpoints.models import (
     AuditEvent,
@@ -13,7 +14,7 @@ from checkpoints.models import (
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class AuditEventAdmin(RefuseBadInputMixin, ReadOnlyMixin, admin.ModelAdmin):
     """The audit trail, newest first: every change from admin, API, command or task."""
 
     list_display = ("at_seconds", "action", "thread_id", "actor", "origin", "remote_addr")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
@@ -69,3 +71,44 @@ class ReadOnlyMixin:
     def has_delete_permission(self, request, obj=None):
         # Deleting is the sweep's job: it asks the live-thread filters first.
         return False
+
+
+class RefuseBadInputMixin:
+    """Input the database cannot take is refused with a message, never a 500.
+
+    - A list action on ids that are not this model's: Django filters ``pk__in`` the posted
+      ids as they come, so one that is not a number (or is past the column's range) fails
+      inside the query. Refused before the action runs; nothing changes.
+    - A NUL character in the list's query (a filter, the search): PostgreSQL refuses it in
+      any text. The list is shown again without those parameters.
+    """
+
+    def changelist_view(self, request, extra_context=None):
+        bad = [k for k, v in request.GET.lists() if "\x00" in k or any("\x00" in x for x in v)]
+        if bad:
+            self.message_user(
+                request,
+                f"{', '.join(repr(k[:100]) for k in bad)} held a NUL character, which no "
+                "stored text can hold; showing the list without it.",
+                messages.ERROR,
+            )
+            query = request.GET.copy()
+            for key in bad:
+                del query[key]
+            return HttpResponseRedirect(f"{request.path}?{query.urlencode()}")
+        return super().changelist_view(request, extra_context)
+
+    def response_action(self, request, queryset):
+        pk = self.opts.pk
+        for raw in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            try:
+                pk.run_validators(pk.to_python(raw))
+            except ValidationError:
+                self.message_user(
+                    request,
+                    f"{raw[:100]!r} is not the id of a {self.opts.verbose_name}; no "
+                    f"{self.opts.verbose_name_plural} were changed.",
+                    messages.ERROR,
+                )
+                return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import datetime, time
 from urllib.parse import urlencode
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.html import format_html, format_html_join
 
 from checkpoints import status
+from checkpoints.admin import keyset
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
     ReadOnlyMixin,
+    RefuseBadInputMixin,
     StoreChoiceMixin,
     checkpoint_change_url,
     history_url,
@@ -23,6 +28,7 @@ from checkpoints.admin.base import (
 )
 from checkpoints.admin.display import byte_size, collapsible, json_block, state_view
 from checkpoints.admin.filters import DurabilityFilter, ProviderFilter, SourceFilter
+from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.views import keep_store, store_alias
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import (
@@ -34,13 +40,117 @@ from checkpoints.models import (
 
 # Query parameters the history's "jump to" form sends (see change_list.html).
 JUMPS = ("step__lte", "created_at__lte")
+THREAD_PARAM = "thread__id__exact"
+# The store-wide checkpoint list counts this many rows at most ("10000+ checkpoints").
+COUNT_CAP = 10_000
 
 
 class HistoryChangeList(ChangeList):
-    """The checkpoint list, with the node(s) that wrote each row read for the page at once."""
+    """The checkpoint list, with the node(s) that wrote each row read for the page at once.
+
+    A thread's history (``thread__id__exact``) is paged by keyset (see `keyset`): the
+    cursors and the jump fields position the page; they never filter the rows.
+    """
+
+    def __init__(self, request, *args, **kwargs):
+        self.keyset = THREAD_PARAM in request.GET
+        self.jump_target = None
+        super().__init__(request, *args, **kwargs)
+
+    def get_filters_params(self, params=None):
+        lookup_params = super().get_filters_params(params)
+        if self.keyset:
+            for name in (*keyset.CURSORS, *JUMPS):
+                lookup_params.pop(name, None)
+        return lookup_params
 
     def get_results(self, request):
-        super().get_results(request)
+        self.count_capped = False
+        if self.keyset:
+            self._keyset_results(request)
+        else:
+            super().get_results(request)
+            self.count_capped = self.paginator.capped
+        self._read_nodes()
+
+    def _keyset_results(self, request):
+        get = request.GET
+        target = self._jump_target(request)
+        found = keyset.page(
+            self.queryset.order_by(),
+            size=self.list_per_page,
+            before=None if target else get.get(keyset.BEFORE) or None,
+            after=None if target else get.get(keyset.AFTER) or None,
+            at=target,
+        )
+        self.jump_target = target
+        for row in found.rows:
+            row.is_jump_target = row.checkpoint_id == target
+        # Not PAGE_VAR: Django removes every parameter *starting* with a removed name.
+        drop = [*keyset.CURSORS, *JUMPS]
+        self.older_url = (
+            self.get_query_string({keyset.BEFORE: found.older}, remove=drop)
+            if found.older
+            else None
+        )
+        self.newer_url = (
+            self.get_query_string({keyset.AFTER: found.newer}, remove=drop) if found.newer else None
+        )
+        self.newest_url = (
+            self.get_query_string(remove=drop)
+            if any(name in get for name in (*keyset.CURSORS, *JUMPS))
+            else None
+        )
+        # Counting one thread's rows walks its part of the key index: cheap, and worth it.
+        self.result_count = self.queryset.order_by().count()
+        self.full_result_count = None
+        self.show_full_result_count = False
+        self.show_admin_actions = True
+        self.result_list = found.rows
+        self.can_show_all = False
+        self.show_all = False
+        self.multi_page = bool(found.older or found.newer)
+        self.paginator = None
+
+    def _jump_target(self, request) -> str | None:
+        """The checkpoint id the jump form names: the newest at or before that step/time."""
+        step, moment = (
+            request.GET.get("step__lte", "").strip(),
+            request.GET.get("created_at__lte", "").strip(),
+        )
+        if not step and not moment:
+            return None
+        rows = self.queryset.order_by("-checkpoint_id", "-pk")
+        if step:
+            try:
+                rows = rows.filter(step__lte=int(step))
+            except ValueError:
+                messages.error(request, f"Jump to step: {step!r} is not a whole number.")
+                return None
+        if moment:
+            when = parse_moment(moment)
+            if when is None:
+                messages.error(
+                    request,
+                    f"Jump to time: {moment!r} is not a date and time like 2026-12-01 14:05:00.",
+                )
+                return None
+            rows = rows.filter(created_at__lte=when)
+        target = rows.values_list("checkpoint_id", flat=True).first()
+        if target is None:
+            asked = " and ".join(
+                text
+                for text in (f"step {step}" if step else "", f"{moment}" if moment else "")
+                if text
+            )
+            messages.warning(
+                request, f"No checkpoint of this thread at or before {asked}; showing the oldest."
+            )
+            oldest = self.queryset.order_by("checkpoint_id").values_list("checkpoint_id", flat=True)
+            return oldest.first()
+        return target
+
+    def _read_nodes(self):
         rows = list(self.result_list)
         parents = {(r.thread_id, r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
         parents = {p for p in parents if p[2]}
@@ -65,10 +175,27 @@ class HistoryChangeList(ChangeList):
             row.nodes = sorted(nodes.get(key, []))
 
 
+def parse_moment(text: str):
+    """An aware datetime from ``2026-12-01 14:05[:00]`` or a date (its end); None if not."""
+    text = text.strip().replace("T", " ")
+    try:
+        moment = parse_datetime(text)
+        day = None if moment is not None else parse_date(text)
+    except ValueError:
+        return None
+    if moment is None:
+        if day is None:
+            return None
+        moment = datetime.combine(day, time.max)
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return moment
+
+
 @admin.register(Checkpoint)
-class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
-        "checkpoint_id",
+        "checkpoint_label",
         "thread_link",
         "step",
         "source",
@@ -77,7 +204,7 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         "stored_size",
         "durability",
     )
-    list_display_links = ("checkpoint_id",)
+    list_display_links = ("checkpoint_label",)
     list_filter = (SourceFilter, DurabilityFilter, ProviderFilter)
     search_fields = ("checkpoint_id",)
     search_help_text = "Checkpoint id or thread id, exactly."
@@ -147,6 +274,23 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     def get_changelist(self, request, **kwargs):
         return HistoryChangeList
 
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        # Counting a million checkpoints on every load is the slow part; a thread's history
+        # is keyset-paged and counts only its own rows.
+        return IndexPaginator(queryset, per_page, orphans, allow_empty_first_page, cap=COUNT_CAP)
+
+    def get_sortable_by(self, request):
+        # A thread's history is keyset-paged in checkpoint order; no other order pages.
+        if THREAD_PARAM in request.GET:
+            return ()
+        return super().get_sortable_by(request)
+
+    @admin.display(description="checkpoint", ordering="checkpoint_id")
+    def checkpoint_label(self, obj):
+        if getattr(obj, "is_jump_target", False):
+            return format_html('<mark class="cs-target">{}</mark>', obj.checkpoint_id)
+        return obj.checkpoint_id
+
     @admin.display(description="written by")
     def written_by(self, obj):
         return ", ".join(getattr(obj, "nodes", ())) or "—"
@@ -169,7 +313,7 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         extra = dict(extra_context or {})
-        thread_pk = request.GET.get("thread__id__exact")
+        thread_pk = request.GET.get(THREAD_PARAM)
         if thread_pk and thread_pk.isdigit():
             thread = Thread.objects.using(store_alias()).filter(pk=int(thread_pk)).first()
             if thread is not None:
@@ -178,7 +322,8 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                 extra["history_thread"] = thread
                 extra["history_thread_url"] = thread_change_url(thread.pk)
                 # The jump form keeps every other filter; its own fields start empty.
-                keep = [(k, v) for k, v in request.GET.items() if k not in (*JUMPS, "p")]
+                cursors = (*JUMPS, *keyset.CURSORS, PAGE_VAR)
+                keep = [(k, v) for k, v in request.GET.items() if k not in cursors]
                 extra["jump_keep"] = keep
                 extra["jump_step"] = request.GET.get("step__lte", "")
                 extra["jump_time"] = request.GET.get("created_at__lte", "")
@@ -237,14 +382,16 @@ class CheckpointAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
 
         def nearest(lookup: str, order: str):
             near = same.filter(**{f"checkpoint_id__{lookup}": row["checkpoint_id"]})
-            return near.order_by(order).values_list("pk", flat=True).first()
+            return near.order_by(order).values_list("pk", "checkpoint_id").first()
 
         older, newer = nearest("lt", "-checkpoint_id"), nearest("gt", "checkpoint_id")
+        # The history's keyset page that starts with this checkpoint.
         links = {"history_url": history_url(row["thread_id"])}
         if older is not None:
-            links["older_url"] = checkpoint_change_url(older)
+            links["older_url"] = checkpoint_change_url(older[0])
         if newer is not None:
-            links["newer_url"] = checkpoint_change_url(newer)
+            links["newer_url"] = checkpoint_change_url(newer[0])
+            links["history_url"] += "&" + urlencode({keyset.BEFORE: newer[1]})
         return links
 
     # -- list actions: each leads to the same confirmation page as the object's button ---

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.html import format_html, format_html_join
 
@@ -13,11 +14,14 @@ from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
     HEAD_ROWS,
     ReadOnlyMixin,
+    RefuseBadInputMixin,
     StoreChoiceMixin,
     checkpoint_change_url,
     history_url,
+    thread_change_url,
 )
 from checkpoints.admin.filters import FinishedFilter, ProviderFilter, StatusFilter
+from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.views import store_alias, store_saver
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError
@@ -32,8 +36,23 @@ from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 
 
+def question_of(value) -> str:
+    """The question an interrupt write asks (its first Interrupt's value), shortened."""
+    first = value[0] if isinstance(value, (list, tuple)) and value else value
+    return str(getattr(first, "value", first))[:300]
+
+
+class ThreadChangeList(ChangeList):
+    """The thread list, with the waiting rows' interrupt questions read for the page."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        self.result_list = list(self.result_list)
+        self.model_admin.read_questions(self.result_list)
+
+
 @admin.register(Thread)
-class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "thread_id",
         "status",
@@ -123,6 +142,40 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         """The thread's live park deadline; retention's admin knows parks."""
         return None
 
+    def get_changelist(self, request, **kwargs):
+        return ThreadChangeList
+
+    def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
+        return IndexPaginator(queryset, per_page, orphans, allow_empty_first_page)
+
+    def read_questions(self, rows) -> None:
+        """Each waiting row's interrupt question and node, from its head's writes at once."""
+        waiting = {r.pk: r for r in rows if r.has_interrupt and not r.has_resume}
+        if not waiting:
+            return
+        wanted = Q()
+        for row in waiting.values():
+            wanted |= Q(thread_id=row.pk, checkpoint_id=row.head_id)
+        writes = (
+            PendingWrite.objects.using(store_alias())
+            .filter(wanted, checkpoint_ns="", channel=status.INTERRUPT)
+            .order_by("thread_id", "task_id", "idx")
+            .values_list("thread_id", "task_id", "idx", "task_path", "type", "blob")
+        )
+        saver = store_saver()
+        for thread_pk, task_id, idx, task_path, type_, blob in writes:
+            row = waiting[thread_pk]
+            if hasattr(row, "question"):
+                continue
+            try:
+                value = saver.decode_write(
+                    row.thread_id, "", row.head_id, task_id, idx, status.INTERRUPT, type_, blob
+                )
+            except CheckpointStoreError:
+                continue  # the page shows "an interrupt"; the thread page names the failure
+            row.question = question_of(value)
+            row.node = status.node_of(task_path)
+
     def head_details(self, obj) -> dict[str, str]:
         """The interrupt's question and node, or the error, read from the head's writes."""
         if not (obj.has_interrupt or obj.has_error):
@@ -139,15 +192,18 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
         found: dict[str, str] = {}
         for task_id, channel, value in (head.pending_writes if head else []) or []:
             if channel == status.INTERRUPT and "question" not in found:
-                first = value[0] if isinstance(value, (list, tuple)) and value else value
-                found["question"] = str(getattr(first, "value", first))[:300]
+                found["question"] = question_of(value)
                 found["node"] = status.node_of(paths.get(task_id, ""))
             elif channel == status.ERROR and "error" not in found:
                 found["error"] = str(value)[:300]
         return found
 
     def status_of(self, obj, *, detailed: bool) -> status.ThreadStatus:
-        details = self.head_details(obj) if detailed else {}
+        if detailed:
+            details = self.head_details(obj)
+        else:
+            # The list read the waiting rows' questions for the whole page (read_questions).
+            details = {"question": getattr(obj, "question", ""), "node": getattr(obj, "node", "")}
         return status.thread_status(
             now=utcnow(),
             last_write_at=obj.last_write_at,
@@ -246,6 +302,10 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                 rows = rows[: admin_tree.WINDOW]
                 truncated = checkpoints.filter(checkpoint_ns=ns).count() - admin_tree.WINDOW
             nodes = [admin_tree.Node(*row) for row in rows]
+            forks = [
+                (origin, tid, thread_change_url(pk))
+                for origin, pk, tid in (admin_views.forks_from(obj.thread_id) if not ns else [])
+            ]
             title = f"namespace {ns}" if ns else "root namespace"
             drawn.append(
                 format_html(
@@ -257,6 +317,7 @@ class ThreadAdmin(StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
                         link=checkpoint_change_url,
                         label=f"checkpoints of thread {obj.thread_id}, {title}",
                         truncated=truncated,
+                        forks=forks,
                     ),
                 )
             )

@@ -72,15 +72,22 @@ def draw(
     link: Callable[[int], str],
     label: str = "",
     truncated: int = 0,
+    forks: Sequence[tuple[str, str, str]] = (),
 ) -> SafeString:
-    """The SVG for one namespace's checkpoints; ``link(pk)`` gives each node's URL."""
+    """The SVG for one namespace's checkpoints; ``link(pk)`` gives each node's URL.
+
+    ``forks``: (checkpoint id, forked thread id, its page) for threads forked from a drawn
+    checkpoint; each gets a branch below its origin that links to the forked thread.
+    """
     if not nodes:
         return mark_safe("<p><em>no checkpoints</em></p>")
     ordered = sorted(nodes, key=lambda n: n.checkpoint_id)
     column = {n.checkpoint_id: i for i, n in enumerate(ordered)}
     lane = lanes(ordered, head_id)
+    drawn_forks = [f for f in forks if f[0] in column]
     width = PAD * 2 + STEP_X * (len(ordered) - 1) + 40
-    height = PAD * 2 + LANE_Y * max(lane.values()) + 8
+    fork_lane = max(lane.values()) + 1
+    height = PAD * 2 + LANE_Y * (fork_lane if drawn_forks else fork_lane - 1) + 8
 
     def at(checkpoint_id: str) -> tuple[int, int]:
         return PAD + STEP_X * column[checkpoint_id], PAD + LANE_Y * lane[checkpoint_id]
@@ -113,6 +120,17 @@ def draw(
             f"<title>{escape(tip)}{' (head)' if is_head else ''}</title>{ring}"
             f'<circle cx="{x}" cy="{y}" r="6" fill="{colour}"/></a>'
         )
+    for n, (origin, thread_id, url) in enumerate(drawn_forks):
+        (x1, y1), y2 = at(origin), PAD + LANE_Y * fork_lane
+        x2 = x1 + 12 + 6 * n
+        parts.append(
+            f'<path class="cs-edge cs-fork-edge" d="M{x1},{y1} C{x1},{y2} {x2},{y2} {x2},{y2}" '
+            f'fill="none" stroke="{COLOURS["fork"]}" stroke-width="1.5" stroke-dasharray="3 2"/>'
+            f'<a href="{escape(url)}" class="cs-fork-link" data-thread="{escape(thread_id)}" '
+            f'data-origin="{escape(origin)}"><title>forked into thread {escape(thread_id)}'
+            f'</title><rect x="{x2 - 5}" y="{y2 - 5}" width="10" height="10" '
+            f'transform="rotate(45 {x2} {y2})" fill="{COLOURS["fork"]}"/></a>'
+        )
     parts.append("</svg>")
     note = (
         f'<p class="cs-muted">Showing the newest {len(ordered)} checkpoints; {truncated} older '
@@ -127,5 +145,5 @@ def draw(
     )
     return mark_safe(
         f'<div class="cs-tree-box">{"".join(parts)}</div>{note}<p class="cs-muted">{legend} · '
-        "ringed: the head</p>"
+        "ringed: the head; a diamond below a checkpoint: a thread forked from it</p>"
     )

@@ -207,6 +207,23 @@ def children_of(row: Checkpoint) -> list[tuple[int, str, str]]:
     return [(pk, cid, "") for pk, cid in same_thread] + forks
 
 
+def forks_from(thread_id: str) -> list[tuple[str, int, str]]:
+    """(checkpoint id forked from, forked thread's pk, its thread id) for ``thread_id``.
+
+    A fork's first checkpoint names its origin in its metadata; PostgreSQL answers the
+    containment from the metadata GIN index, SQLite by reading the fork rows.
+    """
+    rows = Checkpoint.objects.using(store_alias()).filter(source="fork")
+    if connections[store_alias()].vendor == "postgresql":
+        rows = rows.filter(metadata__contains={"forked_from": {"thread_id": thread_id}})
+    else:
+        rows = rows.filter(metadata__forked_from__thread_id=thread_id)
+    found = rows.order_by("checkpoint_id").values_list(
+        "metadata__forked_from__checkpoint_id", "thread_id", "thread__thread_id"
+    )
+    return [(str(cid), pk, tid) for cid, pk, tid in found[:CHILD_LINKS]]
+
+
 def _summary(row: Checkpoint | None) -> dict | None:
     if row is None:
         return None
@@ -344,13 +361,13 @@ class RollbackView(_CheckpointPage):
 
     def perform(self, request, target: Checkpoint, thread_id: str):
 
-        expected = request.POST.get("expected_version")
         try:
             with audit.from_request(request, "admin"):
+                # The service checks the posted text: a bad version is refused, not ignored.
                 snapshot = time_travel_for(store_saver(), thread_id).rollback(
                     thread_id,
                     target.checkpoint_id,
-                    expected_version=int(expected) if expected and expected.isdigit() else None,
+                    expected_version=request.POST.get("expected_version"),
                     checkpoint_ns=target.checkpoint_ns,
                 )
         except CheckpointStoreError as exc:

@@ -8,6 +8,8 @@ from checkpoints.errors import InvalidCheckpointInput
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
+# The largest OFFSET the databases take (a signed 64-bit integer).
+MAX_OFFSET = 2**63 - 1
 
 
 class StrictLimitOffsetPagination(LimitOffsetPagination):
@@ -17,18 +19,16 @@ class StrictLimitOffsetPagination(LimitOffsetPagination):
     # Our own default, so a page is cut even where the host sets no global PAGE_SIZE.
     default_limit = DEFAULT_PAGE
 
-    def _number(self, request, name: str, minimum: int, maximum: int | None):
+    def _number(self, request, name: str, minimum: int, maximum: int):
         raw = request.query_params.get(name)
         if raw is None:
             return None
-        if (
-            not raw.isascii()
-            or not raw.isdigit()
-            or not (minimum <= int(raw) <= (maximum if maximum is not None else int(raw)))
-        ):
-            bounds = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        # Length first: int() refuses more than 4300 digits with a ValueError of its own.
+        digits = raw.isascii() and raw.isdigit() and len(raw) <= len(str(maximum))
+        if not digits or not (minimum <= int(raw) <= maximum):
             raise InvalidCheckpointInput(
-                f"{name} must be a whole number {bounds}, got {raw!r}", field=name
+                f"{name} must be a whole number {minimum}..{maximum}, got {raw[:100]!r}",
+                field=name,
             )
         return int(raw)
 
@@ -37,7 +37,7 @@ class StrictLimitOffsetPagination(LimitOffsetPagination):
         return self.default_limit if limit is None else limit
 
     def get_offset(self, request):
-        return self._number(request, self.offset_query_param, 0, None) or 0
+        return self._number(request, self.offset_query_param, 0, MAX_OFFSET) or 0
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
@@ -45,5 +45,5 @@ class StrictLimitOffsetPagination(LimitOffsetPagination):
             if parameter["name"] == self.limit_query_param:
                 parameter["schema"].update({"minimum": 1, "maximum": self.max_limit})
             elif parameter["name"] == self.offset_query_param:
-                parameter["schema"].update({"minimum": 0})
+                parameter["schema"].update({"minimum": 0, "maximum": MAX_OFFSET})
         return parameters

@@ -42,6 +42,29 @@ class PlannedCheckpoint(NamedTuple):
 
 
 # -- argument checks ----------------------------------------------------------------------
+VERSION_DIGITS = 9
+
+
+def expected_version_of(raw: Any, field: str = "expected_version") -> int | None:
+    """The thread version a caller expects, from an int or form text; None when not given.
+
+    Text is ASCII digits only: ``str.isdigit`` also passes "²" and "٣", which ``int``
+    refuses, and more digits than any version has would only fail later, in the query.
+    """
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0:
+        return raw
+    text = raw.strip() if isinstance(raw, str) else ""
+    if text.isascii() and text.isdigit() and len(text) <= VERSION_DIGITS:
+        return int(text)
+    raise InvalidCheckpointInput(
+        f"{field} must be the thread's version, a whole number of at most {VERSION_DIGITS} "
+        f"digits; got {raw!r:.100}",
+        field=field,
+    )
+
+
 def check_ids(thread_id: Any, checkpoint_id: Any = None, checkpoint_ns: Any = "") -> None:
     if not isinstance(thread_id, str) or not thread_id:
         raise InvalidCheckpointInput(

@@ -32,6 +32,7 @@ from checkpoints.timetravel.planning import (
     EVIDENCE_ROWS,
     bulk_plan,
     check_ids,
+    expected_version_of,
     fork_plan,
     history_args,
     last_write_per_channel,
@@ -202,7 +203,7 @@ class TimeTravel:
         self,
         thread_id: str,
         checkpoint_id: str,
-        expected_version: int | None = None,
+        expected_version: int | str | None = None,
         *,
         checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
@@ -281,7 +282,7 @@ class TimeTravel:
         self,
         thread_id: str,
         checkpoint_id: str,
-        expected_version: int | None = None,
+        expected_version: int | str | None = None,
         *,
         checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
@@ -429,11 +430,12 @@ class TimeTravel:
         self, thread_id: str, checkpoint_id: str, expected_version: int | None, ns: str
     ) -> Flow[StateSnapshot]:
         check_ids(thread_id, checkpoint_id, ns)
+        expected = expected_version_of(expected_version)
         head = yield from self._load(thread_id, None, ns)
         target = yield from self._load(thread_id, checkpoint_id, ns)
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = rollback_plan(head, target, rebuilt, self.saver.get_next_version)
-        yield BumpVersion(thread_id, expected_version)
+        yield BumpVersion(thread_id, expected)
         # The target's pending writes stay behind: see planning._copy_plan.
         yield Put(thread_config(thread_id, checkpoint_id, ns), *plan)
         return (yield from self._get_state(thread_id, plan.checkpoint["id"], ns))

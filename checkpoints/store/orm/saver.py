@@ -352,6 +352,28 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
             )
         return out
 
+    def decode_write(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        idx: int,
+        channel: str,
+        type_: str,
+        blob: Any,
+    ) -> Any:
+        """One pending write's value from its row, for readers of the tables (the admin's
+        list shows an interrupt's question without loading the whole checkpoint)."""
+        at = Place.write(thread_id, ns, checkpoint_id, task_id, idx, channel)
+        return decode_at(
+            lambda: self._load(type_, blob, at),
+            thread_id=thread_id,
+            ns=ns,
+            checkpoint_id=checkpoint_id,
+            part=f"pending write {channel!r} of task {task_id!r}",
+        )
+
     def list(
         self,
         config: RunnableConfig | None,

@@ -191,6 +191,18 @@ def test_rollback_confirmation_then_post_writes_a_new_head(admin_client, chat):
     assert Thread.objects.get(thread_id=chat).version == 2
 
 
+@pytest.mark.parametrize("bad", ["²", "9" * 5000, "abc"])
+def test_rollback_with_a_bad_expected_version_is_refused_not_ignored(admin_client, chat, bad):
+    head, target = checkpoints_of(chat)[0], checkpoints_of(chat)[3]
+    url = f"{CHECKPOINTS}{target.pk}/rollback/"
+    response = admin_client.post(url, {"post": "yes", "expected_version": bad}, follow=True)
+    assert response.redirect_chain[-1] == (f"{CHECKPOINTS}{target.pk}/change/", 302)
+    shown = [str(m) for m in response.context["messages"]]
+    assert any("expected_version must be the thread's version" in m for m in shown), shown
+    assert checkpoints_of(chat)[0].pk == head.pk
+    assert Thread.objects.get(thread_id=chat).version == 1
+
+
 def test_changes_of_a_rollback_compare_with_the_head_it_replaced(admin_client, chat):
     head, target = checkpoints_of(chat)[0], checkpoints_of(chat)[3]
     admin_client.post(f"{CHECKPOINTS}{target.pk}/rollback/", {"post": "yes"})

@@ -129,3 +129,20 @@ def test_the_tree_is_windowed(admin_client, saver, chat, monkeypatch):
     (svg,) = _tree(page)
     assert svg.count("<a href=") == 5
     assert "Showing the newest 5 checkpoints; 7 older ones are in the history." in page
+
+
+def test_a_fork_shows_in_the_tree_as_a_link_to_the_forked_thread(admin_client, saver, chat):
+    import xml.etree.ElementTree as ET
+
+    from checkpoints.timetravel import TimeTravel
+
+    origin = Checkpoint.objects.filter(thread__thread_id="story").order_by("checkpoint_id")[3]
+    TimeTravel(saver).fork("story", origin.checkpoint_id, new_thread_id="story-branch")
+    pk = Thread.objects.get(thread_id="story").pk
+    page = admin_client.get(f"/admin/checkpoints/thread/{pk}/change/").content.decode()
+    (svg,) = _tree(page)
+    forks = ET.fromstring(svg).findall("{http://www.w3.org/2000/svg}a[@class='cs-fork-link']")
+    branch = Thread.objects.get(thread_id="story-branch").pk
+    assert [(a.get("data-thread"), a.get("data-origin"), a.get("href")) for a in forks] == [
+        ("story-branch", origin.checkpoint_id, f"/admin/checkpoints/thread/{branch}/change/")
+    ]

@@ -5,40 +5,24 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import TypedDict
 
 import pytest
-from langgraph.graph import END, START, StateGraph
 
 from checkpoints.models import Thread
 from checkpoints.savers.base import utcnow
 from checkpoints.status import thread_status
 from retention.models import Park
 from retention.runs import mark_finished
-from tests.admin_fixtures import run_chat, run_paused, saver, superuser  # noqa: F401
+from tests.admin_fixtures import (  # noqa: F401
+    run_chat,
+    run_failing,
+    run_paused,
+    saver,
+    superuser,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS = "/admin/checkpoints/thread/"
-
-
-class Box(TypedDict):
-    x: int
-
-
-def _explode(state: Box) -> Box:
-    raise ValueError("the tool timed out")
-
-
-def run_failing(saver, thread_id: str) -> str:
-    graph = StateGraph(Box)
-    graph.add_node("explode", _explode)
-    graph.add_edge(START, "explode")
-    graph.add_edge("explode", END)
-    with pytest.raises(ValueError):
-        graph.compile(checkpointer=saver).invoke(
-            {"x": 1}, {"configurable": {"thread_id": thread_id}}
-        )
-    return thread_id
 
 
 @pytest.fixture
@@ -67,6 +51,8 @@ def row_of(page: str, thread_id: str) -> str:
 def test_each_status_shows_in_the_list(admin_client, threads):
     page = admin_client.get(THREADS).content.decode()
     assert "Waiting on a human" in row_of(page, "asks")
+    # The question and the node it waits at, read for the page's waiting rows at once.
+    assert "“approve the answer?” at approve" in row_of(page, "asks")
     assert "Failed" in row_of(page, "broke") and "the last task failed" in row_of(page, "broke")
     assert "Recently written" in row_of(page, "fresh")
     assert "Idle" in row_of(page, "quiet")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -13,73 +11,16 @@ from checkpoints.models import Checkpoint, FinishedMark, Thread
 from checkpoints.savers.base import utcnow
 from retention.runs import mark_finished
 from tests.admin_fixtures import run_chat, run_paused, saver  # noqa: F401 - fixture
+from tests.browser_fixtures import browser, page, screenshots, shot  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SHOTS = Path(os.environ.get("CHECKPOINTS_TEST_OUTPUT", "test-output")) / "screenshots"
-
-
-def shot(page, flow: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{flow}.png"), full_page=True)
-    assert (SHOTS / f"{flow}.png").stat().st_size > 0
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    # Playwright's sync API keeps an event loop on this thread for as long as the browser
-    # lives; the tests' ORM calls between browser steps are plain synchronous calls.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as pw:
-            launched = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield launched
-            launched.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
-@pytest.fixture
-def page(browser, live_server, transactional_db):
-    from django.contrib.auth import get_user_model
-
-    get_user_model().objects.create_superuser("root", "root@example.com", "pw-root-123")
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    tab.goto(f"{live_server.url}/admin/login/")
-    tab.fill("#id_username", "root")
-    tab.fill("#id_password", "pw-root-123")
-    tab.click("input[type=submit]")
-    tab.wait_for_selector("#site-name")
-    tab.base = live_server.url
-    yield tab
-    context.close()
 
 
 def newest(thread_id):
     return Checkpoint.objects.filter(thread__thread_id=thread_id).order_by("-checkpoint_id")
 
 
-def test_browse_thread_checkpoint_and_changes(page, saver):  # noqa: F811
+def test_browse_thread_checkpoint_and_changes(page, saver, shot):  # noqa: F811
     run_chat(saver, "browse-me", turns=2)
     page.goto(f"{page.base}/admin/checkpoints/thread/")
     page.fill("#searchbar", "browse")
@@ -110,7 +51,7 @@ def test_browse_thread_checkpoint_and_changes(page, saver):  # noqa: F811
     shot(page, "changes")
 
 
-def test_rollback_through_the_confirmation(page, saver):  # noqa: F811
+def test_rollback_through_the_confirmation(page, saver, shot):  # noqa: F811
     thread_id = run_chat(saver, "roll-me", turns=2)
     target = newest(thread_id)[3]
     page.goto(f"{page.base}/admin/checkpoints/checkpoint/{target.pk}/change/")
@@ -127,7 +68,7 @@ def test_rollback_through_the_confirmation(page, saver):  # noqa: F811
     shot(page, "rollback")
 
 
-def test_fork_with_an_edited_thread_id(page, saver):  # noqa: F811
+def test_fork_with_an_edited_thread_id(page, saver, shot):  # noqa: F811
     thread_id = run_chat(saver, "fork-me", turns=1)
     source = newest(thread_id).first()
     page.goto(f"{page.base}/admin/checkpoints/checkpoint/{source.pk}/change/")
@@ -147,7 +88,7 @@ def test_fork_with_an_edited_thread_id(page, saver):  # noqa: F811
     shot(page, "fork")
 
 
-def test_sweep_dry_run_then_run_lists_the_spared_thread(page, saver):  # noqa: F811
+def test_sweep_dry_run_then_run_lists_the_spared_thread(page, saver, shot):  # noqa: F811
     long_ago = utcnow() - timedelta(days=30)
     run_chat(saver, "finished-long-ago", turns=1)
     mark_finished(saver, "finished-long-ago", owner="ops", now=long_ago)

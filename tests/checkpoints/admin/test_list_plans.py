@@ -101,6 +101,70 @@ def test_a_deep_api_page_reads_only_its_own_rows(settings):
     assert annotated and all(" IN (" in sql for sql in annotated), annotated
 
 
+def test_a_deep_thread_page_reads_annotations_for_its_own_rows_only(admin_client, settings):
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 400, 1)
+    with CaptureQueriesContext(connections["pg"]) as queries:
+        page = admin_client.get("/admin/checkpoints/thread/", {"provider": "pg", "p": 7})
+    assert page.status_code == 200
+    expected = Thread.objects.using("pg").order_by(*ThreadAdmin.ordering)[300:350]
+    body = page.content.decode()
+    assert all(f">{t.thread_id}</a>" in body for t in expected)
+    offset = [q["sql"] for q in queries if "OFFSET" in q["sql"]]
+    # The skipped rows are an index walk of bare ids; the subqueries run for 50 rows.
+    assert len(offset) == 1 and offset[0].startswith('SELECT "checkpoints_thread"."id" AS')
+    annotated = [q["sql"] for q in queries if "has_interrupt" in q["sql"]]
+    assert annotated and all(" IN (" in sql and "OFFSET" not in sql for sql in annotated)
+
+
+def test_the_store_wide_checkpoint_list_counts_at_most_the_cap(admin_client, monkeypatch):
+    from checkpoints.admin import history
+
+    monkeypatch.setattr(history, "COUNT_CAP", 25)
+    seed("default", 30, 1)
+    with CaptureQueriesContext(connection) as queries:
+        page = admin_client.get("/admin/checkpoints/checkpoint/").content.decode()
+    counts = [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    assert counts and all("LIMIT 25" in sql for sql in counts), counts
+    assert "Counted up to 25 checkpoints; there are more." in page
+
+
+def test_the_status_filter_starts_from_the_status_writes_index(settings):
+    from django.contrib.auth.models import User
+    from django.test import RequestFactory
+
+    from checkpoints.admin import StatusFilter
+    from checkpoints.models import PendingWrite
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 400, 2)
+    thread = Thread.objects.using("pg").get(thread_id="t00007")
+    PendingWrite.objects.using("pg").create(
+        thread=thread,
+        checkpoint_id=f"{thread.pk:06d}-001",
+        task_id="t",
+        idx=0,
+        channel="__interrupt__",
+        type="msgpack",
+        blob=b"",
+    )
+    with connections["pg"].cursor() as cur:
+        cur.execute("ANALYZE")
+    from django.contrib import admin as django_admin
+
+    request = RequestFactory().get("/", {"status": "waiting_on_human"})
+    request.user = User(is_superuser=True, is_staff=True)
+    thread_admin = django_admin.site._registry[Thread]
+    rows = thread_admin.get_queryset(request).using("pg")
+    chosen = StatusFilter(request, {"status": ["waiting_on_human"]}, Thread, thread_admin)
+    waiting = chosen.queryset(request, rows)
+    assert [t.thread_id for t in waiting] == ["t00007"]
+    text = plan("pg", waiting.values_list("pk"))
+    assert "write_status_channel" in text, text
+
+
 def test_the_finished_thread_list_starts_from_the_marks_not_the_write_order(settings):
     """Finished threads are the old ones: walking the write-order index for them reads
     nearly every thread before the first page is full."""

@@ -114,3 +114,35 @@ def test_checkpoints_urls_without_the_retention_app(tmp_path):
         "/checkpoints/api/checkpoints/sweeps/": "404",
         "/admin/checkpoints/thread/": "200",
     }
+
+
+def test_schema_links_each_answer_to_the_calls_that_take_its_ids():
+    schema = Client().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    operations = {
+        op["operationId"]: op for item in schema["paths"].values() for op in item.values()
+    }
+    listed = operations["threads_list"]["responses"]["200"]["links"]["threads_history"]
+    assert listed == {
+        "operationId": "threads_history",
+        "parameters": {"path.thread_id": "$response.body#/results/0/thread_id"},
+    }
+    history = operations["threads_history"]["responses"]["200"]["links"]
+    assert history["threads_rollback_newest"] == {
+        "operationId": "threads_rollback",
+        "parameters": {"path.thread_id": "$request.path.thread_id"},
+        "requestBody": {
+            "checkpoint_id": "$response.body#/results/0/config/configurable/checkpoint_id"
+        },
+    }
+    forked = operations["threads_fork"]["responses"]["201"]["links"]
+    assert forked["threads_retrieve"]["parameters"] == {
+        "path.thread_id": "$response.body#/config/configurable/thread_id"
+    }
+    # Every link names an operation of this schema.
+    targets = {
+        link["operationId"]
+        for op in operations.values()
+        for answer in op["responses"].values()
+        for link in answer.get("links", {}).values()
+    }
+    assert targets <= set(operations) and len(targets) == len(operations)

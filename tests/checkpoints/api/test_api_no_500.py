@@ -7,6 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from checkpoints.api.limits import MAX_JSON_DEPTH, json_depth
+from checkpoints.api.pagination import MAX_OFFSET
 from tests.api_fixtures import clients, threads, users  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,6 +77,20 @@ def test_control_characters_in_a_token_are_401(threads, key):
     response = client.get("/api/threads/")
     assert response.status_code == 401, response.content
     assert error(response)["code"] == "authentication_failed"
+
+
+@pytest.mark.parametrize("name", ["limit", "offset"])
+@pytest.mark.parametrize("value", ["9" * 5000, str(MAX_OFFSET + 1), "²"])
+def test_a_page_number_past_any_integer_is_400(clients, threads, name, value):
+    response = clients["staff"].get("/api/threads/", {name: value})
+    assert response.status_code == 400, response.content
+    assert error(response)["field"] == name
+
+
+def test_the_largest_offset_is_an_empty_page(clients, threads):
+    response = clients["staff"].get("/api/threads/", {"offset": str(MAX_OFFSET)})
+    assert response.status_code == 200, response.content
+    assert response.json()["results"] == []
 
 
 def test_json_depth_ignores_brackets_inside_strings():

@@ -183,6 +183,17 @@ def test_rollback_writes_new_head_equal_to_target(store):
     assert tt.get_state("t").checkpoint_id == snap.checkpoint_id
 
 
+@pytest.mark.parametrize("bad", ["²", "9" * 5000, "abc", -1, True])
+def test_rollback_refuses_an_expected_version_that_is_not_one(store, bad):
+    _, tt = seeded(store)
+    before, version = ids(tt, "t"), store.thread_version("t")
+    with pytest.raises(InvalidCheckpointInput, match="expected_version must be the thread's"):
+        tt.rollback("t", before[2], expected_version=bad)
+    assert ids(tt, "t") == before and store.thread_version("t") == version
+    # Form text naming the right version works like the number.
+    assert tt.rollback("t", before[2], expected_version=f" {version} ").checkpoint_id
+
+
 def test_rollback_with_stale_version_writes_nothing(store):
     _, tt = seeded(store)
     before = ids(tt, "t")

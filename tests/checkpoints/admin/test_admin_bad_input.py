@@ -1,0 +1,103 @@
+"""List actions posted with ids that are not the model's are refused, never a 500."""
+
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from checkpoints.models import FinishedMark, Thread
+from checkpoints.store.planning import utcnow
+from retention.models import Park
+from retention.runs import mark_finished
+from tests.admin_fixtures import run_chat, saver, superuser  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BAD_IDS = ["", "x", "1\x00", "²", "9" * 30]
+
+
+@pytest.fixture
+def admin_client(client, superuser):
+    client.force_login(superuser)
+    return client
+
+
+@pytest.mark.parametrize("bad", BAD_IDS)
+@pytest.mark.parametrize(
+    ("changelist", "action"),
+    [
+        ("checkpoints/thread", "mark_finished_selected"),
+        ("checkpoints/checkpoint", "rollback_selected"),
+        ("checkpoints/finishedmark", "unmark_selected"),
+        ("retention/park", "delete_selected"),
+    ],
+)
+def test_a_bad_selected_id_is_refused_and_changes_nothing(
+    admin_client, saver, changelist, action, bad
+):
+    thread_id = run_chat(saver)
+    mark_finished(saver, thread_id)
+    park = Park.objects.create(
+        thread_id=thread_id,
+        deadline=utcnow() + timedelta(days=1),
+        created_at=utcnow(),
+        provider="sqlite",
+    )
+    thread = Thread.objects.get(thread_id=thread_id)
+    good = {
+        "checkpoints/thread": thread.pk,
+        "checkpoints/checkpoint": thread.checkpoints.order_by("pk").first().pk,
+        "checkpoints/finishedmark": FinishedMark.objects.get().pk,
+        "retention/park": park.pk,
+    }[changelist]
+    before = (thread.version, thread.checkpoints.count(), FinishedMark.objects.count())
+    url = f"/admin/{changelist}/"
+    answer = admin_client.post(
+        url,
+        {"action": action, "_selected_action": [str(good), bad], "post": "yes"},
+        follow=True,
+    )
+    assert answer.status_code == 200
+    assert answer.redirect_chain[0][1] == 302
+    shown = [str(m) for m in answer.context["messages"]]
+    assert any(f"{bad!r} is not the id of a" in m for m in shown), shown
+    thread.refresh_from_db()
+    assert (thread.version, thread.checkpoints.count(), FinishedMark.objects.count()) == before
+    assert Park.objects.filter(pk=park.pk).exists()
+
+
+@pytest.mark.parametrize(
+    "changelist",
+    [
+        "checkpoints/thread",
+        "checkpoints/checkpoint",
+        "checkpoints/finishedmark",
+        "checkpoints/auditevent",
+        "retention/park",
+        "retention/sweeprun",
+    ],
+)
+def test_a_nul_in_a_list_query_is_refused_and_the_list_shown_without_it(admin_client, changelist):
+    url = f"/admin/{changelist}/"
+    answer = admin_client.get(url, {"q": "a\x00b", "o": "1"}, follow=True)
+    assert answer.status_code == 200
+    assert answer.redirect_chain == [(f"{url}?o=1", 302)]
+    shown = [str(m) for m in answer.context["messages"]]
+    assert any("'q' held a NUL character" in m for m in shown), shown
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "pg"])
+def test_a_nul_in_the_search_of_a_postgres_store_is_refused(admin_client):
+    from django.conf import settings as django_settings
+
+    from tests.conftest import need_service
+
+    need_service(django_settings.POSTGRES_UNAVAILABLE)
+    url = "/admin/checkpoints/thread/"
+    # PostgreSQL refuses a NUL in any text: this search once reached the database (500).
+    answer = admin_client.get(url, {"provider": "pg", "q": "\x00"}, follow=True)
+    assert answer.status_code == 200
+    assert answer.redirect_chain == [(f"{url}?provider=pg", 302)]
