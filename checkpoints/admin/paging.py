@@ -5,12 +5,31 @@ read with all its annotations (a subquery or three per row), and the count reads
 matching row. This one reads the page's primary keys first (a walk of the ordering's
 index) and then only those rows with their annotations; ``cap`` bounds the count, for a
 table too big to count on every page load.
+
+Both run with PostgreSQL's JIT off: the status filters' correlated subqueries make the
+planner's estimate large enough to compile the query (650 ms on 100,000 threads) for a
+run that takes 50 ms.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from django.core.paginator import Paginator
+from django.db import connections, transaction
 from django.utils.functional import cached_property
+
+
+@contextmanager
+def without_jit(alias: str):
+    """PostgreSQL only: JIT off for this block's statements (SET LOCAL, so a pooler in
+    transaction mode sees it end with the transaction)."""
+    if connections[alias].vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(using=alias), connections[alias].cursor() as cur:
+        cur.execute("SET LOCAL jit = off")
+        yield
 
 
 class IndexPaginator(Paginator):
@@ -20,10 +39,12 @@ class IndexPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        if self.cap is None:
-            return super().count
-        # COUNT(*) over a LIMITed subquery: at most ``cap`` index entries are read.
-        return self.object_list[: self.cap].count()
+        with without_jit(self.object_list.db):
+            if self.cap is None:
+                return super().count
+            # COUNT(*) over a LIMITed subquery of bare ids, in no order: at most ``cap``
+            # rows are read, and none of the list's annotations.
+            return self.object_list.order_by().values("pk")[: self.cap].count()
 
     @property
     def capped(self) -> bool:
@@ -35,6 +56,7 @@ class IndexPaginator(Paginator):
         top = bottom + self.per_page
         if top + self.orphans >= self.count:
             top = self.count
-        pks = list(self.object_list.values_list("pk", flat=True)[bottom:top])
-        rows = {row.pk: row for row in self.object_list.filter(pk__in=pks).order_by()}
+        with without_jit(self.object_list.db):
+            pks = list(self.object_list.values_list("pk", flat=True)[bottom:top])
+            rows = {row.pk: row for row in self.object_list.filter(pk__in=pks).order_by()}
         return self._get_page([rows[pk] for pk in pks if pk in rows], number, self)
