@@ -6,6 +6,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
-from checkpoints.store.orm.sqlite import SqlitePaths
+from checkpoints.store.orm.sqlite import SqlitePaths, warm_connection
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
@@ -92,6 +93,17 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
                 field="provider",
             )
         return saver
+
+    def _warm(self, *, write: bool = False):
+        """SQLite: an open connection for this call (`sqlite.warm_connection`)."""
+        if self.provider != "sqlite":
+            return nullcontext()
+        return warm_connection(self.using, write=write)
+
+    def _call(self, name: str, args: tuple) -> Any:
+        # The primitives run by flows are the writes (and a few small reads).
+        with self._warm(write=True):
+            return super()._call(name, args)
 
     # -- durability -----------------------------------------------------------------------
     @property
@@ -283,7 +295,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         thread_id, ns, checkpoint_id = config_keys(config)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         get_rows = self._get_rows_pg if self.provider == "postgres" else self._get_rows_sqlite
-        found = get_rows(params)
+        with self._warm():
+            found = get_rows(params)
         return self._tuples(found)[0] if found else None
 
     def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
@@ -379,7 +392,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         while remaining is None or remaining > 0:
             size = PAGE if remaining is None or wanted else min(PAGE, remaining)
             fetch = self._page_pg if self.provider == "postgres" else self._page_sqlite
-            fetched = fetch(params, wanted, cursor, size)
+            with self._warm():
+                fetched = fetch(params, wanted, cursor, size)
             if not fetched:
                 return
             cursor = (fetched[-1][4], fetched[-1][0])
