@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +19,8 @@ from checkpoints.codec import compress_typed, decompress_typed
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
-from checkpoints.encryption import Place, open_typed, seal_typed
+from checkpoints.encryption import SUFFIX as SEALED
+from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
@@ -139,8 +140,13 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         typed = compress_typed(self._encode(value, where), self.compress_bytes)
         return seal_typed(typed, at=at)
 
-    def _load(self, type_: str, data: Any, at: Place) -> Any:
-        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)), at=at)))
+    def _load(self, type_: str, data: Any, at: Place | Callable[[], Place]) -> Any:
+        """``at`` may be a function making the place: only sealed values (or a store with
+        keys set, which refuses plaintext naming the place) need one."""
+        if not type_.endswith(SEALED) and not encryption_enabled():
+            return self.serde.loads_typed(decompress_typed((type_, bytes(data))))
+        place = at() if callable(at) else at
+        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)), at=place)))
 
     # -- writes ---------------------------------------------------------------------------
     def _store_checkpoint(self, plan: PutPlan) -> None:
@@ -315,16 +321,16 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
                 versions = json.loads(versions)
             checkpoint["channel_versions"] = versions or {}
             versions = versions or {}
-            checkpoint["channel_values"] = {
-                _text(channel): decode_at(
-                    lambda t=blob_type, d=data, p=_blob_place(at, channel, versions): self._load(
-                        _text(t), d, p
+            values = checkpoint["channel_values"] = {}
+            for channel, blob_type, data in blobs or ():
+                channel = _text(channel)
+                values[channel] = decode_at(
+                    lambda t=_text(blob_type), d=data, c=channel, at=at, vs=versions: self._load(
+                        t, d, lambda: _blob_place(at, c, vs)
                     ),
-                    part=f"channel {_text(channel)!r}",
+                    part=f"channel {channel!r}",
                     **at,
                 )
-                for channel, blob_type, data in (blobs or ())
-            }
             pending = sorted(
                 (
                     (
@@ -353,8 +359,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
                             (
                                 w[0],
                                 w[3],
-                                lambda w=w, p=Place.write(thread_id, ns, cid, w[0], w[2], w[3]): (
-                                    self._load(w[4], w[5], p)
+                                lambda w=w, key=(thread_id, ns, cid): self._load(
+                                    w[4], w[5], lambda: Place.write(*key, w[0], w[2], w[3])
                                 ),
                             )
                             for w in pending
