@@ -29,7 +29,7 @@ from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
-from checkpoints.store.orm.sqlite import SqlitePaths, warm_connection
+from checkpoints.store.orm.sqlite import SqlitePaths, warm_connection, write_transaction
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
@@ -187,7 +187,12 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
             # The statement stamps the level its own session commits with.
             _, plan.durability["level"] = self._put_pg(row, blobs)
             return
-        with transaction.atomic(using=self.using):
+        begin = (
+            write_transaction(self.using)
+            if self.provider == "sqlite" and not self.max_checkpoints
+            else transaction.atomic(using=self.using)
+        )
+        with begin:
             # Stamped inside the transaction: no reader sees it before the commit.
             self._stamp_row(row, plan)
             if self.provider == "postgres":
