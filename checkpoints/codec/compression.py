@@ -12,6 +12,10 @@ import zstandard
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError
 
+# zstd level 3 (zstd's default): on prose-like documents and message lists levels -5 to 3
+# compress at the same speed here and 3 makes the smallest frames (`python -m
+# bench.compression`, bench/README.md).
+LEVEL = 3
 ZSTD_SUFFIX = "+zstd"
 """Appended to a type tag when its bytes are zstd-compressed (``json+zstd``, ``msgpack+zstd``)."""
 _FROM_SETTINGS: Any = object()  # "not given": read the CHECKPOINTS setting at call time
@@ -78,7 +82,7 @@ def compress_typed(
         return typed
     compressor = getattr(_local, "compressor", None)
     if compressor is None:  # a ZstdCompressor must not be shared between threads
-        compressor = _local.compressor = zstandard.ZstdCompressor()
+        compressor = _local.compressor = zstandard.ZstdCompressor(level=LEVEL)
     plain = bytes(data)
     frame = compressor.compress(plain)
     FRAMES.put(frame, plain)  # what is written is what is read next (the latest checkpoint)
