@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import zstandard
@@ -11,12 +12,59 @@ import zstandard
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError
 
+# zstd level 3 (zstd's default): on prose-like documents and message lists levels -5 to 3
+# compress at the same speed here and 3 makes the smallest frames (`python -m
+# bench.compression`, bench/README.md).
+LEVEL = 3
 ZSTD_SUFFIX = "+zstd"
 """Appended to a type tag when its bytes are zstd-compressed (``json+zstd``, ``msgpack+zstd``)."""
 _FROM_SETTINGS: Any = object()  # "not given": read the CHECKPOINTS setting at call time
 
 _local = threading.local()
 _READ_CHUNK = 1 << 20
+# Frames this process compressed or decompressed lately -> their plain bytes, so a value
+# read again (the latest checkpoint's document, the same blob in every row of a list) is
+# not decompressed again: zstd costs ~10x msgpack's unpacking of the same value.
+FRAME_CACHE_BYTES = 32 << 20
+_FRAME_MIN = 1024  # smaller frames decompress about as fast as they hash into the cache
+
+
+class _FrameCache:
+    """A bounded LRU of compressed frame -> plain bytes (a pure function, so always valid)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self.items: OrderedDict[bytes, bytes] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, frame: bytes) -> bytes | None:
+        with self.lock:
+            plain = self.items.get(frame)
+            if plain is not None:
+                self.items.move_to_end(frame)
+            return plain
+
+    def put(self, frame: bytes, plain: bytes) -> None:
+        cost = len(frame) + len(plain)
+        if len(frame) < _FRAME_MIN or cost > self.budget // 8:
+            return
+        with self.lock:
+            if frame in self.items:
+                return
+            self.items[frame] = plain
+            self.held += cost
+            while self.held > self.budget:
+                old, old_plain = self.items.popitem(last=False)
+                self.held -= len(old) + len(old_plain)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.held = 0
+
+
+FRAMES = _FrameCache(FRAME_CACHE_BYTES)
 
 
 def compress_typed(
@@ -34,8 +82,11 @@ def compress_typed(
         return typed
     compressor = getattr(_local, "compressor", None)
     if compressor is None:  # a ZstdCompressor must not be shared between threads
-        compressor = _local.compressor = zstandard.ZstdCompressor()
-    return type_tag + ZSTD_SUFFIX, compressor.compress(bytes(data))
+        compressor = _local.compressor = zstandard.ZstdCompressor(level=LEVEL)
+    plain = bytes(data)
+    frame = compressor.compress(plain)
+    FRAMES.put(frame, plain)  # what is written is what is read next (the latest checkpoint)
+    return type_tag + ZSTD_SUFFIX, frame
 
 
 def decompress_typed(
@@ -55,6 +106,9 @@ def decompress_typed(
         raise CheckpointCodecError(f"a {type_tag!r} value must be bytes")
     limit = sys.maxsize if max_bytes is None else max_bytes
     data = bytes(data)
+    known = FRAMES.get(data) if len(data) >= _FRAME_MIN else None
+    if known is not None and len(known) <= limit:
+        return type_tag[: -len(ZSTD_SUFFIX)], known
     try:
         declared = zstandard.frame_content_size(data)
     except zstandard.ZstdError as exc:
@@ -69,11 +123,13 @@ def decompress_typed(
         # The frame states its size (ours always do): one call, checked against that size
         # by zstd itself, so the stated size is also the most it can produce.
         try:
-            return type_tag[: -len(ZSTD_SUFFIX)], zstandard.ZstdDecompressor().decompress(data)
+            plain = zstandard.ZstdDecompressor().decompress(data)
         except zstandard.ZstdError as exc:
             raise CheckpointCodecError(
                 f"a {type_tag!r} value is not a valid zstd frame: {exc}"
             ) from exc
+        FRAMES.put(data, plain)
+        return type_tag[: -len(ZSTD_SUFFIX)], plain
     chunks: list[bytes] = []
     size = 0
     try:

@@ -92,7 +92,9 @@ MISSING = _Missing()
 # -- keys and ids -------------------------------------------------------------------------
 def config_keys(config: RunnableConfig | None, *, need_checkpoint: bool = False):
     """(thread_id, checkpoint_ns, checkpoint_id) from a config, refusing a bad one clearly."""
-    if not isinstance(config, Mapping) or not isinstance(config.get("configurable"), Mapping):
+    if type(config) is dict and type(config.get("configurable")) is dict:
+        pass  # the usual case, without the abstract-class checks below
+    elif not isinstance(config, Mapping) or not isinstance(config.get("configurable"), Mapping):
         raise InvalidCheckpointInput(
             "config must be a dict with a 'configurable' dict holding 'thread_id'",
             field="config",
@@ -124,6 +126,9 @@ def check_thread_id(thread_id: Any, *, field: str = "thread_id") -> str:
         raise InvalidCheckpointInput(f"{field} must not be empty", field=field)
     if "\x00" in thread_id:
         raise InvalidCheckpointInput(f"{field} must not contain NUL characters", field=field)
+    # A character takes at most 4 bytes of UTF-8: short ids need no encoding to check.
+    if len(thread_id) <= MAX_THREAD_ID_BYTES // 4:
+        return thread_id
     size = len(thread_id.encode("utf-8", "surrogatepass"))
     if size > MAX_THREAD_ID_BYTES:
         raise InvalidCheckpointInput(
@@ -193,29 +198,58 @@ def json_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[
     return _clean_json(merged, "metadata")
 
 
-def _clean_json(value: Any, path: str) -> Any:
+def _clean_json(value: Any, path: Any) -> Any:
+    # ``path`` is text, or (parent, segment) pairs turned into text only for a refusal:
+    # formatting every key's path cost more than the cleaning (this runs on every put).
+    t = type(value)
+    if t is str:
+        return value.replace("\x00", "")
+    if value is None or t is bool or t is int:
+        return value
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                return _clean_any(value, path)
+            out[k.replace("\x00", "")] = _clean_json(v, (path, f".{k}"))
+        return out
+    if t is list or t is tuple:
+        return [_clean_json(v, (path, f"[{i}]")) for i, v in enumerate(value)]
+    return _clean_any(value, path)
+
+
+def _path_text(path: Any) -> str:
+    parts = []
+    while isinstance(path, tuple):
+        path, segment = path
+        parts.append(segment)
+    return path + "".join(reversed(parts))
+
+
+def _clean_any(value: Any, path: Any) -> Any:
     if isinstance(value, str):
         return value.replace("\x00", "")
     if value is None or isinstance(value, (bool, int)):
         return value
+    text = _path_text(path)
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidCheckpointInput(f"{path} is {value!r}, which JSON cannot hold", field=path)
+            raise InvalidCheckpointInput(f"{text} is {value!r}, which JSON cannot hold", field=text)
         return value
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InvalidCheckpointInput(
-                    f"{path} has key {k!r}; metadata keys must be strings", field=path
+                    f"{text} has key {k!r}; metadata keys must be strings", field=text
                 )
-            out[k.replace("\x00", "")] = _clean_json(v, f"{path}.{k}")
+            out[k.replace("\x00", "")] = _clean_json(v, (path, f".{k}"))
         return out
     if isinstance(value, (list, tuple)):
-        return [_clean_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_clean_json(v, (path, f"[{i}]")) for i, v in enumerate(value)]
     raise InvalidCheckpointInput(
-        f"{path} holds a {type(value).__name__}; checkpoint metadata must be JSON data",
-        field=path,
+        f"{text} holds a {type(value).__name__}; checkpoint metadata must be JSON data",
+        field=text,
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,8 @@ from checkpoints.codec import compress_typed, decompress_typed
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
-from checkpoints.encryption import Place, open_typed, seal_typed
+from checkpoints.encryption import SUFFIX as SEALED
+from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
@@ -27,7 +29,7 @@ from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
-from checkpoints.store.orm.sqlite import SqlitePaths
+from checkpoints.store.orm.sqlite import SqlitePaths, warm_connection, write_transaction
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
@@ -93,6 +95,17 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
             )
         return saver
 
+    def _warm(self, *, write: bool = False):
+        """SQLite: an open connection for this call (`sqlite.warm_connection`)."""
+        if self.provider != "sqlite":
+            return nullcontext()
+        return warm_connection(self.using, write=write)
+
+    def _call(self, name: str, args: tuple) -> Any:
+        # The primitives run by flows are the writes (and a few small reads).
+        with self._warm(write=True):
+            return super()._call(name, args)
+
     # -- durability -----------------------------------------------------------------------
     @property
     def durability(self) -> str:
@@ -127,8 +140,13 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         typed = compress_typed(self._encode(value, where), self.compress_bytes)
         return seal_typed(typed, at=at)
 
-    def _load(self, type_: str, data: Any, at: Place) -> Any:
-        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)), at=at)))
+    def _load(self, type_: str, data: Any, at: Place | Callable[[], Place]) -> Any:
+        """``at`` may be a function making the place: only sealed values (or a store with
+        keys set, which refuses plaintext naming the place) need one."""
+        if not type_.endswith(SEALED) and not encryption_enabled():
+            return self.serde.loads_typed(decompress_typed((type_, bytes(data))))
+        place = at() if callable(at) else at
+        return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)), at=place)))
 
     # -- writes ---------------------------------------------------------------------------
     def _store_checkpoint(self, plan: PutPlan) -> None:
@@ -169,7 +187,12 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
             # The statement stamps the level its own session commits with.
             _, plan.durability["level"] = self._put_pg(row, blobs)
             return
-        with transaction.atomic(using=self.using):
+        begin = (
+            write_transaction(self.using)
+            if self.provider == "sqlite" and not self.max_checkpoints
+            else transaction.atomic(using=self.using)
+        )
+        with begin:
             # Stamped inside the transaction: no reader sees it before the commit.
             self._stamp_row(row, plan)
             if self.provider == "postgres":
@@ -283,7 +306,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         thread_id, ns, checkpoint_id = config_keys(config)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         get_rows = self._get_rows_pg if self.provider == "postgres" else self._get_rows_sqlite
-        found = get_rows(params)
+        with self._warm():
+            found = get_rows(params)
         return self._tuples(found)[0] if found else None
 
     def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
@@ -302,16 +326,16 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
                 versions = json.loads(versions)
             checkpoint["channel_versions"] = versions or {}
             versions = versions or {}
-            checkpoint["channel_values"] = {
-                _text(channel): decode_at(
-                    lambda t=blob_type, d=data, p=_blob_place(at, channel, versions): self._load(
-                        _text(t), d, p
+            values = checkpoint["channel_values"] = {}
+            for channel, blob_type, data in blobs or ():
+                channel = _text(channel)
+                values[channel] = decode_at(
+                    lambda t=_text(blob_type), d=data, c=channel, at=at, vs=versions: self._load(
+                        t, d, lambda: _blob_place(at, c, vs)
                     ),
-                    part=f"channel {_text(channel)!r}",
+                    part=f"channel {channel!r}",
                     **at,
                 )
-                for channel, blob_type, data in (blobs or ())
-            }
             pending = sorted(
                 (
                     (
@@ -340,8 +364,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
                             (
                                 w[0],
                                 w[3],
-                                lambda w=w, p=Place.write(thread_id, ns, cid, w[0], w[2], w[3]): (
-                                    self._load(w[4], w[5], p)
+                                lambda w=w, key=(thread_id, ns, cid): self._load(
+                                    w[4], w[5], lambda: Place.write(*key, w[0], w[2], w[3])
                                 ),
                             )
                             for w in pending
@@ -401,7 +425,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         while remaining is None or remaining > 0:
             size = PAGE if remaining is None or wanted else min(PAGE, remaining)
             fetch = self._page_pg if self.provider == "postgres" else self._page_sqlite
-            fetched = fetch(params, wanted, cursor, size)
+            with self._warm():
+                fetched = fetch(params, wanted, cursor, size)
             if not fetched:
                 return
             cursor = (fetched[-1][4], fetched[-1][0])

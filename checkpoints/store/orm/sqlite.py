@@ -7,7 +7,11 @@ inside whatever transaction Django holds, with the same tables and column format
 
 from __future__ import annotations
 
+import _thread
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.db import connections, transaction
 
@@ -33,6 +37,37 @@ CROSS JOIN checkpoints_channelblob b
  AND b.channel = v.key AND b.version = CAST(v.value AS TEXT)
 WHERE b.type <> 'empty'
 """
+
+# get_tuple in one statement: the checkpoint row (kind 0), then its blobs (kind 1) and its
+# pending writes (kind 2), padded to the row's width; one round through SQLite, not three.
+_ONE = """
+WITH c AS MATERIALIZED (
+  SELECT c.id, c.thread_id AS thread_pk, t.thread_id AS thread_name, c.checkpoint_ns,
+         c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata,
+         c.channel_versions
+  FROM checkpoints_checkpoint c JOIN checkpoints_thread t ON t.id = c.thread_id
+  WHERE {where}
+)
+SELECT 0, * FROM c
+UNION ALL
+SELECT 1, b.channel, b.type, b.blob, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM c, json_each(c.channel_versions) AS v
+CROSS JOIN checkpoints_channelblob b
+  ON b.thread_id = c.thread_pk AND b.checkpoint_ns = c.checkpoint_ns
+ AND b.channel = v.key AND b.version = CAST(v.value AS TEXT)
+WHERE b.type <> 'empty'
+UNION ALL
+SELECT 2, w.task_id, w.task_path, w.idx, w.channel, w.type, w.blob, NULL, NULL, NULL, NULL
+FROM c CROSS JOIN checkpoints_pendingwrite w
+  ON w.thread_id = c.thread_pk AND w.checkpoint_ns = c.checkpoint_ns
+ AND w.checkpoint_id = c.checkpoint_id
+"""
+GET_LATEST_ONE = _ONE.format(
+    where=f"{_THREAD} AND c.checkpoint_ns = :ns ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
+GET_BY_ID_ONE = _ONE.format(
+    where=f"{_THREAD} AND c.checkpoint_ns = :ns AND c.checkpoint_id = :checkpoint_id"
+)
 
 WRITES = """
 SELECT task_id, task_path, idx, channel, type, blob FROM checkpoints_pendingwrite
@@ -126,6 +161,105 @@ def with_blobs_and_writes(cur, rows: list[tuple]) -> list[tuple]:
     return out
 
 
+# Connections kept open for threads that come without one, per (alias, database file).
+_IDLE: dict[tuple[str, str], list] = {}
+_IDLE_LOCK = threading.Lock()
+_IDLE_MAX = 8
+# One writer at a time per database file in this process, queued here: SQLite admits one
+# writer anyway, and its busy handler waits by sleeping 1, 2, 5, 10... ms.
+_WRITERS: dict[tuple[str, str], threading.RLock] = {}
+
+
+@contextmanager
+def warm_connection(alias: str, *, write: bool = False) -> Iterator[None]:
+    """Run the block on an open connection of ``alias``, lent from a pool when needed.
+
+    LangGraph runs a graph's puts in worker threads it makes for every invocation, and each
+    new thread would open a Django connection of its own (1-2 ms to connect, then a cold
+    schema and page cache) and leave it to the garbage collector. A thread that holds no
+    open connection and no transaction borrows an open one here for the call instead, as
+    Django's own thread-local connection: autocommit either way, so nothing else changes.
+
+    ``write``: also wait for this process's other writers to the file first, unless the
+    thread is inside a transaction already (which may hold SQLite's write lock itself).
+    """
+    held = getattr(connections._connections, alias, None)
+    key = (alias, str(connections.settings[alias]["NAME"]))
+    if write and not (held is not None and held.in_atomic_block):
+        with _IDLE_LOCK:
+            writer = _WRITERS.setdefault(key, threading.RLock())
+        with writer:
+            with _lent(alias, key, held):
+                yield
+        return
+    with _lent(alias, key, held):
+        yield
+
+
+@contextmanager
+def _lent(alias: str, key: tuple[str, str], held) -> Iterator[None]:
+    if held is not None and (held.connection is not None or held.in_atomic_block):
+        yield
+        return
+    with _IDLE_LOCK:
+        idle = _IDLE.get(key)
+        wrapper = idle.pop() if idle else None
+    if wrapper is None:
+        wrapper = connections.create_connection(alias)
+    # Django checks a connection is used by the thread that made it: this one, for now.
+    wrapper._thread_ident = _thread.get_ident()
+    connections[alias] = wrapper
+    try:
+        yield
+    finally:
+        if held is not None:
+            connections[alias] = held
+        else:
+            del connections[alias]
+        _give_back(key, wrapper)
+
+
+def _give_back(key: tuple[str, str], wrapper) -> None:
+    reusable = (
+        wrapper.connection is not None
+        and not wrapper.in_atomic_block
+        and str(wrapper.settings_dict["NAME"]) == key[1]
+    )
+    if reusable:
+        with _IDLE_LOCK:
+            idle = _IDLE.setdefault(key, [])
+            if len(idle) < _IDLE_MAX:
+                idle.append(wrapper)
+                return
+    wrapper._thread_ident = _thread.get_ident()
+    wrapper.close()
+
+
+@contextmanager
+def write_transaction(alias: str) -> Iterator[None]:
+    """One transaction for a write: Django's ``atomic`` inside a caller's transaction,
+    else BEGIN (in the configured ``transaction_mode``) and COMMIT straight on the sqlite3
+    connection, which skips atomic's bookkeeping (a third of a small put's time)."""
+    wrapper = connections[alias]
+    if wrapper.in_atomic_block or not wrapper.get_autocommit():
+        with transaction.atomic(using=alias):
+            yield
+        return
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    mode = getattr(wrapper, "transaction_mode", None)
+    with wrapper.wrap_database_errors:
+        raw.execute(f"BEGIN {mode}" if mode else "BEGIN")
+    try:
+        yield
+    except BaseException:
+        if raw.in_transaction:
+            raw.rollback()
+        raise
+    with wrapper.wrap_database_errors:
+        raw.commit()
+
+
 class SqlitePaths:
     """The ORM saver's hot paths on SQLite, on Django's own sqlite3 connection."""
 
@@ -163,7 +297,7 @@ class SqlitePaths:
         sql = PUT_WRITE_REPLACE if special else PUT_WRITE_KEEP
         cur = self._sqlite_cursor()
         try:
-            with transaction.atomic(using=self.using):
+            with write_transaction(self.using):
                 cur.executemany(
                     sql,
                     [
@@ -186,13 +320,21 @@ class SqlitePaths:
             cur.close()
 
     def _get_rows_sqlite(self, params: dict) -> list[tuple]:
-        checkpoint_id = params["checkpoint_id"]
+        sql = GET_BY_ID_ONE if params["checkpoint_id"] else GET_LATEST_ONE
         cur = self._sqlite_cursor()
         try:
-            rows = cur.execute(GET_BY_ID if checkpoint_id else GET_LATEST, params).fetchall()
-            return with_blobs_and_writes(cur, rows)
+            found = cur.execute(sql, params).fetchall()
         finally:
             cur.close()
+        row, blobs, writes = None, [], []
+        for kind, *cells in found:
+            if kind == 0:
+                row = cells
+            elif kind == 1:
+                blobs.append(cells[:3])
+            else:
+                writes.append(cells[:6])
+        return [] if row is None else [(*row, blobs, writes)]
 
     def _page_sqlite(self, params, wanted, cursor, size) -> list[tuple]:
         step = wanted.get("step")

@@ -147,3 +147,28 @@ def test_each_store_says_what_it_can(store, provider):
     assert store.store_key.startswith(provider)
     with store.sweep_lock("test-lock") as keep_alive:
         keep_alive()
+
+
+@pytest.mark.parametrize(
+    ("metadata", "field", "message"),
+    [
+        ({"a": {"b": [1, float("nan")]}}, "metadata.a.b[1]", "which JSON cannot hold"),
+        ({"a": {1: "x"}}, "metadata.a", "metadata keys must be strings"),
+        ({"a": [{"b": object()}]}, "metadata.a[0].b", "must be JSON data"),
+    ],
+)
+def test_metadata_refusals_name_the_nested_place(metadata, field, message):
+    from checkpoints.store.planning import json_metadata
+
+    with pytest.raises(InvalidCheckpointInput, match=message) as caught:
+        json_metadata({"configurable": {"thread_id": "t"}}, metadata)
+    assert caught.value.field == field
+
+
+def test_metadata_is_cleaned_of_nul_characters_at_every_depth():
+    from checkpoints.store.planning import json_metadata
+
+    cleaned = json_metadata(
+        {"configurable": {"thread_id": "t"}}, {"k\x00": ["a\x00b", {"c": ("d\x00",)}], "n": None}
+    )
+    assert cleaned == {"k": ["ab", {"c": ["d"]}], "n": None}

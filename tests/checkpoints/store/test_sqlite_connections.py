@@ -1,0 +1,115 @@
+"""The SQLite saver's connections: lent to threads without one, one writer at a time."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connections, transaction
+from django.db.backends.signals import connection_created
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+from tests.checkpoints.store.test_graphs import config_for, linear_graph
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def saver():
+    from checkpoints.savers import get_saver
+    from checkpoints.savers.orm import forget_format_checks
+
+    forget_format_checks()
+    return get_saver("sqlite", using="default")
+
+
+@pytest.fixture
+def opened():
+    """How many new connections to "default" were opened while the test ran."""
+    count = []
+
+    def seen(sender, connection, **kwargs):
+        if connection.alias == "default":
+            count.append(1)
+
+    connection_created.connect(seen)
+    yield count
+    connection_created.disconnect(seen)
+
+
+def _put(saver, thread_id: str, step: int, parent: str | None = None) -> dict:
+    checkpoint = create_checkpoint(empty_checkpoint(), None, step)
+    config = config_for(thread_id)
+    config["configurable"]["checkpoint_ns"] = ""
+    if parent:
+        config["configurable"]["checkpoint_id"] = parent
+    return saver.put(config, checkpoint, {"source": "loop", "step": step}, {})
+
+
+def test_graph_runs_borrow_open_connections_instead_of_opening_new_ones(saver, opened):
+    graph = linear_graph(saver)
+    graph.invoke({"log": []}, config_for("warm"))
+    opened.clear()
+    for i in range(6):
+        out = graph.invoke({"log": []}, config_for(f"run-{i}"))
+        assert out["log"] == ["a", "b"]
+    # LangGraph makes new worker threads for every invocation; each used to open (and
+    # leak) a connection of its own, two or three an invocation.
+    assert len(opened) < 3
+    assert saver.get_tuple(config_for("run-5")).checkpoint["channel_values"]["log"] == ["a", "b"]
+
+
+def test_a_thread_without_a_connection_leaves_none_behind(saver):
+    left = {}
+
+    def work():
+        stored = _put(saver, "lent", 0)
+        saver.put_writes(stored, [("log", "x")], "task-1")
+        left["connection"] = getattr(connections._connections, "default", None)
+        left["read"] = saver.get_tuple(config_for("lent"))
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert left["connection"] is None
+    assert left["read"].pending_writes == [("task-1", "log", "x")]
+    assert saver.get_tuple(config_for("lent")).pending_writes == [("task-1", "log", "x")]
+
+
+def test_writers_in_many_threads_all_land(saver):
+    errors = []
+
+    def writer(n: int) -> None:
+        try:
+            stored = None
+            for step in range(15):
+                parent = stored["configurable"]["checkpoint_id"] if stored else None
+                stored = _put(saver, f"w{n}", step, parent)
+                saver.put_writes(stored, [("log", step)], f"task-{step}")
+        except Exception as exc:  # noqa: BLE001 - reported below with the thread's number
+            errors.append((n, exc))
+
+    workers = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    for n in range(6):
+        found = list(saver.list(config_for(f"w{n}")))
+        assert len(found) == 15
+        assert found[0].metadata["step"] == 14
+        assert found[0].pending_writes == [("task-14", "log", 14)]
+
+
+def test_a_put_inside_the_callers_transaction_rolls_back_with_it(saver):
+    class Undo(Exception):
+        pass
+
+    with pytest.raises(Undo), transaction.atomic():
+        stored = _put(saver, "undone", 0)
+        saver.put_writes(stored, [("log", "x")], "task-1")
+        assert saver.get_tuple(config_for("undone")) is not None
+        raise Undo
+    assert saver.get_tuple(config_for("undone")) is None
+    assert saver.thread_holdings("undone").empty
