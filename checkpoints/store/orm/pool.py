@@ -8,9 +8,11 @@ from one pool per database and process instead.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
-from contextlib import contextmanager
+import weakref
+from contextlib import asynccontextmanager, contextmanager
 
 import psycopg
 from django.db import connections
@@ -18,6 +20,8 @@ from django.db import connections
 from checkpoints.errors import CheckpointConfigError, StoreUnavailable
 
 _pools: dict[tuple, object] = {}
+# (alias, database, pid, id(loop)) -> (the loop, weakly, and its AsyncConnectionPool).
+_async_pools: dict[tuple, tuple[weakref.ref, object]] = {}
 _lock = threading.Lock()
 # (alias, pid) -> whether named server-side prepared statements may be used there.
 _prepare_verdicts: dict[tuple[str, int], bool] = {}
@@ -40,6 +44,10 @@ def _conninfo(settings_dict: dict) -> str:
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in parts.items() if v is not None})
 
 
+def _pool_size() -> int:
+    return int(os.environ.get("CHECKPOINTS_PG_POOL_SIZE", "8"))
+
+
 def _pool_for(alias: str):
     from psycopg_pool import ConnectionPool
 
@@ -53,7 +61,7 @@ def _pool_for(alias: str):
                 pool = ConnectionPool(
                     _conninfo(settings_dict),
                     min_size=0,
-                    max_size=int(os.environ.get("CHECKPOINTS_PG_POOL_SIZE", "8")),
+                    max_size=_pool_size(),
                     kwargs={"autocommit": True},
                     name=f"checkpoints-{alias}",
                     open=True,
@@ -86,12 +94,63 @@ def statement_cursor(alias: str, *, pooled: bool = True):
         ) from exc
 
 
+async def _async_pool_for(alias: str):
+    """The AsyncConnectionPool of ``alias`` for the running event loop.
+
+    psycopg's async connections belong to the loop that opened them, so each loop gets its
+    own pool; pools of loops that have closed are dropped (their connections with them).
+    """
+    from psycopg_pool import AsyncConnectionPool
+
+    loop = asyncio.get_running_loop()
+    settings_dict = connections[alias].settings_dict
+    key = (alias, settings_dict.get("NAME"), os.getpid(), id(loop))
+    entry = _async_pools.get(key)
+    if entry is None or entry[0]() is not loop:
+        for stale, (ref, _) in list(_async_pools.items()):
+            if ref() is None or ref().is_closed():
+                _async_pools.pop(stale, None)
+        pool = AsyncConnectionPool(
+            _conninfo(settings_dict),
+            min_size=0,
+            max_size=_pool_size(),
+            kwargs={"autocommit": True},
+            name=f"checkpoints-async-{alias}",
+            open=False,
+        )
+        entry = _async_pools[key] = (weakref.ref(loop), pool)
+    pool = entry[1]
+    if pool.closed:
+        await pool.open()  # safe to repeat when another task opened it meanwhile
+    return pool
+
+
+@asynccontextmanager
+async def async_statement_cursor(alias: str):
+    """An AsyncCursor on a pooled autocommit connection of the running loop's pool."""
+    conn = connections[alias]
+    try:
+        pool = await _async_pool_for(alias)
+        async with pool.connection() as pooled_conn, psycopg.AsyncCursor(pooled_conn) as cur:
+            yield cur
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(
+            f"PostgreSQL database {alias!r} ({conn.settings_dict.get('HOST') or 'local'}:"
+            f"{conn.settings_dict.get('PORT') or 5432}) failed the statement: {exc}"
+        ) from exc
+
+
 def close_pools() -> None:
-    """Close every pool this process opened (tests, and before a fork)."""
+    """Close every pool this process opened (tests, and before a fork).
+
+    Async pools belong to their event loops and cannot be awaited from here: they are
+    forgotten, and their connections close when the pools are collected.
+    """
     with _lock:
         for pool in _pools.values():
             pool.close()
         _pools.clear()
+        _async_pools.clear()
         _prepare_verdicts.clear()
 
 
@@ -116,6 +175,25 @@ def behind_pooler(conn) -> bool:
     with psycopg.Cursor(conn) as cur:
         cur.execute("SELECT pg_backend_pid()", prepare=False)
         return cur.fetchone()[0] != conn.info.backend_pid
+
+
+async def abehind_pooler(conn) -> bool:
+    """`behind_pooler` for an async connection."""
+    async with psycopg.AsyncCursor(conn) as cur:
+        await cur.execute("SELECT pg_backend_pid()", prepare=False)
+        return (await cur.fetchone())[0] != conn.info.backend_pid
+
+
+async def aprepared_statements_allowed(alias: str, mode: str, conn) -> bool:
+    """`prepared_statements_allowed` for an async connection (the same verdict cache)."""
+    if mode == "off":
+        return False
+    key = (alias, os.getpid())
+    verdict = _prepare_verdicts.get(key)
+    if verdict is None:
+        verdict = mode == "on" or not await abehind_pooler(conn)
+        _prepare_verdicts[key] = verdict
+    return verdict
 
 
 def prepared_statements_allowed(alias: str, mode: str, conn) -> bool:
