@@ -103,7 +103,8 @@ async def _async_pool_for(alias: str):
     from psycopg_pool import AsyncConnectionPool
 
     loop = asyncio.get_running_loop()
-    settings_dict = connections[alias].settings_dict
+    # The handler's settings (the same dicts the wrappers hold): no per-context lookup.
+    settings_dict = connections.settings[alias]
     key = (alias, settings_dict.get("NAME"), os.getpid(), id(loop))
     entry = _async_pools.get(key)
     if entry is None or entry[0]() is not loop:
@@ -128,15 +129,15 @@ async def _async_pool_for(alias: str):
 @asynccontextmanager
 async def async_statement_cursor(alias: str):
     """An AsyncCursor on a pooled autocommit connection of the running loop's pool."""
-    conn = connections[alias]
     try:
         pool = await _async_pool_for(alias)
         async with pool.connection() as pooled_conn, psycopg.AsyncCursor(pooled_conn) as cur:
             yield cur
     except psycopg.OperationalError as exc:
+        where = connections.settings[alias]
         raise StoreUnavailable(
-            f"PostgreSQL database {alias!r} ({conn.settings_dict.get('HOST') or 'local'}:"
-            f"{conn.settings_dict.get('PORT') or 5432}) failed the statement: {exc}"
+            f"PostgreSQL database {alias!r} ({where.get('HOST') or 'local'}:"
+            f"{where.get('PORT') or 5432}) failed the statement: {exc}"
         ) from exc
 
 
