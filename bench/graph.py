@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, TypedDict
+from typing import Annotated, NotRequired, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
@@ -16,9 +16,11 @@ class ChatState(TypedDict):
     route: str
     turn: int
     tool: str
+    # Set only by the heavy workload's graph: a 64-256 KB document every DOCUMENT_EVERY steps.
+    document: NotRequired[str]
 
 
-def _node(i: int):
+def _node(i: int, documents: list[str] | None, document_every: int):
     def node(state: ChatState) -> dict:
         update: dict = {
             "messages": [{"type": "ai", "id": f"n{i}-{len(state['messages'])}", "content": REPLY}],
@@ -28,15 +30,19 @@ def _node(i: int):
             update["tool"] = f"tool-{i}"
         if i == STEPS - 1:
             update["turn"] = state.get("turn", 0) + 1
+        step = state.get("turn", 0) * STEPS + i
+        if documents and step % document_every == 0:
+            update["document"] = documents[step // document_every % len(documents)]
         return update
 
     return node
 
 
-def build_graph(checkpointer):
+def build_graph(checkpointer, documents: list[str] | None = None, document_every: int = 8):
+    """The chat graph; with ``documents`` a node also sets one every ``document_every`` steps."""
     builder = StateGraph(ChatState)
     for i in range(STEPS):
-        builder.add_node(f"n{i}", _node(i))
+        builder.add_node(f"n{i}", _node(i, documents, document_every))
     builder.add_edge(START, "n0")
     for i in range(STEPS - 1):
         builder.add_edge(f"n{i}", f"n{i + 1}")

@@ -1,8 +1,9 @@
 """Run the saver benchmark: `python -m bench.run [--quick]`.
 
-Every subject runs the same chat-agent workload in interleaved rounds (the order rotates
-each round) so drift of this machine spreads over all of them; the last lines are
-machine-readable RESULT lines, one per subject.
+Every subject runs the same two workloads (the trimmed chat agent, and the heavy one:
+documents every 8 steps, an untrimmed 200-step thread) in interleaved rounds (the order
+rotates each round) so drift of this machine spreads over all of them; the last lines are
+machine-readable RESULT lines, one per subject and workload.
 """
 
 from __future__ import annotations
@@ -32,12 +33,20 @@ class Plan:
     deep: int
     growth: tuple[int, ...]
     growth_gets: int
+    # The heavy workload (`workload.HEAVY`): one 200-step thread per subject grown over the
+    # rounds (its puts timed), reads on a deep heavy thread, and one graph thread whose
+    # state keeps growing, `heavy_turns` turns a round.
+    heavy_gets: int = 60
+    heavy_lists: int = 10
+    heavy_turns: int = 4
+    heavy_steps: int = 200
 
 
-QUICK = Plan(2, 2, 20, 50, 12, 4, 20, 3, 200, (10, 100, 300), 20)
-FULL = Plan(6, 3, 30, 150, 30, 6, 20, 5, 200, (10, 100, 1000), 30)
+QUICK = Plan(2, 2, 20, 50, 12, 4, 20, 3, 200, (10, 100, 300), 20, 20, 4, 4, 200)
+FULL = Plan(6, 3, 30, 150, 30, 6, 20, 5, 200, (10, 100, 1000), 30, 60, 10, 4, 200)
 
-# (ours, theirs, {op: minimum ratio}, bytes must not exceed theirs)
+# (ours, theirs, {op: minimum ratio}, bytes: True = at most theirs, a number = at most that
+# share of theirs, False = reported only). Every target applies to both workloads.
 TARGETS = [
     (
         "orm-pg",
@@ -46,23 +55,16 @@ TARGETS = [
         True,
     ),
     ("orm-pg", "raw-pg", {}, False),
+    # Issue 21: e2e 1.2x, reads at least 1.0x, at most 0.3x the bytes (blob sharing).
     (
         "orm-sqlite",
         "lg-sqlite",
-        dict.fromkeys(
-            ("put", "put_writes", "get_latest", "get_by_id", "list50", "delete_thread", "e2e"), 1.0
-        ),
-        False,
+        {"get_latest": 1.0, "get_by_id": 1.0, "list50": 1.0, "e2e": 1.2},
+        0.3,
     ),
     ("orm-sqlite", "raw-sqlite", {"delete_thread": 1.0}, False),
-    (
-        "memory",
-        "lg-memory",
-        dict.fromkeys(
-            ("put", "put_writes", "get_latest", "get_by_id", "list50", "delete_thread", "e2e"), 1.0
-        ),
-        False,
-    ),
+    # Issue 21: e2e 1.2x, put at least 0.8x.
+    ("memory", "lg-memory", {"put": 0.8, "e2e": 1.2}, False),
     ("redis", "raw-redis", {}, False),
 ]
 
@@ -79,11 +81,14 @@ def _drain(saver, config: dict, limit: int) -> int:
 
 
 class Bench:
-    def __init__(self, plan: Plan, subjects, docs, samples) -> None:
+    def __init__(self, plan: Plan, subjects, docs, samples, shape=None) -> None:
+        from bench.workload import CHAT
+
         self.plan = plan
         self.subjects = subjects
         self.docs = docs
         self.samples = samples
+        self.shape = shape or CHAT
         self.deep_ids: dict[str, list[str]] = {}
         self.graphs = {}
         self.rng = random.Random(11)
@@ -103,7 +108,9 @@ class Bench:
         from bench.workload import ChatThread
 
         seed = thread_id.replace(subject.label, "subject")
-        return ChatThread(thread_id, subject.saver.get_next_version, self.docs, seed=seed)
+        return ChatThread(
+            thread_id, subject.saver.get_next_version, self.docs, seed=seed, shape=self.shape
+        )
 
     def grow(self, subject, thread, steps: int, *, timed: bool) -> list[str]:
         saver, label = subject.saver, subject.label
@@ -184,7 +191,8 @@ class Bench:
                 for turn in range(2):
                     self.samples.timed(label, "e2e", run_turn, graph, thread_id, turn)
 
-    def run_rounds(self, log) -> None:
+    def run_rounds(self, log, also=None) -> None:
+        """The rounds; ``also`` (the heavy workload) runs its share right after each one's."""
         n = len(self.subjects)
         for number in range(self.plan.rounds):
             started = time.perf_counter()
@@ -194,6 +202,8 @@ class Bench:
                 order = order[::-1]
             for subject in order:
                 self._guarded(subject, log, lambda s=subject, n=number: self.round(n, s))
+                if also is not None:
+                    self._guarded(subject, log, lambda s=subject, n=number: also.round(n, s))
             took = time.perf_counter() - started
             log(f"round {number + 1}/{self.plan.rounds} done in {took:.1f}s")
 
@@ -235,6 +245,62 @@ class Bench:
         return curve
 
 
+class HeavyBench(Bench):
+    """The second workload (`workload.HEAVY`), sharing the chat bench's subjects and failures.
+
+    Per subject: one thread grown to `heavy_steps` over the rounds (every put and put_writes
+    timed, so the puts past the compression threshold count), get_tuple and list(50) on a
+    deep heavy thread, and one graph thread that keeps all its turns (`heavy_turns` a
+    round), with a document set every 8 graph steps.
+    """
+
+    def __init__(self, chat: Bench, samples) -> None:
+        from bench.workload import HEAVY
+
+        super().__init__(chat.plan, chat.subjects, chat.docs, samples, shape=HEAVY)
+        self.failed = chat.failed  # a subject dropped by one workload is dropped by both
+        self.long: dict[str, object] = {}
+        self.turns: dict[str, int] = {}
+
+    def prepare(self) -> None:
+        from bench.graph import build_graph, run_turn
+
+        for subject in self.subjects:
+            label = subject.label
+            self.deep_ids[label] = self.grow(
+                subject, self._thread(subject, f"hdeep-{label}"), self.plan.heavy_steps, timed=False
+            )
+            self.long[label] = self._thread(subject, f"hlong-{label}")
+            if subject.runs_graphs:
+                graph = build_graph(subject.saver, documents=self.docs.docs)
+                self.graphs[label] = graph
+                run_turn(graph, f"hwarm-e2e-{label}", 0)
+                self.turns[label] = 0
+
+    def round(self, number: int, subject) -> None:
+        p, saver, label = self.plan, subject.saver, subject.label
+        per_round = math.ceil(p.heavy_steps / p.rounds)
+        left = p.heavy_steps - self.long[label].step - 1
+        if left > 0:
+            self.grow(subject, self.long[label], min(per_round, left), timed=True)
+        deep = f"hdeep-{label}"
+        for _ in range(p.heavy_gets):
+            self.samples.timed(label, "get_latest", saver.get_tuple, _config(deep))
+        ids = self.deep_ids[label]
+        for _ in range(p.heavy_gets):
+            cid = self.rng.choice(ids)
+            self.samples.timed(label, "get_by_id", saver.get_tuple, _config(deep, cid))
+        for _ in range(p.heavy_lists):
+            self.samples.timed(label, "list50", _drain, saver, _config(deep), 50)
+        graph = self.graphs.get(label)
+        if graph is not None:
+            from bench.graph import run_turn
+
+            for _ in range(p.heavy_turns):
+                turn = self.turns[label] = self.turns[label] + 1
+                self.samples.timed(label, "e2e", run_turn, graph, f"he2e-{label}", turn)
+
+
 def _fmt(value: float, digits: int = 2) -> str:
     return (
         "-"
@@ -243,56 +309,68 @@ def _fmt(value: float, digits: int = 2) -> str:
     )
 
 
-def report(bench: Bench, sizes: dict, curve, notes, elapsed: float, out=print) -> None:
+def report(bench: Bench, sizes: dict, curve, notes, elapsed: float, out=print, heavy=None) -> None:
     from bench.measure import OPS, ops_per_second, percentile
 
-    samples = bench.samples
+    workloads = [("chat", bench.samples)] + ([("heavy", heavy.samples)] if heavy else [])
     out("")
     out("== per operation (single caller; ops/s = calls / time spent in them) ==")
-    out(f"{'subject':<12} {'operation':<14} {'n':>5} {'ops/s':>10} {'p50 ms':>9} {'p99 ms':>9}")
-    for subject in bench.subjects:
-        for op in OPS:
-            values = samples.get(subject.label, op)
-            if not values:
-                continue
-            out(
-                f"{subject.label:<12} {op:<14} {len(values):>5} {ops_per_second(values):>10.1f} "
-                f"{percentile(values, 50):>9.3f} {percentile(values, 99):>9.3f}"
-            )
+    out(
+        f"{'workload':<8} {'subject':<12} {'operation':<14} {'n':>5} {'ops/s':>10} "
+        f"{'p50 ms':>9} {'p99 ms':>9}"
+    )
+    for name, samples in workloads:
+        for subject in bench.subjects:
+            for op in OPS:
+                values = samples.get(subject.label, op)
+                if not values:
+                    continue
+                out(
+                    f"{name:<8} {subject.label:<12} {op:<14} {len(values):>5} "
+                    f"{ops_per_second(values):>10.1f} {percentile(values, 50):>9.3f} "
+                    f"{percentile(values, 99):>9.3f}"
+                )
     out("")
-    out("== storage ==")
+    out("== storage (both workloads' checkpoints together) ==")
     out(f"{'subject':<12} {'checkpoints':>12} {'bytes':>14} {'bytes/ckpt':>12}")
     for subject in bench.subjects:
         total, count = sizes[subject.label]
         per = total / count if count else float("nan")
         out(f"{subject.label:<12} {count:>12} {total:>14} {_fmt(per, 0):>12}")
     out("")
-    out("== ratios (ours ops/s / theirs ops/s; > 1 means ours is faster) ==")
+    out("== ratios (ours ops/s / theirs ops/s; > 1 means ours is faster), chat | heavy ==")
     labels = {s.label for s in bench.subjects}
     verdicts = []
     for ours, theirs, wanted, bytes_target in TARGETS:
         if ours not in labels or theirs not in labels:
             continue
-        cells = []
+        out(f"{ours} vs {theirs}:")
         for op in OPS:
-            a, b = samples.get(ours, op), samples.get(theirs, op)
-            if not a or not b:
-                continue
-            ratio = ops_per_second(a) / ops_per_second(b)
-            cell = f"{op}={ratio:.2f}"
-            if op in wanted:
-                met = ratio >= wanted[op]
-                cell += f"[{'MET' if met else 'MISSED'} >= {wanted[op]}]"
-                verdicts.append((f"{ours} vs {theirs} {op}", ratio, wanted[op], met))
-            cells.append(cell)
+            cells = []
+            for name, samples in workloads:
+                a, b = samples.get(ours, op), samples.get(theirs, op)
+                if not a or not b:
+                    cells.append(f"{'-':>22}")
+                    continue
+                ratio = ops_per_second(a) / ops_per_second(b)
+                cell = f"{ratio:.2f}"
+                if op in wanted:
+                    met = ratio >= wanted[op]
+                    cell += f" [{'MET' if met else 'MISSED'} >= {wanted[op]}]"
+                    verdicts.append((f"{name}: {ours} vs {theirs} {op}", ratio, wanted[op], met))
+                cells.append(f"{cell:>22}")
+            if any(c.strip() != "-" for c in cells):
+                out(f"  {op:<14} " + " | ".join(cells))
         ours_b = sizes[ours][0] / max(sizes[ours][1], 1)
         theirs_b = sizes[theirs][0] / max(sizes[theirs][1], 1)
         size_ratio = ours_b / theirs_b if theirs_b else float("nan")
-        cells.append(f"bytes/ckpt={_fmt(size_ratio)}x theirs")
+        out(f"  {'bytes/ckpt':<14} {_fmt(size_ratio)}x theirs")
         if bytes_target:
-            met = ours_b <= theirs_b
-            verdicts.append((f"{ours} vs {theirs} bytes/ckpt (ours/theirs)", size_ratio, 1.0, met))
-        out(f"{ours} vs {theirs}: " + "  ".join(cells))
+            most = 1.0 if bytes_target is True else float(bytes_target)
+            met = ours_b <= theirs_b * most
+            verdicts.append(
+                (f"{ours} vs {theirs} bytes/ckpt (ours/theirs, at most)", size_ratio, most, met)
+            )
     out("")
     out("== targets ==")
     for name, ratio, wanted, met in verdicts:
@@ -315,16 +393,18 @@ def report(bench: Bench, sizes: dict, curve, notes, elapsed: float, out=print) -
         out(f"note: {note}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out(f"peak RSS of the benchmark process: {peak_mb:.0f} MB; wall time {elapsed:.0f}s")
-    for subject in bench.subjects:
+    for (name, samples), subject in ((w, s) for w in workloads for s in bench.subjects):
         total, count = sizes[subject.label]
 
-        def ops(op, label=subject.label):
+        def ops(op, label=subject.label, samples=samples):
             return _fmt(ops_per_second(samples.get(label, op)), 1)
 
         e2e = samples.get(subject.label, "e2e")
         e2e_s = _fmt(sum(e2e) / len(e2e) / 1e9, 4) if e2e else "-"
+        # The chat lines keep their old form; the heavy workload's lines say so first.
+        lead = "RESULT " if name == "chat" else f"RESULT workload={name} "
         out(
-            f"RESULT label={subject.label} put_ops_s={ops('put')} get_ops_s={ops('get_latest')} "
+            f"{lead}label={subject.label} put_ops_s={ops('put')} get_ops_s={ops('get_latest')} "
             f"list_ops_s={ops('list50')} e2e_s={e2e_s} "
             f"bytes_per_ckpt={_fmt(total / count if count else float('nan'), 0)} "
             f"put_writes_ops_s={ops('put_writes')} get_id_ops_s={ops('get_by_id')} "
@@ -361,9 +441,11 @@ def main(argv: list[str] | None = None) -> int:
     subjects = build_subjects(notes, set(args.only) if args.only else None)
     log("subjects: " + ", ".join(s.label for s in subjects))
     bench = Bench(plan, subjects, DocumentPool(), Samples())
+    heavy = HeavyBench(bench, Samples())
     bench.prepare()
+    heavy.prepare()
     log("prepared deep threads")
-    bench.run_rounds(log)
+    bench.run_rounds(log, also=heavy)
     curve = {} if args.no_growth else bench.growth(log)
     sizes = {}
     for subject in subjects:
@@ -382,7 +464,12 @@ def main(argv: list[str] | None = None) -> int:
         "raw floors: one statement per call carrying the checkpoint body plus the changed "
         "values; they never rebuild unchanged channels on read"
     )
-    report(bench, sizes, curve, notes, time.perf_counter() - started)
+    notes.append(
+        "heavy: a document every 8 steps, untrimmed 400-byte messages (past 64 KB at about "
+        "step 150); put/put_writes on a thread grown to 200 steps over the rounds, reads on "
+        "a 200-step thread, e2e on one graph thread that keeps every turn"
+    )
+    report(bench, sizes, curve, notes, time.perf_counter() - started, heavy=heavy)
     for subject in subjects:
         subject.close()
     return 0

@@ -98,3 +98,22 @@ def test_same_seed_gives_equal_threads_under_different_ids():
         assert len(ca["channel_values"]["document"]) == len(cb["channel_values"]["document"])
         a.commit(ca, a.config)
         b.commit(cb, b.config)
+
+
+def test_heavy_thread_keeps_every_message_and_a_document_every_8_steps():
+    from bench.workload import HEAVY
+
+    thread = ChatThread("h", _versions, DocumentPool(count=2), shape=HEAVY)
+    documents = []
+    for step in range(200):
+        checkpoint, _, new_versions = thread.advance()
+        thread.commit(checkpoint, thread.config)
+        if DOCUMENT_CHANNEL in new_versions:
+            documents.append(step)
+    assert documents == list(range(0, 200, 8))
+    messages = checkpoint["channel_values"]["messages"]
+    assert len(messages) == 200 and messages[0]["id"] == "h-m0"
+    # The untrimmed list passes INLINE_COMPRESS_BYTES (64 KB) before the thread ends.
+    from checkpoints.codec.serde import StoreSerializer
+
+    assert len(StoreSerializer().dumps_typed(messages)[1]) > 64 * 1024

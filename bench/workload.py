@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
@@ -42,6 +43,27 @@ def text(rng: random.Random, size: int) -> str:
     return " ".join(words)[:size]
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How a workload's threads grow: message size, context window, how often a document."""
+
+    name: str
+    message_bytes: int
+    # None: no trimming, the message list grows for the life of the thread.
+    window: int | None
+    # "random": about one step in `document_every`; "fixed": exactly every that many steps.
+    document_every: int
+    document_rule: str = "random"
+
+
+# The chat agent that trims its context (the first workload).
+CHAT = Shape("chat", MESSAGE_BYTES, MESSAGE_WINDOW, DOCUMENT_EVERY)
+# The heavier one: a document every 8 steps and an untrimmed message list that grows past
+# INLINE_COMPRESS_BYTES (64 KB) at about step 150 of its 200-step thread.
+HEAVY = Shape("heavy", 400, None, 8, "fixed")
+SHAPES = {shape.name: shape for shape in (CHAT, HEAVY)}
+
+
 class DocumentPool:
     """Large values (64-256 KB) made once, so generating them is not timed."""
 
@@ -62,8 +84,10 @@ class ChatThread:
         next_version: Callable[[Any, Any], Any],
         docs: DocumentPool,
         seed: str | None = None,
+        shape: Shape = CHAT,
     ) -> None:
         self.thread_id = thread_id
+        self.shape = shape
         # Subjects pass the same seed for their copies of a thread, so they store equal data.
         self.rng = random.Random(seed if seed is not None else thread_id)
         self.next_version = next_version
@@ -81,9 +105,11 @@ class ChatThread:
             {
                 "type": "human" if self.step % 2 == 0 else "ai",
                 "id": f"{self.thread_id}-m{self.step}",
-                "content": text(rng, MESSAGE_BYTES - 40),
+                "content": text(rng, self.shape.message_bytes - 40),
             },
-        ][-MESSAGE_WINDOW:]
+        ]
+        if self.shape.window is not None:
+            self.messages = self.messages[-self.shape.window :]
         changed: dict[str, Any] = {"messages": self.messages}
         if self.step == 0:
             for name in SMALL_CHANNELS:
@@ -91,7 +117,11 @@ class ChatThread:
         else:
             for name in rng.sample(SMALL_CHANNELS, rng.randint(1, 3)):
                 changed[name] = f"{name}-{self.step}-{rng.randint(0, 999)}"
-        if self.step == 0 or rng.random() < 1 / DOCUMENT_EVERY:
+        if self.shape.document_rule == "fixed":
+            document_now = self.step % self.shape.document_every == 0
+        else:
+            document_now = self.step == 0 or rng.random() < 1 / self.shape.document_every
+        if document_now:
             changed[DOCUMENT_CHANNEL] = self.docs.pick(rng)
         return changed
 

@@ -6,6 +6,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
-from checkpoints.store.orm.sqlite import SqlitePaths
+from checkpoints.store.orm.sqlite import SqlitePaths, warm_connection
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
@@ -93,6 +94,17 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
                 field="provider",
             )
         return saver
+
+    def _warm(self, *, write: bool = False):
+        """SQLite: an open connection for this call (`sqlite.warm_connection`)."""
+        if self.provider != "sqlite":
+            return nullcontext()
+        return warm_connection(self.using, write=write)
+
+    def _call(self, name: str, args: tuple) -> Any:
+        # The primitives run by flows are the writes (and a few small reads).
+        with self._warm(write=True):
+            return super()._call(name, args)
 
     # -- durability -----------------------------------------------------------------------
     @property
@@ -307,7 +319,8 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         thread_id, ns, checkpoint_id = config_keys(config)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         get_rows = self._get_rows_pg if self.provider == "postgres" else self._get_rows_sqlite
-        found = get_rows(params)
+        with self._warm():
+            found = get_rows(params)
         return self._tuples(found)[0] if found else None
 
     def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
@@ -390,8 +403,13 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
     def _list_pages(self, config, *, filter=None, before=None, limit=None) -> Iterator[list]:
         """Pages of tuples, each fetched by its own keyset query (no cursor held open)."""
         fetch = self._page_pg if self.provider == "postgres" else self._page_sqlite
+
+        def fetch_warm(request):
+            with self._warm():
+                return fetch(*request)
+
         flow = self._list_flow(config, filter=filter, before=before, limit=limit)
-        return stream(flow, lambda request: fetch(*request))
+        return stream(flow, fetch_warm)
 
     def _list_flow(self, config, *, filter=None, before=None, limit=None):
         """The paging rules, written once: yields each page's query arguments (params,
