@@ -5,6 +5,8 @@ Runs bench/graph.py's ten-node graph through ``ainvoke`` (two turns per thread,
 once on one event loop, and prints graph turns per second and the ratios. Subjects:
 
 - ``orm-pg``: our PostgreSQL saver (native async on psycopg's AsyncConnectionPool);
+- ``orm-pg-thread``: the same saver with its async calls in Django's sync thread, as they
+  ran before the native path (every call queues for that one thread);
 - ``lg-apostgres``: LangGraph's AsyncPostgresSaver, set up as its docs recommend (an
   AsyncConnectionPool with autocommit, prepare_threshold=0, row_factory=dict_row);
 - ``redis``: our Redis saver (redis.asyncio);
@@ -133,7 +135,13 @@ async def _subjects(notes: list[str]) -> list[tuple[str, object, object]]:
     await pool.open()
     theirs = AsyncPostgresSaver(pool)
     await theirs.setup()
-    subjects = [("orm-pg", ours, nothing), ("lg-apostgres", theirs, pool.close)]
+    threaded = await sync_to_async(get_saver, thread_sensitive=True)("postgres", using="pg")
+    threaded._native_async = lambda: False
+    subjects = [
+        ("orm-pg", ours, nothing),
+        ("orm-pg-thread", threaded, nothing),
+        ("lg-apostgres", theirs, pool.close),
+    ]
     client = redis.asyncio.Redis.from_url(settings.REDIS_BENCH_URL)
     try:
         await client.ping()
