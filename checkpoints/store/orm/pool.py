@@ -20,8 +20,9 @@ from django.db import connections
 from checkpoints.errors import CheckpointConfigError, StoreUnavailable
 
 _pools: dict[tuple, object] = {}
-# (alias, database, pid, id(loop)) -> (the loop, weakly, and its AsyncConnectionPool).
-_async_pools: dict[tuple, tuple[weakref.ref, object]] = {}
+# (alias, database, pid, id(loop)) -> (the loop, weakly, its AsyncConnectionPool, and the
+# connections that pool opened, weakly).
+_async_pools: dict[tuple, tuple[weakref.ref, object, weakref.WeakSet]] = {}
 _lock = threading.Lock()
 # (alias, pid) -> whether named server-side prepared statements may be used there.
 _prepare_verdicts: dict[tuple[str, int], bool] = {}
@@ -98,7 +99,9 @@ async def _async_pool_for(alias: str):
     """The AsyncConnectionPool of ``alias`` for the running event loop.
 
     psycopg's async connections belong to the loop that opened them, so each loop gets its
-    own pool; pools of loops that have closed are dropped (their connections with them).
+    own pool; the connections of pools whose loops have closed are closed when the next
+    loop asks (a pool cannot be awaited once its loop is gone, and waiting for the garbage
+    collector would hold server connections open meanwhile).
     """
     from psycopg_pool import AsyncConnectionPool
 
@@ -108,22 +111,36 @@ async def _async_pool_for(alias: str):
     key = (alias, settings_dict.get("NAME"), os.getpid(), id(loop))
     entry = _async_pools.get(key)
     if entry is None or entry[0]() is not loop:
-        for stale, (ref, _) in list(_async_pools.items()):
+        for stale, (ref, _, opened) in list(_async_pools.items()):
             if ref() is None or ref().is_closed():
                 _async_pools.pop(stale, None)
+                _finish(opened)
+        opened = weakref.WeakSet()
+
+        async def configure(conn) -> None:
+            opened.add(conn)
+
         pool = AsyncConnectionPool(
             _conninfo(settings_dict),
             min_size=0,
             max_size=_pool_size(),
             kwargs={"autocommit": True},
+            configure=configure,
             name=f"checkpoints-async-{alias}",
             open=False,
         )
-        entry = _async_pools[key] = (weakref.ref(loop), pool)
+        entry = _async_pools[key] = (weakref.ref(loop), pool, opened)
     pool = entry[1]
     if pool.closed:
         await pool.open()  # safe to repeat when another task opened it meanwhile
     return pool
+
+
+def _finish(opened: weakref.WeakSet) -> None:
+    """Close connections without their event loop (libpq's own close, no await)."""
+    for conn in list(opened):
+        if not conn.closed:
+            conn.pgconn.finish()
 
 
 @asynccontextmanager
@@ -144,13 +161,15 @@ async def async_statement_cursor(alias: str):
 def close_pools() -> None:
     """Close every pool this process opened (tests, and before a fork).
 
-    Async pools belong to their event loops and cannot be awaited from here: they are
-    forgotten, and their connections close when the pools are collected.
+    Async pools belong to their event loops and cannot be awaited from here: their
+    connections are closed directly and the pools forgotten.
     """
     with _lock:
         for pool in _pools.values():
             pool.close()
         _pools.clear()
+        for _, _, opened in _async_pools.values():
+            _finish(opened)
         _async_pools.clear()
         _prepare_verdicts.clear()
 

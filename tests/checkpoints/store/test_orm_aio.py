@@ -8,6 +8,7 @@ the native path would behave differently the call still runs in Django's sync th
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import psycopg
 import pytest
@@ -84,14 +85,37 @@ def cid(config) -> str:
     return config["configurable"]["checkpoint_id"]
 
 
+def _server_connections(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND application_name = ''"
+        ).fetchone()[0]
+
+
 def test_each_event_loop_gets_its_own_pool_and_closed_loops_let_theirs_go(pg):
+    dsn = _conninfo(connections["pg"].settings_dict)
     written = []
-    for i in range(3):
-        config = asyncio.run(pg.aput(_config(f"loop{i}"), empty_checkpoint(), {}, {}))
-        written.append(config)
-    mine = [key for key in pool._async_pools if key[0] == "pg"]
-    # A new loop's pool replaced those of the loops asyncio.run closed.
-    assert len(mine) == 1
+
+    async def burst(i: int):
+        # Several at once, so the loop's pool opens more than one connection.
+        return await asyncio.gather(
+            *(pg.aput(_config(f"loop{i}-{k}"), empty_checkpoint(), {}, {}) for k in range(4))
+        )
+
+    pool.close_pools()  # earlier tests' loops: their connections too
+    before = _server_connections(dsn)
+    gc.disable()  # closed loops' connections must go without the garbage collector's help
+    try:
+        for i in range(3):
+            written += asyncio.run(burst(i))
+            mine = [entry for key, entry in pool._async_pools.items() if key[0] == "pg"]
+            # A new loop's pool replaced those of the loops asyncio.run closed...
+            assert len(mine) == 1
+            # ...and their connections left the server: only this loop's remain.
+            assert _server_connections(dsn) - before == len(mine[0][2])
+    finally:
+        gc.enable()
     for config in written:
         assert pg.get_tuple(config).config == config
 
