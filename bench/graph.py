@@ -59,3 +59,14 @@ def run_turn(graph, thread_id: str, turn: int) -> dict:
         config,
         durability="sync",
     )
+
+
+async def arun_turn(graph, thread_id: str, turn: int) -> dict:
+    """`run_turn` through ``ainvoke``: the saver's async methods on the running loop."""
+    config = {"configurable": {"thread_id": thread_id}}
+    message = {"type": "human", "id": f"h{turn}", "content": "y" * 260}
+    return await graph.ainvoke(
+        {"messages": [message], "route": "start", "tool": "", "turn": turn},
+        config,
+        durability="sync",
+    )

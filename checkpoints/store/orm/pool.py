@@ -8,9 +8,11 @@ from one pool per database and process instead.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
-from contextlib import contextmanager
+import weakref
+from contextlib import asynccontextmanager, contextmanager
 
 import psycopg
 from django.db import connections
@@ -18,6 +20,9 @@ from django.db import connections
 from checkpoints.errors import CheckpointConfigError, StoreUnavailable
 
 _pools: dict[tuple, object] = {}
+# (alias, database, pid, id(loop)) -> (the loop, weakly, its AsyncConnectionPool, and the
+# connections that pool opened, weakly).
+_async_pools: dict[tuple, tuple[weakref.ref, object, weakref.WeakSet]] = {}
 _lock = threading.Lock()
 # (alias, pid) -> whether named server-side prepared statements may be used there.
 _prepare_verdicts: dict[tuple[str, int], bool] = {}
@@ -40,6 +45,10 @@ def _conninfo(settings_dict: dict) -> str:
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in parts.items() if v is not None})
 
 
+def _pool_size() -> int:
+    return int(os.environ.get("CHECKPOINTS_PG_POOL_SIZE", "8"))
+
+
 def _pool_for(alias: str):
     from psycopg_pool import ConnectionPool
 
@@ -53,7 +62,7 @@ def _pool_for(alias: str):
                 pool = ConnectionPool(
                     _conninfo(settings_dict),
                     min_size=0,
-                    max_size=int(os.environ.get("CHECKPOINTS_PG_POOL_SIZE", "8")),
+                    max_size=_pool_size(),
                     kwargs={"autocommit": True},
                     name=f"checkpoints-{alias}",
                     open=True,
@@ -86,12 +95,82 @@ def statement_cursor(alias: str, *, pooled: bool = True):
         ) from exc
 
 
+async def _async_pool_for(alias: str):
+    """The AsyncConnectionPool of ``alias`` for the running event loop.
+
+    psycopg's async connections belong to the loop that opened them, so each loop gets its
+    own pool; the connections of pools whose loops have closed are closed when the next
+    loop asks (a pool cannot be awaited once its loop is gone, and waiting for the garbage
+    collector would hold server connections open meanwhile).
+    """
+    from psycopg_pool import AsyncConnectionPool
+
+    loop = asyncio.get_running_loop()
+    # The handler's settings (the same dicts the wrappers hold): no per-context lookup.
+    settings_dict = connections.settings[alias]
+    key = (alias, settings_dict.get("NAME"), os.getpid(), id(loop))
+    entry = _async_pools.get(key)
+    if entry is None or entry[0]() is not loop:
+        for stale, (ref, _, opened) in list(_async_pools.items()):
+            if ref() is None or ref().is_closed():
+                _async_pools.pop(stale, None)
+                _finish(opened)
+        opened = weakref.WeakSet()
+
+        async def configure(conn) -> None:
+            opened.add(conn)
+
+        pool = AsyncConnectionPool(
+            _conninfo(settings_dict),
+            min_size=0,
+            max_size=_pool_size(),
+            kwargs={"autocommit": True},
+            configure=configure,
+            name=f"checkpoints-async-{alias}",
+            open=False,
+        )
+        entry = _async_pools[key] = (weakref.ref(loop), pool, opened)
+    pool = entry[1]
+    if pool.closed:
+        await pool.open()  # safe to repeat when another task opened it meanwhile
+    return pool
+
+
+def _finish(opened: weakref.WeakSet) -> None:
+    """Close connections without their event loop (libpq's own close, no await)."""
+    for conn in list(opened):
+        if not conn.closed:
+            conn.pgconn.finish()
+
+
+@asynccontextmanager
+async def async_statement_cursor(alias: str):
+    """An AsyncCursor on a pooled autocommit connection of the running loop's pool."""
+    try:
+        pool = await _async_pool_for(alias)
+        async with pool.connection() as pooled_conn, psycopg.AsyncCursor(pooled_conn) as cur:
+            yield cur
+    except psycopg.OperationalError as exc:
+        where = connections.settings[alias]
+        raise StoreUnavailable(
+            f"PostgreSQL database {alias!r} ({where.get('HOST') or 'local'}:"
+            f"{where.get('PORT') or 5432}) failed the statement: {exc}"
+        ) from exc
+
+
 def close_pools() -> None:
-    """Close every pool this process opened (tests, and before a fork)."""
+    """Close every pool this process opened (tests, and before a fork).
+
+    Async pools belong to their event loops and cannot be awaited from here: their
+    connections are closed directly and the pools forgotten.
+    """
     with _lock:
         for pool in _pools.values():
             pool.close()
         _pools.clear()
+        for _, _, opened in _async_pools.values():
+            _finish(opened)
+        _async_pools.clear()
         _prepare_verdicts.clear()
 
 
@@ -116,6 +195,25 @@ def behind_pooler(conn) -> bool:
     with psycopg.Cursor(conn) as cur:
         cur.execute("SELECT pg_backend_pid()", prepare=False)
         return cur.fetchone()[0] != conn.info.backend_pid
+
+
+async def abehind_pooler(conn) -> bool:
+    """`behind_pooler` for an async connection."""
+    async with psycopg.AsyncCursor(conn) as cur:
+        await cur.execute("SELECT pg_backend_pid()", prepare=False)
+        return (await cur.fetchone())[0] != conn.info.backend_pid
+
+
+async def aprepared_statements_allowed(alias: str, mode: str, conn) -> bool:
+    """`prepared_statements_allowed` for an async connection (the same verdict cache)."""
+    if mode == "off":
+        return False
+    key = (alias, os.getpid())
+    verdict = _prepare_verdicts.get(key)
+    if verdict is None:
+        verdict = mode == "on" or not await abehind_pooler(conn)
+        _prepare_verdicts[key] = verdict
+    return verdict
 
 
 def prepared_statements_allowed(alias: str, mode: str, conn) -> bool:

@@ -14,6 +14,8 @@ from django.db import connections
 from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
 from checkpoints.store.orm.pool import (
+    aprepared_statements_allowed,
+    async_statement_cursor,
     forbid_prepared,
     prepared_statements_allowed,
     statement_cursor,
@@ -159,15 +161,17 @@ PUT_WRITES_REPLACE = PUT_WRITES.format(
 
 # Deletes threads whole in one statement. Django's foreign keys are DEFERRABLE INITIALLY
 # DEFERRED, so the thread rows may go first; returns the ids of the threads that went.
+# The children join the deleted keys (USING): with ``IN (SELECT ...)`` the generic plan a
+# prepared statement settles on after five runs scans the whole child tables.
 DELETE_THREADS = """
 WITH t AS (
     DELETE FROM checkpoints_thread WHERE thread_id = ANY(%(ids)s) RETURNING id, thread_id
 ), w AS (
-    DELETE FROM checkpoints_pendingwrite WHERE thread_id IN (SELECT id FROM t)
+    DELETE FROM checkpoints_pendingwrite x USING t WHERE x.thread_id = t.id
 ), b AS (
-    DELETE FROM checkpoints_channelblob WHERE thread_id IN (SELECT id FROM t)
+    DELETE FROM checkpoints_channelblob x USING t WHERE x.thread_id = t.id
 ), c AS (
-    DELETE FROM checkpoints_checkpoint WHERE thread_id IN (SELECT id FROM t)
+    DELETE FROM checkpoints_checkpoint x USING t WHERE x.thread_id = t.id
 )
 SELECT thread_id FROM t
 """
@@ -207,15 +211,28 @@ class PostgresPaths:
         try:
             self._bounded(cur, sql, params, prepare, options)
         except _LOST_PREPARED as exc:
-            forbid_prepared(self.using)
-            idle = cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            if not prepare or not idle:
-                raise StoreUnavailable(
-                    f"PostgreSQL database {self.using!r}: a connection pooler lost a prepared "
-                    f"statement ({exc.sqlstate}: {exc}); this process no longer prepares "
-                    "statements there, retry the operation"
-                ) from exc
+            self._lost_prepared(cur, prepare, exc)
             self._bounded(cur, sql, params, False, options)
+
+    async def _aexecute(self, cur, sql: str, params, **options) -> None:
+        """`_execute` on an async cursor (no standby bound: `OrmAsync` checks it is unset)."""
+        prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, cur.connection)
+        try:
+            await cur.execute(sql, params, prepare=prepare, **options)
+        except _LOST_PREPARED as exc:
+            self._lost_prepared(cur, prepare, exc)
+            await cur.execute(sql, params, prepare=False, **options)
+
+    def _lost_prepared(self, cur, prepare: bool, exc: Exception) -> None:
+        """A pooler lost a prepared statement: return when it can run again unprepared."""
+        forbid_prepared(self.using)
+        idle = cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if not prepare or not idle:
+            raise StoreUnavailable(
+                f"PostgreSQL database {self.using!r}: a connection pooler lost a prepared "
+                f"statement ({exc.sqlstate}: {exc}); this process no longer prepares "
+                "statements there, retry the operation"
+            ) from exc
 
     def _bounded(self, cur, sql: str, params, prepare: bool, options: dict) -> None:
         """Run a statement; with ``PG_STANDBY_WAIT_SECONDS`` set, wait at most that long.
@@ -269,39 +286,31 @@ class PostgresPaths:
 
     def _put_pg(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
         """Write the checkpoint; the thread's key and the durability level it was stamped."""
-        from psycopg.types.json import Jsonb
-
-        params = dict(
-            row,
-            channel_versions=Jsonb(row["channel_versions"]),
-            metadata=Jsonb(row["metadata"]),
-            channels=[b[0] for b in blobs],
-            versions=[b[1] for b in blobs],
-            types=[b[2] for b in blobs],
-            blobs=[b[3] for b in blobs],
-        )
         with self._raw_cursor() as cur:
-            self._execute(cur, PUT, params)
+            self._execute(cur, PUT, _put_params(row, blobs))
             thread_pk, level = cur.fetchone()
+            return thread_pk, level
+
+    async def _aput_pg(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
+        async with async_statement_cursor(self.using) as cur:
+            await self._aexecute(cur, PUT, _put_params(row, blobs))
+            thread_pk, level = await cur.fetchone()
             return thread_pk, level
 
     def _put_writes_pg(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
         """One statement; False when nothing could be written (no thread row, or all kept)."""
-        params = {
-            "thread_id": thread_id,
-            "ns": ns,
-            "checkpoint_id": checkpoint_id,
-            "task_id": task_id,
-            "task_path": task_path,
-            "idxs": [r[0] for r in rows],
-            "channels": [r[1] for r in rows],
-            "types": [r[2] for r in rows],
-            "blobs": [r[3] for r in rows],
-        }
-        sql = PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP
+        sql, params = _writes_statement(
+            thread_id, ns, checkpoint_id, task_id, task_path, rows, special
+        )
         with self._raw_cursor() as cur:
             self._execute(cur, sql, params)
             return bool(cur.fetchall())
+
+    async def _aput_writes_pg(self, *args) -> bool:
+        sql, params = _writes_statement(*args)
+        async with async_statement_cursor(self.using) as cur:
+            await self._aexecute(cur, sql, params)
+            return bool(await cur.fetchall())
 
     def _get_rows_pg(self, params: dict) -> list[tuple]:
         checkpoint_id = params["checkpoint_id"]
@@ -309,23 +318,23 @@ class PostgresPaths:
             self._execute(cur, GET_BY_ID if checkpoint_id else GET_LATEST, params, binary=True)
             return cur.fetchall()
 
-    def _page_pg(self, params, wanted, cursor, size) -> list[tuple]:
-        from psycopg.types.json import Jsonb
+    async def _aget_rows_pg(self, params: dict) -> list[tuple]:
+        sql = GET_BY_ID if params["checkpoint_id"] else GET_LATEST
+        async with async_statement_cursor(self.using) as cur:
+            await self._aexecute(cur, sql, params, binary=True)
+            return await cur.fetchall()
 
-        sql = list_page(
-            thread=params.get("thread_id") is not None,
-            ns=params.get("ns") is not None,
-            checkpoint_id=params.get("checkpoint_id") is not None,
-            before=params.get("before") is not None,
-            metadata=bool(wanted),
-            cursor=cursor is not None,
-        )
-        values = dict(params, limit=size, metadata=Jsonb(wanted) if wanted else None)
-        if cursor is not None:
-            values["cursor_id"], values["cursor_pk"] = cursor
+    def _page_pg(self, params, wanted, cursor, size) -> list[tuple]:
+        sql, values = _page_statement(params, wanted, cursor, size)
         with self._raw_cursor() as cur:
             self._execute(cur, sql, values, binary=True)
             return cur.fetchall()
+
+    async def _apage_pg(self, params, wanted, cursor, size) -> list[tuple]:
+        sql, values = _page_statement(params, wanted, cursor, size)
+        async with async_statement_cursor(self.using) as cur:
+            await self._aexecute(cur, sql, values, binary=True)
+            return await cur.fetchall()
 
     def _delete_round_pg(self, thread_ids: list[str]) -> list[str]:
         """Delete the threads whole; return those a writer re-created meanwhile."""
@@ -338,8 +347,64 @@ class PostgresPaths:
                 again += [row[0] for row in cur.fetchall()]
         return again
 
+    async def _adelete_round_pg(self, thread_ids: list[str]) -> list[str]:
+        again = []
+        for start in range(0, len(thread_ids), 1000):
+            chunk = {"ids": thread_ids[start : start + 1000]}
+            async with async_statement_cursor(self.using) as cur:
+                await self._aexecute(cur, DELETE_THREADS, chunk)
+                await self._aexecute(cur, AFTER_DELETE, chunk)
+                again += [row[0] for row in await cur.fetchall()]
+        return again
+
     def _pg_durability(self) -> str:
         """The level a commit on this thread's connection gets now (see LEVEL)."""
         with connections[self.using].cursor() as cur:
             cur.execute("SELECT " + LEVEL)
             return cur.fetchone()[0]
+
+
+def _put_params(row: dict, blobs: list[tuple]) -> dict:
+    from psycopg.types.json import Jsonb
+
+    return dict(
+        row,
+        channel_versions=Jsonb(row["channel_versions"]),
+        metadata=Jsonb(row["metadata"]),
+        channels=[b[0] for b in blobs],
+        versions=[b[1] for b in blobs],
+        types=[b[2] for b in blobs],
+        blobs=[b[3] for b in blobs],
+    )
+
+
+def _writes_statement(thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+    params = {
+        "thread_id": thread_id,
+        "ns": ns,
+        "checkpoint_id": checkpoint_id,
+        "task_id": task_id,
+        "task_path": task_path,
+        "idxs": [r[0] for r in rows],
+        "channels": [r[1] for r in rows],
+        "types": [r[2] for r in rows],
+        "blobs": [r[3] for r in rows],
+    }
+    return (PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP), params
+
+
+def _page_statement(params, wanted, cursor, size) -> tuple[str, dict]:
+    from psycopg.types.json import Jsonb
+
+    sql = list_page(
+        thread=params.get("thread_id") is not None,
+        ns=params.get("ns") is not None,
+        checkpoint_id=params.get("checkpoint_id") is not None,
+        before=params.get("before") is not None,
+        metadata=bool(wanted),
+        cursor=cursor is not None,
+    )
+    values = dict(params, limit=size, metadata=Jsonb(wanted) if wanted else None)
+    if cursor is not None:
+        values["cursor_id"], values["cursor_pk"] = cursor
+    return sql, values

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
@@ -22,9 +21,11 @@ from checkpoints.dburl import alias_for_conn_string
 from checkpoints.encryption import SUFFIX as SEALED
 from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.errors import CheckpointConfigError
+from checkpoints.flows import Emit, stream
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.contract import StoreSaver
+from checkpoints.store.orm.aio import OrmAsync
 from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
@@ -47,7 +48,7 @@ from checkpoints.store.sealing import rebind_orm_row
 PAGE = 100
 
 
-class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
+class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
     """Checkpoints, blobs and writes as Django models; one transaction per write."""
 
     def __init__(
@@ -149,7 +150,8 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         return self.serde.loads_typed(decompress_typed(open_typed((type_, bytes(data)), at=place)))
 
     # -- writes ---------------------------------------------------------------------------
-    def _store_checkpoint(self, plan: PutPlan) -> None:
+    def _checkpoint_row(self, plan: PutPlan, owner_pk: int | None) -> tuple[dict, list[tuple]]:
+        """The checkpoint's row (unstamped) and its new blobs, encoded for either path."""
         body_type, body_bytes = self._encode(
             plan.body(without=("channel_values", "channel_versions")), "checkpoint"
         )
@@ -169,7 +171,7 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         ]
         row = {
             "thread_id": plan.thread_id,
-            "owner_id": self._owner_pk(plan.owner),
+            "owner_id": owner_pk,
             "ns": plan.ns,
             "checkpoint_id": plan.checkpoint_id,
             "parent_id": plan.parent_id,
@@ -179,8 +181,12 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
             "source": plan.source[:64],
             "step": plan.step,
             "run_id": plan.run_id,
-            "durability": self.durability,
         }
+        return row, blobs
+
+    def _store_checkpoint(self, plan: PutPlan) -> None:
+        row, blobs = self._checkpoint_row(plan, self._owner_pk(plan.owner))
+        row["durability"] = self.durability
         if self.provider == "postgres" and not self.max_checkpoints:
             # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round trips.
             self._stamp_row(row, plan)
@@ -220,8 +226,9 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
             return None
         return {"level": found[0], "at": found[1].astimezone(UTC).isoformat()}
 
-    def _store_writes(self, plan: WritesPlan) -> None:
-        rows = [
+    def _write_rows(self, plan: WritesPlan) -> list[tuple]:
+        """(idx, channel, type, bytes) of each write, encoded for either path."""
+        return [
             (
                 idx,
                 channel,
@@ -235,11 +242,28 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
             )
             for idx, channel, value in plan.items
         ]
+
+    def _writes_args(self, plan: WritesPlan, rows: list[tuple]) -> tuple:
+        return (
+            plan.thread_id,
+            plan.ns,
+            plan.checkpoint_id,
+            plan.task_id,
+            plan.task_path,
+            rows,
+            plan.special,
+        )
+
+    def _store_writes(self, plan: WritesPlan) -> None:
+        rows = self._write_rows(plan)
+        put_fast = self._put_writes_pg if self.provider == "postgres" else self._put_writes_sqlite
+        if not put_fast(*self._writes_args(plan, rows)):
+            self._store_writes_orm(plan, rows)
+
+    def _store_writes_orm(self, plan: WritesPlan, rows: list[tuple]) -> None:
+        """The slow path: the thread has no row yet (or every slot was kept): make it."""
         thread_id, ns, checkpoint_id = plan.thread_id, plan.ns, plan.checkpoint_id
         task_id, task_path, special = plan.task_id, plan.task_path, plan.special
-        put_fast = self._put_writes_pg if self.provider == "postgres" else self._put_writes_sqlite
-        if put_fast(thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
-            return
         db = self.using
         with transaction.atomic(using=db):
             pk = self._thread_pk(thread_id, create=True)
@@ -411,6 +435,18 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
 
     def _list_pages(self, config, *, filter=None, before=None, limit=None) -> Iterator[list]:
         """Pages of tuples, each fetched by its own keyset query (no cursor held open)."""
+        fetch = self._page_pg if self.provider == "postgres" else self._page_sqlite
+
+        def fetch_warm(request):
+            with self._warm():
+                return fetch(*request)
+
+        flow = self._list_flow(config, filter=filter, before=before, limit=limit)
+        return stream(flow, fetch_warm)
+
+    def _list_flow(self, config, *, filter=None, before=None, limit=None):
+        """The paging rules, written once: yields each page's query arguments (params,
+        wanted, cursor, size), is sent its rows, and emits the page's tuples."""
         wanted = validate_filter(filter)
         check_limit(limit)
         params: dict[str, Any] = {}
@@ -424,9 +460,7 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
         cursor: tuple[str, int] | None = None
         while remaining is None or remaining > 0:
             size = PAGE if remaining is None or wanted else min(PAGE, remaining)
-            fetch = self._page_pg if self.provider == "postgres" else self._page_sqlite
-            with self._warm():
-                fetched = fetch(params, wanted, cursor, size)
+            fetched = yield (params, wanted, cursor, size)
             if not fetched:
                 return
             cursor = (fetched[-1][4], fetched[-1][0])
@@ -441,7 +475,7 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
                 fetched = fetched[:remaining]
                 remaining -= len(fetched)
             if fetched:
-                yield self._tuples(fetched)
+                yield Emit(self._tuples(fetched))
             if not full_page:
                 return
 
@@ -581,27 +615,6 @@ class OrmSaver(PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
                         ignore_conflicts=True,
                     )
         return CopyOutcome.COPIED
-
-    # -- async: the ORM is synchronous, so each primitive runs in Django's sync thread ---
-    async def _acall(self, name: str, args: tuple) -> Any:
-        return await sync_to_async(self._call, thread_sensitive=True)(name, args)
-
-    async def aget_tuple(self, config):
-        return await sync_to_async(self.get_tuple, thread_sensitive=True)(config)
-
-    async def aget_delta_channel_history(self, *, config, channels):
-        return await sync_to_async(self.get_delta_channel_history, thread_sensitive=True)(
-            config=config, channels=channels
-        )
-
-    async def alist(
-        self, config, *, filter=None, before=None, limit=None
-    ) -> AsyncIterator[CheckpointTuple]:
-        pages = self._list_pages(config, filter=filter, before=before, limit=limit)
-        step = sync_to_async(lambda: next(pages, None), thread_sensitive=True)
-        while (page := await step()) is not None:
-            for item in page:
-                yield item
 
 
 def _blob_place(at: dict, channel: Any, versions: dict) -> Place:

@@ -254,3 +254,41 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
         assert forced.get_tuple({"configurable": {"thread_id": "clash"}}) is not None
         second.execute("DEALLOCATE ALL")
     close_pools()
+
+
+def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
+    bounced,
+    pgbouncer_port,  # noqa: F811
+    settings,
+):
+    """The same clash on the native async path: it runs again unprepared, never raw."""
+    import psycopg
+
+    from checkpoints.store.orm.pool import close_pools
+    from checkpoints.store.orm.postgres import GET_LATEST
+
+    close_pools()
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}
+    forced = get_saver("postgres", using="pgb")
+    checkpoint = empty_checkpoint()
+    forced.put({"configurable": {"thread_id": "aclash", "checkpoint_ns": ""}}, checkpoint, {}, {})
+    url = bounced_url(pgbouncer_port)
+    params = {"thread_id": "aclash", "ns": "", "checkpoint_id": None}
+
+    async def clash() -> tuple:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as third:
+            cur = psycopg.AsyncCursor(third)
+            await forced._aexecute(cur, GET_LATEST, params, binary=True)
+            rows = await cur.fetchall()
+            return rows, await forced.aget_tuple({"configurable": {"thread_id": "aclash"}})
+
+    with psycopg.connect(url, autocommit=True) as second:
+        with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+            second.execute("SELECT %s::text", ["x"], prepare=True)
+        assert prepared_statements_allowed("pgb", "on", second)
+        [row], again = asyncio.run(clash())
+        assert row[4] == checkpoint["id"]
+        assert not prepared_statements_allowed("pgb", "on", second)
+        assert again.checkpoint["id"] == checkpoint["id"]
+        second.execute("DEALLOCATE ALL")
+    close_pools()

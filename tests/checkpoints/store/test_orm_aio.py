@@ -1,0 +1,132 @@
+"""The ORM saver's native async paths on PostgreSQL (issue 21).
+
+Async calls run their statements on psycopg's AsyncConnectionPool, one per event loop,
+so one call waiting on the database does not hold up the others on the same loop; where
+the native path would behave differently the call still runs in Django's sync thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import psycopg
+import pytest
+from django.db import connections
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+from checkpoints.store.orm import pool
+from checkpoints.store.orm.pool import _conninfo
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True, databases=["default", "pg"]),
+]
+
+# A hang guard only: a call queued behind the blocked one would never finish.
+GUARD = 120
+
+
+@pytest.fixture
+def pg(request):
+    from tests.conftest import make_saver
+
+    return make_saver(request, "postgres")
+
+
+def _config(thread_id: str) -> dict:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+async def _until_waiting_on_a_lock(dsn: str) -> None:
+    """Return once some session of the test database waits on a row lock."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as watcher:
+        while True:
+            cur = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if (await cur.fetchone())[0]:
+                return
+            await asyncio.sleep(0.02)
+
+
+def test_a_call_waiting_on_the_database_does_not_hold_up_the_others(pg):
+    held = pg.put(_config("held"), empty_checkpoint(), {}, {})
+    free = pg.put(_config("free"), empty_checkpoint(), {}, {})
+    dsn = _conninfo(connections["pg"].settings_dict)
+    second = create_checkpoint(empty_checkpoint(), None, 1)
+
+    async def scenario(locker) -> None:
+        # The put of "held" waits for the thread row another transaction has locked...
+        blocked = asyncio.create_task(pg.aput(held, second, {}, {}))
+        await asyncio.wait_for(_until_waiting_on_a_lock(dsn), GUARD)
+        # ...while a read and a write of another thread, on the same loop, go through.
+        found = await asyncio.wait_for(pg.aget_tuple(_config("free")), GUARD)
+        assert found.config["configurable"]["checkpoint_id"] == cid(free)
+        await asyncio.wait_for(pg.aput_writes(free, [("ch", "v")], "task"), GUARD)
+        assert not blocked.done()
+        await locker.rollback()
+        await asyncio.wait_for(blocked, GUARD)
+
+    async def main() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn) as locker:
+            await locker.execute(
+                "SELECT 1 FROM checkpoints_thread WHERE thread_id = 'held' FOR UPDATE"
+            )
+            await scenario(locker)
+
+    asyncio.run(main())
+    assert pg.get_tuple(_config("held")).checkpoint["id"] == second["id"]
+    assert pg.get_tuple(free).pending_writes == [("task", "ch", "v")]
+
+
+def cid(config) -> str:
+    return config["configurable"]["checkpoint_id"]
+
+
+def _server_connections(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND application_name = ''"
+        ).fetchone()[0]
+
+
+def test_each_event_loop_gets_its_own_pool_and_closed_loops_let_theirs_go(pg):
+    dsn = _conninfo(connections["pg"].settings_dict)
+    written = []
+
+    async def burst(i: int):
+        # Several at once, so the loop's pool opens more than one connection.
+        return await asyncio.gather(
+            *(pg.aput(_config(f"loop{i}-{k}"), empty_checkpoint(), {}, {}) for k in range(4))
+        )
+
+    pool.close_pools()  # earlier tests' loops: their connections too
+    before = _server_connections(dsn)
+    gc.disable()  # closed loops' connections must go without the garbage collector's help
+    try:
+        for i in range(3):
+            written += asyncio.run(burst(i))
+            mine = [entry for key, entry in pool._async_pools.items() if key[0] == "pg"]
+            # A new loop's pool replaced those of the loops asyncio.run closed...
+            assert len(mine) == 1
+            # ...and their connections left the server: only this loop's remain.
+            assert _server_connections(dsn) - before == len(mine[0][2])
+    finally:
+        gc.enable()
+    for config in written:
+        assert pg.get_tuple(config).config == config
+
+
+def test_async_delete_thread_removes_the_thread_whole(pg):
+    config = pg.put(_config("doomed"), empty_checkpoint(), {}, {})
+    pg.put_writes(config, [("ch", "v")], "task")
+
+    async def main():
+        await pg.adelete_thread("doomed")
+        return [item async for item in pg.alist(_config("doomed"))]
+
+    assert asyncio.run(main()) == []
+    assert pg.thread_holdings("doomed").empty
