@@ -307,10 +307,9 @@ class ParkAdmin(RefuseBadInputMixin, ThreadLinksMixin, ReadMostly, admin.ModelAd
         return super().changelist_view(request, extra_context)
 
 
-class SparedThreadInline(admin.TabularInline):
-    model = SparedThread
-    fields = ("thread", "horizon", "owner")
-    readonly_fields = fields
+class RecordInline(admin.TabularInline):
+    """A sweep run's records: written by the sweep only, never added or edited here."""
+
     extra = 0
     can_delete = False
 
@@ -320,12 +319,18 @@ class SparedThreadInline(admin.TabularInline):
     def has_change_permission(self, request, obj=None):
         return False
 
+
+class SparedThreadInline(RecordInline):
+    model = SparedThread
+    fields = ("thread", "horizon", "owner")
+    readonly_fields = fields
+
     @admin.display(description="thread")
     def thread(self, obj):
         return thread_link(obj.thread_id)
 
 
-class SweepBatchInline(admin.TabularInline):
+class SweepBatchInline(RecordInline):
     """A fanned-out run's batches: where each ran, its attempts, what it did, its error."""
 
     model = SweepBatch
@@ -341,14 +346,6 @@ class SweepBatchInline(admin.TabularInline):
         "finished_at",
     )
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(SweepRun)
