@@ -69,6 +69,8 @@ class NothingLost(RuleBasedStateMachine):
         self.tt = TimeTravel(self.saver)
         self.model: dict[str, ModelThread] = {}
         self.marks: dict[str, int] = {}
+        # Marked threads given a checkpoint since their mark: the run rule spares them.
+        self.written: set[str] = set()
         self.counter = 0
 
     def _next(self) -> int:
@@ -88,6 +90,8 @@ class NothingLost(RuleBasedStateMachine):
         stored = put_value(self.saver, name, parent, values)
         cid = stored["configurable"]["checkpoint_id"]
         self.model.setdefault(name, ModelThread()).checkpoints[cid] = values
+        if name in self.marks:
+            self.written.add(name)
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
@@ -112,6 +116,8 @@ class NothingLost(RuleBasedStateMachine):
         new = snapshot.checkpoint_id
         assert new not in thread.checkpoints and new > thread.head
         thread.checkpoints[new] = dict(thread.checkpoints[target])
+        if name in self.marks:
+            self.written.add(name)
         # The new head starts with no pending writes, as after LangGraph's update_state
         # (tests/checkpoints/timetravel/test_timetravel_parity.py); the target keeps its own.
 
@@ -147,14 +153,19 @@ class NothingLost(RuleBasedStateMachine):
         name = self._existing(data)
         self.saver.mark_finished(name, utcnow() + timedelta(minutes=DUE[when]), "model")
         self.marks[name] = DUE[when]
+        self.written.discard(name)
 
     @rule()
     def sweep(self):
         self.ran["sweep"] += 1
         result = sweep_checkpoints(saver=self.saver, now=utcnow() + timedelta(minutes=SWEEP_AT))
-        due = sorted(name for name, minutes in self.marks.items() if minutes <= SWEEP_AT)
+        past = sorted(name for name, minutes in self.marks.items() if minutes <= SWEEP_AT)
+        due = [name for name in past if name not in self.written]
+        spared = sorted(s["thread_id"] for s in result.spared)
         assert result.finished_swept == len(due), (result, due)
-        assert result.waiting_swept == 0 and not result.spared
+        assert result.waiting_swept == 0
+        assert spared == [name for name in past if name in self.written], (result, past)
+        assert {s["owner"] for s in result.spared} <= {"written-since-finished"}, result
         for name in due:
             del self.model[name]
             del self.marks[name]
