@@ -224,6 +224,10 @@ def scale_store(django_db_setup, django_db_blocker):
     finally:
         store.disable()
         connections[ALIAS].close()
+        # Forget the alias: tests on databases="__all__" that run after this module in the
+        # same worker would otherwise set up and flush a database dropped below.
+        del connections[ALIAS]
+        connections.settings.pop(ALIAS, None)
         if not KEEP:
             with _server() as server:
                 server.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
