@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # Scripts run from their own folder, where no test package can shadow the apps.
 DRIVER = Path(__file__).resolve().parent / "scripts" / "host_driver.py"
 OUTPUT = Path(os.environ.get("CHECKPOINTS_TEST_OUTPUT", "test-output"))
-CHROMIUM = "/usr/bin/chromium"
 
 
 def run(args, *, cwd, env=None, timeout=600) -> str:
@@ -161,7 +160,7 @@ def _free_port() -> int:
 def test_chromium_walks_the_host_admin_and_offline_docs(host):
     from playwright.sync_api import sync_playwright
 
-    from tests.checkpoints.admin.test_browser import CHROMIUM_ARGS
+    from tests.browser_fixtures import CHROMIUM, CHROMIUM_ARGS
 
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
