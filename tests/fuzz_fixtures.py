@@ -263,6 +263,9 @@ def _user(username: str, *perms: str, **flags):
     return user
 
 
+SPARE_THREADS = 30
+
+
 @pytest.fixture
 def pg_seed(transactional_db):
     """Users, tokens and real LangGraph threads (finished, parked, interrupted, forked) on pg."""
@@ -291,6 +294,13 @@ def pg_seed(transactional_db):
         "alice": _user("alice"),
     }
     saver = get_saver("postgres", using="pg")
+    # Spare threads, written first so every list shows the named ones before them: the
+    # stateful run deletes threads it follows links to, and a list it empties leaves its
+    # links nothing to follow (9 of 71 links were reached once 11 threads were gone).
+    for n in range(SPARE_THREADS):
+        config = {"configurable": {"thread_id": f"spare-{n}", "user_id": users["alice"].pk}}
+        build_demo_graph(saver).invoke({"topic": "spare"}, config)
+    Thread.objects.using("pg").filter(thread_id__startswith="spare-").update(owner=users["alice"])
     threads = []
     demo_threads = [("alice-1", "alice"), ("a/b c?%#ü", "alice"), ("done-1", "alice")]
     demo_threads += [(f"root-{n}", "root") for n in range(1, 6)]
