@@ -224,3 +224,49 @@ def test_the_big_lists_count_and_page_with_jit_off_on_postgresql(alias):
     # The capped count reads bare ids: none of the list's annotations, in no order.
     count_sql = next(q["sql"] for q in seen.captured_queries if "COUNT(" in q["sql"])
     assert "ORDER BY" not in count_sql.upper()
+
+
+def test_the_waiting_and_failed_filters_look_their_threads_up_by_key(settings):
+    """One thread in a hundred waits (or failed): PostgreSQL plans ``IN (subquery)`` as a
+    semi join over every thread; the filter has it look the few up by primary key."""
+    from django.contrib import admin as django_admin
+    from django.contrib.auth.models import User
+    from django.test import RequestFactory
+
+    from checkpoints.admin import StatusFilter
+    from checkpoints.models import PendingWrite
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 20000, 1)
+    PendingWrite.objects.using("pg").bulk_create(
+        PendingWrite(
+            thread=thread,
+            checkpoint_id=f"{thread.pk:06d}-000",
+            task_id=channel,
+            idx=0,
+            channel=channel,
+            type="msgpack",
+            blob=b"",
+        )
+        for thread in Thread.objects.using("pg").filter(thread_id__endswith="00")
+        for channel in ("__interrupt__", "__error__")
+    )
+    with connections["pg"].cursor() as cur:
+        cur.execute("ANALYZE")
+    thread_admin = django_admin.site._registry[Thread]
+    for kind, found in (("waiting_on_human", 200), ("failed", 0)):
+        request = RequestFactory().get("/", {"status": kind})
+        request.user = User(is_superuser=True, is_staff=True)
+        rows = thread_admin.get_queryset(request).using("pg")
+        chosen = StatusFilter(request, {"status": [kind]}, Thread, thread_admin).queryset(
+            request, rows
+        )
+        # Every interrupted thread also failed: waiting comes first in the status rule.
+        assert chosen.count() == found, kind
+        # Compiled for PostgreSQL (sql_with_params would compile for the default database).
+        sql, params = chosen.values_list("pk").query.get_compiler(using="pg").as_sql()
+        with connections["pg"].cursor() as cur:
+            cur.execute("EXPLAIN " + sql, params)
+            text = "\n".join(row[0] for row in cur.fetchall())
+        assert "Seq Scan on checkpoints_thread" not in text, (kind, text)
