@@ -7,6 +7,8 @@ from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
 
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.views import keep_store, store_choices
@@ -81,7 +83,20 @@ class RefuseBadInputMixin:
       inside the query. Refused before the action runs; nothing changes.
     - A NUL character in the list's query (a filter, the search): PostgreSQL refuses it in
       any text. The list is shown again without those parameters.
+
+    It also writes the action checkboxes whose ids it checks: Django renders each one
+    through the form template engine, a quarter of a 50-row list's server time.
     """
+
+    def action_checkbox(self, obj):
+        # Django's markup (CheckboxInput), which admin/js/actions.js reads.
+        label = format_html(_("Select this object for an action - {}"), str(obj))
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),
+            label,
+        )
 
     def changelist_view(self, request, extra_context=None):
         bad = [k for k, v in request.GET.lists() if "\x00" in k or any("\x00" in x for x in v)]

@@ -101,3 +101,27 @@ def test_a_nul_in_the_search_of_a_postgres_store_is_refused(admin_client):
     answer = admin_client.get(url, {"provider": "pg", "q": "\x00"}, follow=True)
     assert answer.status_code == 200
     assert answer.redirect_chain == [(f"{url}?provider=pg", 302)]
+
+
+def test_every_list_writes_the_action_checkbox_django_would(saver):
+    """The checkboxes the mixin writes by hand are Django's own markup, for every list."""
+    from django.contrib import admin
+    from django.contrib.admin import ModelAdmin
+
+    from checkpoints.admin.base import RefuseBadInputMixin
+
+    run_chat(saver, "boxed", turns=1)
+    mark_finished(saver, "boxed", owner="ops")
+    Park.objects.create(
+        thread_id="boxed", deadline=utcnow() + timedelta(days=1), created_at=utcnow()
+    )
+    ours = [a for a in admin.site._registry.values() if isinstance(a, RefuseBadInputMixin)]
+    assert {type(a).__name__ for a in ours} >= {"ParkAdmin", "FinishedMarkAdmin"}
+    checked = 0
+    for model_admin in ours:
+        obj = model_admin.model._default_manager.first()
+        if obj is None:
+            continue
+        assert model_admin.action_checkbox(obj) == ModelAdmin.action_checkbox(model_admin, obj)
+        checked += 1
+    assert checked >= 4, checked
