@@ -20,6 +20,17 @@ from asgiref.sync import sync_to_async
 logger = logging.getLogger(__name__)
 
 ORIGINS = ("admin", "api", "command", "task", "python")
+# Every action the services record; the admin's action filter offers these.
+ACTIONS = (
+    "rollback",
+    "fork",
+    "bulk_update",
+    "delete_thread",
+    "mark_finished",
+    "unmark_finished",
+    "declare_retention",
+    "sweep",
+)
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,8 @@ def record(
     from checkpoints.conf import has_database
     from checkpoints.models import AuditEvent
 
+    if action not in ACTIONS:
+        raise ValueError(f"audit action {action!r} is not one of {', '.join(ACTIONS)}")
     if not has_database():
         logger.info("audit: %s on %r not recorded: no database is configured", action, thread_id)
         return None

@@ -19,6 +19,7 @@ from django.utils.translation import ngettext
 from checkpoints import audit
 from checkpoints.admin import ThreadAdmin
 from checkpoints.admin.base import RefuseBadInputMixin
+from checkpoints.admin.filters import ProviderNameFilter
 from checkpoints.admin.views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
@@ -250,6 +251,7 @@ class FinishedMarkAdmin(
     search_fields = ("=thread_id", "owner")
     ordering = ("due_at",)
     show_full_result_count = False
+    list_per_page = 50
     actions = ["unmark_selected"]
 
     def has_delete_permission(self, request, obj=None):
@@ -283,7 +285,8 @@ class FinishedMarkAdmin(
 @admin.register(Park)
 class ParkAdmin(RefuseBadInputMixin, ThreadLinksMixin, ReadMostly, admin.ModelAdmin):
     list_display = ("thread", "deadline", "expired", "owner", "provider", "created_at")
-    list_filter = ("provider",)
+    list_filter = (ProviderNameFilter,)
+    list_per_page = 50
     search_fields = ("=thread_id", "owner")
     ordering = ("deadline",)
 
@@ -362,7 +365,8 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
         "failed",
         "triggered_by",
     )
-    list_filter = ("provider",)
+    list_filter = (ProviderNameFilter,)
+    list_per_page = 50
     inlines = [SweepBatchInline, SparedThreadInline]
     change_list_template = "admin/retention/sweeprun/change_list.html"
     readonly_fields = SweepRun.RESULT_FIELDS

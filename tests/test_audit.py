@@ -4,10 +4,14 @@ leaves one record naming who, when, what and from where."""
 
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.core.management import call_command
 
+from checkpoints import audit
 from checkpoints.models import AuditEvent, Checkpoint, Thread
 from checkpoints.savers import get_saver
 from checkpoints.timetravel import TimeTravel
@@ -71,6 +75,8 @@ def test_api_changes_are_recorded_with_user_and_address(clients, users, threads)
         ("delete_thread", "alice-fork"),
         ("sweep", ""),
     ]
+    # The admin's action filter offers exactly these.
+    assert {action for action, _ in recorded} == set(audit.ACTIONS)
     for event in events(origin="api"):
         expected = users["sweeper"] if event.action == "sweep" else users["alice"]
         assert event.user == expected and event.actor == expected.username
@@ -153,3 +159,46 @@ async def test_async_time_travel_is_recorded(saver):
     assert snapshot.config["configurable"]["thread_id"] == "async-fork"
     recorded = await sync_to_async(lambda: [(e.action, e.thread_id) for e in events()])()
     assert recorded == [("fork", "async-fork")]
+
+
+def test_an_unknown_action_is_refused_by_name():
+    with pytest.raises(ValueError, match="audit action 'rolback' is not one of rollback, fork"):
+        audit.record("rolback", thread_id="t")
+    assert events() == []
+
+
+def test_the_audit_list_filters_without_reading_distinct_values(saver, superuser, client):
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    thread_id = run_chat(saver, "chat-filters", turns=2)
+    first = list(saver.list({"configurable": {"thread_id": thread_id}}))[-1]
+    TimeTravel(saver).rollback(thread_id, first.config["configurable"]["checkpoint_id"])
+    with audit.acting(origin="command", name="ops"):
+        mark_finished(saver, thread_id)
+    AuditEvent.objects.filter(action="rollback").update(at=timezone.now() - timedelta(days=40))
+    client.force_login(superuser)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get("/admin/checkpoints/auditevent/").content.decode()
+    assert not [q["sql"] for q in queries if "DISTINCT" in q["sql"].upper()]
+    for choice in ("?action=declare_retention", "?origin=task", "?provider=redis", "Past 7 days"):
+        assert choice in page, choice
+
+    def listed(**query) -> str:
+        response = client.get("/admin/checkpoints/auditevent/", query)
+        assert response.status_code == 200
+        return response.content.decode()
+
+    assert "mark_finished" in listed(action="mark_finished")
+    assert "0 audit events" in listed(action="fork")
+    assert "1 audit event" in listed(origin="command")
+    assert "0 audit events" in listed(provider="redis")
+    # The date filter's own link, as an operator clicks it.
+    week = re.search(r'<a href="\?([^"]+)">Past 7 days</a>', page)
+    assert week, page
+    response = client.get("/admin/checkpoints/auditevent/?" + html.unescape(week.group(1)))
+    recent = response.content.decode()
+    assert "1 audit event" in recent and ">mark_finished<" in recent

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import BooleanField, Exists, Func, OuterRef, Q
 
-from checkpoints import status
+from checkpoints import audit, status
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.views import store_alias, store_choices
 from checkpoints.models import FinishedMark, PendingWrite
@@ -160,3 +160,27 @@ class DurabilityFilter(ChoiceListFilter):
     title = "durability"
     parameter_name = "durability"
     known = (("replicated", "replicated"), ("disk", "disk"), ("memory", "memory"))
+
+
+class ProviderNameFilter(ChoiceListFilter):
+    """The provider a record names (parks, sweep runs, audit events), from the registry."""
+
+    title = "provider"
+    parameter_name = "provider"
+
+    def lookups(self, request, model_admin):
+        from checkpoints.store.registry import providers
+
+        return [(p, p) for p in providers()]
+
+
+class AuditActionFilter(ChoiceListFilter):
+    title = "action"
+    parameter_name = "action"
+    known = tuple((a, a) for a in audit.ACTIONS)
+
+
+class AuditOriginFilter(ChoiceListFilter):
+    title = "origin"
+    parameter_name = "origin"
+    known = tuple((o, o) for o in audit.ORIGINS)
