@@ -156,23 +156,29 @@ class HistoryChangeList(ChangeList):
         parents = {p for p in parents if p[2]}
         nodes: dict[tuple, list[str]] = {}
         if parents:
-            wanted = Q()
+            # One IN list per (thread, namespace): a history page is one of each, where an OR
+            # of 50 (thread, namespace, id) triples cost more to build than to run.
+            by_place: dict[tuple, set[str]] = {}
             for thread_pk, ns, checkpoint_id in parents:
-                wanted |= Q(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+                by_place.setdefault((thread_pk, ns), set()).add(checkpoint_id)
+            wanted = Q()
+            for (thread_pk, ns), ids in by_place.items():
+                wanted |= Q(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id__in=sorted(ids))
             found = (
                 PendingWrite.objects.using(store_alias())
                 .filter(wanted)
                 .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")
-                .distinct()
             )
             for thread_pk, ns, checkpoint_id, task_path in found:
                 node = status.node_of(task_path)
                 names = nodes.setdefault((thread_pk, ns, checkpoint_id), [])
                 if node and node not in names:
                     names.append(node)
+        links: dict[int, str] = {}
         for row in rows:
             key = (row.thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
             row.nodes = sorted(nodes.get(key, []))
+            row.thread_links = links
 
 
 def parse_moment(text: str):
@@ -446,12 +452,17 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
 
     @admin.display(description="thread")
     def thread_link(self, obj):
-        return format_html(
-            '<a href="{}">{}</a> · <a href="{}">history</a>',
-            thread_change_url(obj.thread_id),
-            obj.thread.thread_id,
-            history_url(obj.thread_id),
-        )
+        # A history page names one thread 50 times: the page's rows share one cache
+        # (set by the list), so its links are built once.
+        cache = getattr(obj, "thread_links", {})
+        if obj.thread_id not in cache:
+            cache[obj.thread_id] = format_html(
+                '<a href="{}">{}</a> · <a href="{}">history</a>',
+                thread_change_url(obj.thread_id),
+                obj.thread.thread_id,
+                history_url(obj.thread_id),
+            )
+        return cache[obj.thread_id]
 
     @admin.display(description="parent")
     def parent_link(self, obj):

@@ -45,6 +45,20 @@ def test_each_row_names_the_nodes_that_wrote_it_with_seconds_and_size(admin_clie
     assert re.search(r'field-stored_size">\d+ B<', written[2])
 
 
+def test_the_page_reads_its_nodes_in_one_query_and_links_its_thread_once(admin_client, chat):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        page = history(admin_client)
+    reads = [q["sql"] for q in queries if "task_path" in q["sql"]]
+    # One IN list for the page's thread, not an OR of a condition per row.
+    assert len(reads) == 1 and " IN (" in reads[0] and " OR " not in reads[0], reads
+    thread = Thread.objects.get(thread_id="story")
+    link = f'href="/admin/checkpoints/thread/{thread.pk}/change/"'
+    assert all(link in row for row in rows(page)) and len(rows(page)) == 12
+
+
 def test_jump_to_a_step_keeps_the_thread_and_lists_from_there(admin_client, chat):
     page = history(admin_client, step__lte=1)
     steps = [int(s) for s in re.findall(r'field-step">(-?\d+)<', page)]
