@@ -16,6 +16,8 @@ class Thread(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="checkpoint_threads",
+        # Led by owner, the (owner, last write, id) index below serves its lookups too.
+        db_index=False,
     )
     created_at = models.DateTimeField()
     # Indexed with id (Meta.indexes): the lists order by both, the sweep scans it.
@@ -29,7 +31,12 @@ class Thread(models.Model):
         ordering = ["-last_write_at"]
         # Lists order by last write, ties broken by id: one index serves both, so a deep
         # page is an index walk, never a sort of every thread.
-        indexes = [models.Index(fields=["last_write_at", "id"], name="thread_last_write_id")]
+        # Ordered by owner, the ties follow the same direction (ThreadChangeList), so one
+        # index walks the list by owner either way, and a user's own threads newest first.
+        indexes = [
+            models.Index(fields=["last_write_at", "id"], name="thread_last_write_id"),
+            models.Index(fields=["owner", "last_write_at", "id"], name="thread_owner_write_id"),
+        ]
 
     def __str__(self) -> str:
         return self.thread_id

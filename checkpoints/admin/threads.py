@@ -45,6 +45,20 @@ def question_of(value) -> str:
 class ThreadChangeList(ChangeList):
     """The thread list, with the waiting rows' interrupt questions read for the page."""
 
+    # Ties in the chosen column's direction: an index on (column, last write, id) then
+    # serves the list both ways (Django would break ties newest first whatever the
+    # direction, and PostgreSQL would sort every thread: 89 ms by owner at 100,000).
+    TIE_BREAKS = ("last_write_at", "id")
+
+    def get_ordering(self, request, queryset):
+        ordering = super().get_ordering(request, queryset)
+        first = ordering[0] if ordering else None
+        if isinstance(first, str) and first.lstrip("-") in ("owner", "last_write_at"):
+            sign = "-" if first.startswith("-") else ""
+            name = first.lstrip("-")
+            return [first, *(sign + f for f in self.TIE_BREAKS if f != name)]
+        return ordering
+
     def get_results(self, request):
         super().get_results(request)
         self.result_list = list(self.result_list)

@@ -304,3 +304,42 @@ def test_no_list_reads_distinct_values_for_its_filters(admin_client, changelist)
         one = admin_client.get(f"/admin/{changelist}/", {"provider": "sqlite"}).content.decode()
         none = admin_client.get(f"/admin/{changelist}/", {"provider": "redis"}).content.decode()
         assert f"1 {name}\n" in one and f"0 {name}s\n" in none, (one, none)
+
+
+@pytest.mark.parametrize("order", ["3", "-3", "4", "-4"])
+def test_the_thread_list_by_owner_or_last_write_walks_an_index_either_way(
+    admin_client, settings, order
+):
+    """Ties follow the chosen column's direction, so no ordering sorts every thread."""
+    from django.contrib.auth import get_user_model
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 400, 0)
+    owners = [
+        get_user_model().objects.db_manager("pg").create_user(f"owner{n}", password="x")
+        for n in range(3)
+    ]
+    for n, owner in enumerate(owners):
+        Thread.objects.using("pg").filter(pk__in=range(n * 100, n * 100 + 100)).update(owner=owner)
+    with connections["pg"].cursor() as cur:
+        cur.execute("ANALYZE")
+    with CaptureQueriesContext(connections["pg"]) as queries:
+        page = admin_client.get("/admin/checkpoints/thread/", {"provider": "pg", "o": order})
+    assert page.status_code == 200
+    ids = [q["sql"] for q in queries if q["sql"].startswith('SELECT "checkpoints_thread"."id" AS')]
+    assert len(ids) == 1, ids
+    fields = ("owner", "last_write_at", "id") if order.endswith("3") else ("last_write_at", "id")
+    sign = "-" if order.startswith("-") else ""
+    expected = Thread.objects.using("pg").order_by(*(sign + f for f in fields))
+    with connections["pg"].cursor() as cur:
+        cur.execute("SET enable_sort = off")
+        cur.execute("EXPLAIN " + ids[0])
+        text = "\n".join(row[0] for row in cur.fetchall())
+        cur.execute("RESET enable_sort")
+    assert "Sort" not in text, text
+    # The page lists the threads in that order (the ties by last write, then id, alike).
+    body = page.content.decode()
+    shown = [t.thread_id for t in expected[:50]]
+    positions = [body.index(f">{thread_id}</a>") for thread_id in shown]
+    assert positions == sorted(positions)
