@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, Subquery
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -91,12 +91,16 @@ class HasParkFilter(admin.SimpleListFilter):
         return [("yes", "Has an unexpired park"), ("no", "No unexpired park")]
 
     def queryset(self, request, queryset):
-        parked = Exists(Park.objects.filter(thread_id=OuterRef("thread_id"), deadline__gt=utcnow()))
-        if self.value() == "yes":
-            return queryset.filter(parked)
-        if self.value() == "no":
-            return queryset.filter(~parked)
-        return queryset
+        if self.value() not in ("yes", "no"):
+            return queryset
+        live = Park.objects.filter(deadline__gt=utcnow())
+        if queryset.db == live.db:
+            parked = Q(Exists(live.filter(thread_id=OuterRef("thread_id"))))
+        else:
+            # Parks live in the default database and the threads in another store's: the
+            # live parks' thread ids are read here (one row per parked run) and passed in.
+            parked = Q(thread_id__in=set(live.values_list("thread_id", flat=True)))
+        return queryset.filter(parked if self.value() == "yes" else ~parked)
 
 
 class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):

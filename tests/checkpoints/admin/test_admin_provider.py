@@ -170,3 +170,19 @@ def test_naming_the_deployment_store_is_the_same_as_no_choice(admin_client):
     put_chain(saver_on("default"), "only-thread", {"where": "in-sqlite"})
     page = admin_client.get(THREADS, {"provider": "default"}).content.decode()
     assert ">only-thread<" in page and "sqlite (default)" in page
+
+
+def test_park_filter_on_the_pg_list_reads_the_parks_where_they_live(admin_client, two_stores):
+    """Parks are rows of the default database; the pg list filters by them all the same."""
+    from datetime import timedelta
+
+    from retention.models import Park
+
+    put_chain(saver_on("pg"), "pg-parked", {"where": "in-postgres"}, steps=1)
+    now = timezone.now()
+    Park.objects.create(thread_id="pg-parked", deadline=now + timedelta(hours=1), created_at=now)
+    Park.objects.create(thread_id="pg-thread", deadline=now - timedelta(hours=1), created_at=now)
+    parked = admin_client.get(THREADS, {"provider": "pg", "park": "yes"}).content.decode()
+    assert ">pg-parked<" in parked and ">pg-thread<" not in parked
+    unparked = admin_client.get(THREADS, {"provider": "pg", "park": "no"}).content.decode()
+    assert ">pg-thread<" in unparked and ">pg-parked<" not in unparked
