@@ -14,6 +14,16 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+# Every list page of the store's admin, as "app/model".
+CHANGELISTS = (
+    "checkpoints/thread",
+    "checkpoints/checkpoint",
+    "checkpoints/finishedmark",
+    "checkpoints/auditevent",
+    "retention/park",
+    "retention/sweeprun",
+)
+
 
 class ChatState(TypedDict, total=False):
     messages: Annotated[list, operator.add]

@@ -12,7 +12,7 @@ from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.planning import utcnow
 from retention.models import Park
 from retention.runs import mark_finished
-from tests.admin_fixtures import run_chat, saver, superuser  # noqa: F401
+from tests.admin_fixtures import CHANGELISTS, run_chat, saver, superuser  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,17 +69,7 @@ def test_a_bad_selected_id_is_refused_and_changes_nothing(
     assert Park.objects.filter(pk=park.pk).exists()
 
 
-@pytest.mark.parametrize(
-    "changelist",
-    [
-        "checkpoints/thread",
-        "checkpoints/checkpoint",
-        "checkpoints/finishedmark",
-        "checkpoints/auditevent",
-        "retention/park",
-        "retention/sweeprun",
-    ],
-)
+@pytest.mark.parametrize("changelist", CHANGELISTS)
 def test_a_nul_in_a_list_query_is_refused_and_the_list_shown_without_it(admin_client, changelist):
     url = f"/admin/{changelist}/"
     answer = admin_client.get(url, {"q": "a\x00b", "o": "1"}, follow=True)

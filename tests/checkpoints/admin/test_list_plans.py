@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from checkpoints.admin import CheckpointAdmin, ThreadAdmin
 from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.planning import utcnow
+from tests.admin_fixtures import CHANGELISTS
 
 pytestmark = pytest.mark.django_db(databases=["default", "pg"], transaction=True)
 
@@ -272,17 +273,7 @@ def test_the_waiting_and_failed_filters_look_their_threads_up_by_key(settings):
         assert "Seq Scan on checkpoints_thread" not in text, (kind, text)
 
 
-@pytest.mark.parametrize(
-    "changelist",
-    [
-        "checkpoints/thread",
-        "checkpoints/checkpoint",
-        "checkpoints/finishedmark",
-        "checkpoints/auditevent",
-        "retention/park",
-        "retention/sweeprun",
-    ],
-)
+@pytest.mark.parametrize("changelist", CHANGELISTS)
 def test_no_list_reads_distinct_values_for_its_filters(admin_client, changelist):
     from retention.models import Park, SweepRun
 
