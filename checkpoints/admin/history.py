@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.contrib.admin.views.main import PAGE_VAR, ChangeList
+from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, ChangeList
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.urls import path, reverse
@@ -56,6 +56,24 @@ class HistoryChangeList(ChangeList):
         self.keyset = THREAD_PARAM in request.GET
         self.jump_target = None
         super().__init__(request, *args, **kwargs)
+
+    def get_ordering(self, request, queryset):
+        # Django applies an order asked for in the URL even on a column that is not
+        # sortable (no header link offers it); keep only the sortable ones.
+        asked = self.params.get(ORDER_VAR)
+        if asked:
+            kept = [p for p in asked.split(".") if self._sortable(p)]
+            if kept:
+                self.params[ORDER_VAR] = ".".join(kept)
+            else:
+                del self.params[ORDER_VAR]
+        return super().get_ordering(request, queryset)
+
+    def _sortable(self, param: str) -> bool:
+        try:
+            return self.list_display[int(param.rpartition("-")[2])] in self.sortable_by
+        except (IndexError, ValueError):
+            return False
 
     def get_filters_params(self, params=None):
         lookup_params = super().get_filters_params(params)
@@ -289,7 +307,9 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         # A thread's history is keyset-paged in checkpoint order; no other order pages.
         if THREAD_PARAM in request.GET:
             return ()
-        return super().get_sortable_by(request)
+        # Store-wide, only the checkpoint id has an index of its own: sorting a million
+        # checkpoints by step, source, durability or time took 1.6 s a page.
+        return ("checkpoint_label",)
 
     @admin.display(description="checkpoint", ordering="checkpoint_id")
     def checkpoint_label(self, obj):
