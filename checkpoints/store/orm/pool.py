@@ -20,9 +20,9 @@ from django.db import connections
 from checkpoints.errors import CheckpointConfigError, StoreUnavailable
 
 _pools: dict[tuple, object] = {}
-# (alias, database, pid, id(loop)) -> (the loop, weakly, its AsyncConnectionPool, and the
-# connections that pool opened, weakly).
-_async_pools: dict[tuple, tuple[weakref.ref, object, weakref.WeakSet]] = {}
+# (alias, database, pid, id(loop)) -> (the loop, weakly, its AsyncConnectionPool, the
+# connections that pool opened, weakly, and the task that closes the pool with its loop).
+_async_pools: dict[tuple, tuple[weakref.ref, object, weakref.WeakSet, asyncio.Task]] = {}
 _lock = threading.Lock()
 # (alias, pid) -> whether named server-side prepared statements may be used there.
 _prepare_verdicts: dict[tuple[str, int], bool] = {}
@@ -111,7 +111,7 @@ async def _async_pool_for(alias: str):
     key = (alias, settings_dict.get("NAME"), os.getpid(), id(loop))
     entry = _async_pools.get(key)
     if entry is None or entry[0]() is not loop:
-        for stale, (ref, _, opened) in list(_async_pools.items()):
+        for stale, (ref, _, opened, _) in list(_async_pools.items()):
             if ref() is None or ref().is_closed():
                 _async_pools.pop(stale, None)
                 _finish(opened)
@@ -129,11 +129,27 @@ async def _async_pool_for(alias: str):
             name=f"checkpoints-async-{alias}",
             open=False,
         )
-        entry = _async_pools[key] = (weakref.ref(loop), pool, opened)
+        closer = loop.create_task(_close_with_the_loop(pool), name=f"{pool.name}-closer")
+        entry = _async_pools[key] = (weakref.ref(loop), pool, opened, closer)
     pool = entry[1]
     if pool.closed:
         await pool.open()  # safe to repeat when another task opened it meanwhile
     return pool
+
+
+async def _close_with_the_loop(pool) -> None:
+    """Wait until the loop shuts down (asyncio.run cancels every task), then close the pool.
+
+    psycopg_pool's workers treat a cancellation that lands while they open a connection as
+    a failed task and go back to waiting for work, so a loop shut down while its pool was
+    growing never finished (asyncio.run hung). Closing the pool sends each worker the
+    stop it waits for.
+    """
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        await pool.close()
+        raise
 
 
 def _finish(opened: weakref.WeakSet) -> None:
@@ -168,7 +184,7 @@ def close_pools() -> None:
         for pool in _pools.values():
             pool.close()
         _pools.clear()
-        for _, _, opened in _async_pools.values():
+        for _, _, opened, _ in _async_pools.values():
             _finish(opened)
         _async_pools.clear()
         _prepare_verdicts.clear()

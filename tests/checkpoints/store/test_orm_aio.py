@@ -130,3 +130,36 @@ def test_async_delete_thread_removes_the_thread_whole(pg):
 
     assert asyncio.run(main()) == []
     assert pg.thread_holdings("doomed").empty
+
+
+def test_asyncio_run_returns_while_the_pool_is_still_opening_a_connection(tmp_path):
+    """A script's loop ends while the pool's worker is still connecting (to a server that
+    never answers here; under load, to a slow one): asyncio.run must return, not hang."""
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.standalone import plain_env
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "async_pool_shutdown.py"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections complete in the kernel; nothing ever answers them
+        port = silent.getsockname()[1]
+        try:
+            done = subprocess.run(
+                [sys.executable, str(script), str(port)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=tmp_path,
+                env=plain_env(),
+            )
+        except subprocess.TimeoutExpired as hung:
+            pytest.fail(f"asyncio.run never returned: {hung.stdout!r} {hung.stderr!r}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "no connection in time, as the server never answers",
+        "asyncio.run returned",
+    ], done.stdout
