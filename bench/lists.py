@@ -24,13 +24,23 @@ REPEAT = 5
 SLOW_MS = 1000.0
 
 
-def sortable(model_admin) -> list[tuple[int, str]]:
-    """(list_display index, name) of the columns the admin offers to order by."""
+def sortable(model_admin, user) -> list[tuple[int, str]]:
+    """(``o`` index, name) of the columns the admin's list offers to order by."""
+    from django.test import RequestFactory
+
+    request = RequestFactory().get("/")
+    request.user = user
+    offered = set(model_admin.get_sortable_by(request))
+    # The list's columns as the ``o`` parameter counts them: the action checkbox first.
+    columns = list(model_admin.get_list_display(request))
+    if model_admin.get_actions(request):
+        columns.insert(0, "action_checkbox")
     found = []
     fields = {f.name for f in model_admin.model._meta.get_fields()}
-    for index, name in enumerate(model_admin.list_display):
+    for index, name in enumerate(columns):
         attr = getattr(model_admin, name, None)
-        if name in fields or getattr(attr, "admin_order_field", None):
+        orderable = name in fields or getattr(attr, "admin_order_field", None)
+        if orderable and name in offered:
             found.append((index, name))
     return found
 
@@ -102,7 +112,8 @@ def main() -> int:
     ):
         model_admin = django_admin.site._registry[model]
         last = max(1, math.ceil(count / per_page))
-        orders = [None] + [f"{sign}{i}" for i, _ in sortable(model_admin) for sign in ("", "-")]
+        columns = sortable(model_admin, user)
+        orders = [None] + [f"{sign}{i}" for i, _ in columns for sign in ("", "-")]
         what = f"admin {model.__name__.lower()} list"
         for order in orders:
             for page in (1, 1000, last):
