@@ -145,6 +145,17 @@ class Page(Sequence):
         return self.detail(self.items[index])
 
 
+def unindexed(field: str) -> Coalesce:
+    """``field`` as an expression no index holds, to order a filter's few rows by.
+
+    Ordered by the field itself, PostgreSQL walks its index and tests the filter on every
+    row it passes, expecting the matches spread evenly; finished threads are few and old,
+    so nearly every thread is read first (110-250 ms at 100,000). Ordered by this, it finds
+    the matching rows first and sorts only those.
+    """
+    return Coalesce(field, field)
+
+
 def thread_list(
     *, saver: StoreSaver, user, owner: str | None = None, status: str | None = None
 ) -> Page:
@@ -169,9 +180,7 @@ def thread_list(
             # nearly every thread before the first page is full (the planner assumes the
             # marked ones are spread evenly). Ordering by an expression no index holds makes
             # it join the marks first and sort only the marked threads.
-            ids = ids.filter(marked).order_by(
-                Coalesce("last_write_at", "last_write_at").desc(), "-pk"
-            )
+            ids = ids.filter(marked).order_by(unindexed("last_write_at").desc(), "-pk")
         elif status == "waiting":
             ids = ids.filter(~marked)
         return Page(ids, ThreadInfo.from_row, lambda pks: thread_rows(saver).filter(pk__in=pks))

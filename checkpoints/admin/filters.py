@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db.models import BooleanField, Exists, Func, OuterRef, Q
+from django.db.models import BooleanField, Func, Q
 
 from checkpoints import audit, status
 from checkpoints.admin import views as admin_views
@@ -60,7 +60,7 @@ class FinishedFilter(admin.SimpleListFilter):
         return [("finished", "Finished (marked)"), ("waiting", "Waiting (not marked)")]
 
     def queryset(self, request, queryset):
-        marked = Exists(FinishedMark.objects.filter(thread_id=OuterRef("thread_id")))
+        marked = _marked()
         if self.value() == "finished":
             return queryset.filter(marked)
         if self.value() == "waiting":
@@ -86,7 +86,7 @@ class StatusFilter(admin.SimpleListFilter):
         # threads with any interrupt or error write (a partial index); only a thread in
         # such a set has its head asked. So the rule costs little per thread even where
         # it must look at every thread (recent, idle) to count them.
-        marked = Q(thread_id__in=FinishedMark.objects.values("thread_id"))
+        marked = _marked()
         # A rule's own test looks its few ids up (_AmongIds); a negated one keeps IN, which
         # PostgreSQL hashes once, where NOT (id = ANY(...)) would walk the array per thread.
         asked, erred = _holding(status.INTERRUPT), _holding(status.ERROR)
@@ -104,6 +104,13 @@ class StatusFilter(admin.SimpleListFilter):
         if value not in rules:
             raise IncorrectLookupParameters(f"status {value!r} is not one of {', '.join(rules)}")
         return queryset.filter(rules[value])
+
+
+def _marked() -> Q:
+    """Threads with a finished mark. IN, not EXISTS: PostgreSQL hashes the marks once, where
+    EXISTS probed the marks' index for each thread the write-order walk passed (finished
+    threads are the old ones: 248 ms for the first page at 100,000 threads)."""
+    return Q(thread_id__in=FinishedMark.objects.values("thread_id"))
 
 
 class _AmongIds(Func):

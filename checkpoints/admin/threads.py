@@ -31,6 +31,7 @@ from checkpoints.models import (
     PendingWrite,
     Thread,
 )
+from checkpoints.selectors import unindexed
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
@@ -50,13 +51,19 @@ class ThreadChangeList(ChangeList):
     # direction, and PostgreSQL would sort every thread: 89 ms by owner at 100,000).
     TIE_BREAKS = ("last_write_at", "id")
 
+    # Filters that keep few threads, and old ones (see selectors.unindexed).
+    FEW = (("state", "finished"), ("status", "finished"))
+
     def get_ordering(self, request, queryset):
         ordering = super().get_ordering(request, queryset)
         first = ordering[0] if ordering else None
         if isinstance(first, str) and first.lstrip("-") in ("owner", "last_write_at"):
             sign = "-" if first.startswith("-") else ""
             name = first.lstrip("-")
-            return [first, *(sign + f for f in self.TIE_BREAKS if f != name)]
+            ordering = [first, *(sign + f for f in self.TIE_BREAKS if f != name)]
+            if name == "last_write_at" and any(self.params.get(k) == v for k, v in self.FEW):
+                by = unindexed(name)
+                ordering[0] = by.desc() if sign else by.asc()
         return ordering
 
     def get_results(self, request):

@@ -352,3 +352,35 @@ def test_the_store_wide_checkpoint_list_sorts_only_by_an_indexed_column(admin_cl
     assert by_step.content.decode().index(newest.checkpoint_id) == min(
         by_step.content.decode().index(c.checkpoint_id) for c in Checkpoint.objects.all()
     )
+
+
+@pytest.mark.parametrize("query", [{"state": "finished"}, {"status": "finished"}])
+def test_the_admin_finished_list_starts_from_the_marks_not_the_write_order(
+    admin_client, settings, query
+):
+    """The admin's two finished filters order their few old threads as the API does."""
+    from checkpoints.models import FinishedMark
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 20000, 0)
+    now = utcnow()
+    oldest = list(Thread.objects.using("pg").order_by("last_write_at", "pk")[:2000])
+    FinishedMark.objects.using("pg").bulk_create(
+        FinishedMark(thread_id=t.thread_id, marked_at=now, due_at=now) for t in oldest
+    )
+    with connections["pg"].cursor() as cur:
+        cur.execute("ANALYZE")
+    with CaptureQueriesContext(connections["pg"]) as queries:
+        page = admin_client.get("/admin/checkpoints/thread/", {"provider": "pg", **query})
+    assert page.status_code == 200
+    ids = [q["sql"] for q in queries if q["sql"].startswith('SELECT "checkpoints_thread"."id" AS')]
+    assert len(ids) == 1, ids
+    with connections["pg"].cursor() as cur:
+        cur.execute("EXPLAIN " + ids[0])
+        text = "\n".join(row[0] for row in cur.fetchall())
+    assert "thread_last_write_id" not in text, text
+    newest = sorted(oldest, key=lambda t: (t.last_write_at, t.pk), reverse=True)[:50]
+    body = page.content.decode()
+    positions = [body.index(f">{t.thread_id}</a>") for t in newest]
+    assert positions == sorted(positions)
