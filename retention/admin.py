@@ -19,7 +19,7 @@ from django.utils.translation import ngettext
 from checkpoints import audit
 from checkpoints.admin import ThreadAdmin
 from checkpoints.admin.base import RefuseBadInputMixin
-from checkpoints.admin.filters import ProviderNameFilter
+from checkpoints.admin.filters import AmongValues, ProviderNameFilter
 from checkpoints.admin.views import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
@@ -99,7 +99,7 @@ class HasParkFilter(admin.SimpleListFilter):
         else:
             # Parks live in the default database and the threads in another store's: the
             # live parks' thread ids are read here (one row per parked run) and passed in.
-            parked = Q(thread_id__in=set(live.values_list("thread_id", flat=True)))
+            parked = Q(AmongValues("thread_id", set(live.values_list("thread_id", flat=True))))
         return queryset.filter(parked if self.value() == "yes" else ~parked)
 
 

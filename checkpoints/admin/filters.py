@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db.models import BooleanField, Func, Q
+from django.db.models import BooleanField, F, Func, Q
 
 from checkpoints import audit, status
 from checkpoints.admin import views as admin_views
@@ -130,6 +130,29 @@ class _AmongIds(Func):
         return self.as_sql(
             compiler, connection, template="%(expressions)s)", arg_joiner=" = ANY(ARRAY", **extra
         )
+
+
+class AmongValues(Func):
+    """``column IN (values)`` for a list read from another database, as one array
+    parameter on PostgreSQL: 2,000 thread ids as 2,000 parameters were compiled, sent and
+    planned on every count and page (about 100 ms of a 240 ms page)."""
+
+    output_field = BooleanField()
+
+    def __init__(self, column: str, values) -> None:
+        self.values = sorted(values)
+        super().__init__(F(column))
+
+    def as_sql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        if not self.values:
+            return "1 = 0", params
+        marks = ", ".join(["%s"] * len(self.values))
+        return f"{column} IN ({marks})", [*params, *self.values]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        return f"{column} = ANY(%s)", [*params, self.values]
 
 
 def _holding(channel: str):

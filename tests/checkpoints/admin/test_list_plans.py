@@ -384,3 +384,24 @@ def test_the_admin_finished_list_starts_from_the_marks_not_the_write_order(
     body = page.content.decode()
     positions = [body.index(f">{t.thread_id}</a>") for t in newest]
     assert positions == sorted(positions)
+
+
+def test_values_from_another_database_travel_as_one_array_on_postgresql(settings):
+    from checkpoints.admin.filters import AmongValues
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 5, 0)
+    seed("default", 5, 0)
+    wanted = {"t00001", "t00003", "nowhere"}
+    pg = Thread.objects.using("pg").filter(AmongValues("thread_id", wanted))
+    sql, params = pg.values_list("pk").query.get_compiler(using="pg").as_sql()
+    assert "= ANY(%s)" in sql and list(params) == [sorted(wanted)], (sql, params)
+    assert sorted(pg.values_list("thread_id", flat=True)) == ["t00001", "t00003"]
+    assert Thread.objects.using("pg").exclude(AmongValues("thread_id", wanted)).count() == 3
+    lite = Thread.objects.using("default").filter(AmongValues("thread_id", wanted))
+    assert sorted(lite.values_list("thread_id", flat=True)) == ["t00001", "t00003"]
+    for alias in ("pg", "default"):
+        none = Thread.objects.using(alias).filter(AmongValues("thread_id", []))
+        assert none.count() == 0
+        assert Thread.objects.using(alias).exclude(AmongValues("thread_id", [])).count() == 5
