@@ -18,8 +18,9 @@ BROKER = os.environ.get("CHECKPOINTS_BENCH_BROKER_URL", "redis://127.0.0.1:6379/
 
 def deployment_env(database: dict, **extra: str) -> dict[str, str]:
     """The environment of a process whose store (and default database) is ``database``."""
-    auth = database["USER"] + (f":{database['PASSWORD']}" if database.get("PASSWORD") else "")
-    url = f"postgres://{auth}@{database['HOST']}:{database['PORT']}/{database['NAME']}"
+    from checkpoints.dburl import database_url
+
+    url = database_url(database)
     env = {
         k: v
         for k, v in os.environ.items()
@@ -37,6 +38,47 @@ def deployment_env(database: dict, **extra: str) -> dict[str, str]:
         **extra,
     )
     return env
+
+
+def start_worker(queue: str, name: str, *, env: dict, log_path: Path, loglevel="WARNING",
+                 include: str | None = None):  # fmt: skip
+    """A real Celery worker process (solo pool) on ``queue``, named ``name@host``, writing
+    to ``log_path``; returns (process, log file) for `stop_worker`."""
+    log = open(log_path, "w")  # noqa: SIM115 - closed by stop_worker
+    worker = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "celery"),
+            "-A",
+            "project",
+            "worker",
+            "--pool=solo",
+            "-n",
+            f"{name}@%h",
+            "-Q",
+            queue,
+            "--prefetch-multiplier=1",
+            f"--loglevel={loglevel}",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            *(["--include", include] if include else []),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return worker, log
+
+
+def stop_worker(worker, log) -> None:
+    worker.terminate()
+    try:
+        worker.wait(20)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait(10)
+    log.close()
 
 
 def time_lists(database: dict) -> dict:
@@ -61,32 +103,10 @@ def fan_out_on_two_workers(database: dict, alias: str, now, log_dir: Path) -> tu
     queue = f"bench-fanout-{uuid.uuid4().hex[:8]}"
     env = deployment_env(database)
     log_dir.mkdir(parents=True, exist_ok=True)
-    workers = []
-    for name in ("one", "two"):
-        log = open(log_dir / f"worker-{name}.log", "w")  # noqa: SIM115 - closed below
-        worker = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "celery"),
-                "-A",
-                "project",
-                "worker",
-                "--pool=solo",
-                "-n",
-                f"{name}@%h",
-                "-Q",
-                queue,
-                "--prefetch-multiplier=1",
-                "--loglevel=WARNING",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        workers.append((worker, log))
+    workers = [
+        start_worker(queue, name, env=env, log_path=log_dir / f"worker-{name}.log")
+        for name in ("one", "two")
+    ]
     client = Celery("bench-fanout", broker=BROKER, backend=BROKER)
     try:
         # Wait until both workers answer, so their start-up is not timed.
@@ -114,11 +134,5 @@ def fan_out_on_two_workers(database: dict, alias: str, now, log_dir: Path) -> tu
         }
     finally:
         for worker, log in workers:
-            worker.terminate()
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait(10)
-            log.close()
+            stop_worker(worker, log)
         client.close()

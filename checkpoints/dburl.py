@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 SCHEMES = {
     "postgres": "django.db.backends.postgresql",
@@ -40,6 +40,15 @@ def parse_database_url(url: str) -> dict:
         "PORT": str(parts.port or ""),
         "OPTIONS": options,
     }
+
+
+def database_url(entry: dict) -> str:
+    """The postgres:// URL of a PostgreSQL DATABASES entry (what `parse_database_url` reads),
+    for a child process told its database through ``DATABASE_URL``."""
+    user = quote(entry.get("USER") or "", safe="")
+    auth = user + (f":{quote(entry['PASSWORD'], safe='')}" if entry.get("PASSWORD") else "")
+    host = entry.get("HOST") or "127.0.0.1"
+    return f"postgres://{auth}@{host}:{entry.get('PORT') or 5432}/{quote(entry['NAME'])}"
 
 
 _alias_lock = threading.Lock()

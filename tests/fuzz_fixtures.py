@@ -120,9 +120,9 @@ class StoredRowsGuard:
 
 
 def pg_url(alias: str = "pg") -> str:
-    entry = connections[alias].settings_dict
-    auth = entry["USER"] + (f":{entry['PASSWORD']}" if entry["PASSWORD"] else "")
-    return f"postgres://{auth}@{entry['HOST']}:{entry['PORT'] or 5432}/{entry['NAME']}"
+    from checkpoints.dburl import database_url
+
+    return database_url(connections[alias].settings_dict)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from checkpoints.dburl import parse_database_url
+from checkpoints.dburl import database_url, parse_database_url
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -234,6 +234,21 @@ def test_parse_postgres_url():
     assert parse_database_url("postgres://localhost")["NAME"] == "postgres"
     assert parse_database_url("pgsql://h/db")["ENGINE"] == "django.db.backends.postgresql"
     assert parse_database_url("postgres+psycopg://h/db")["NAME"] == "db"
+
+
+def test_a_database_entry_turns_back_into_the_url_that_reads_as_it():
+    entry = parse_database_url("postgresql://user%40corp:p%2Fw@db.example.com:5433/check%20points")
+    assert database_url(entry) == "postgres://user%40corp:p%2Fw@db.example.com:5433/check%20points"
+    back = parse_database_url(database_url(entry))
+    assert {k: back[k] for k in ("NAME", "USER", "PASSWORD", "HOST", "PORT")} == {
+        "NAME": "check points",
+        "USER": "user@corp",
+        "PASSWORD": "p/w",
+        "HOST": "db.example.com",
+        "PORT": "5433",
+    }
+    bare = {"NAME": "store", "USER": "postgres", "PASSWORD": "", "HOST": "", "PORT": ""}
+    assert database_url(bare) == "postgres://postgres@127.0.0.1:5432/store"
 
 
 def test_parse_sqlite_url():

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 import uuid
 from datetime import timedelta
@@ -14,6 +12,8 @@ import pytest
 from celery import Celery
 from django.db import connections
 
+from bench import sweep_fanout as fanout_workers
+from checkpoints.dburl import database_url
 from checkpoints.models import StoreLease
 from checkpoints.savers.base import utcnow
 from checkpoints.savers.orm import forget_format_checks
@@ -36,12 +36,6 @@ def _broker_unavailable() -> str | None:
         return f"the Celery test broker {BROKER} is not reachable: {exc}"
 
 
-def _database_url() -> str:
-    entry = connections["pg"].settings_dict
-    auth = entry["USER"] + (f":{entry['PASSWORD']}" if entry["PASSWORD"] else "")
-    return f"postgres://{auth}@{entry['HOST']}:{entry['PORT'] or 5432}/{entry['NAME']}"
-
-
 def start_worker(tmp_path, queue: str, name: str, **env_extra: str):
     """A real worker on ``queue`` named ``name@host``, importing this worktree's code."""
     env = {
@@ -51,7 +45,7 @@ def start_worker(tmp_path, queue: str, name: str, **env_extra: str):
     }
     env.update(
         DJANGO_SETTINGS_MODULE="project.settings",
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=database_url(connections["pg"].settings_dict),
         LLM_PROVIDER_CHECKPOINT="postgres",
         CELERY_BROKER_URL=BROKER,
         CELERY_RESULT_BACKEND=BROKER,
@@ -60,41 +54,17 @@ def start_worker(tmp_path, queue: str, name: str, **env_extra: str):
         PYTHONPATH=str(ROOT),
         **env_extra,
     )
-    log = open(tmp_path / f"worker-{name}.log", "w")  # noqa: SIM115 - closed in stop_worker
-    worker = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "celery"),
-            "-A",
-            "project",
-            "worker",
-            "--pool=solo",
-            "-n",
-            f"{name}@%h",
-            "-Q",
-            queue,
-            "--prefetch-multiplier=1",
-            "--loglevel=INFO",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            *(["--include", env_extra["WORKER_INCLUDE"]] if "WORKER_INCLUDE" in env_extra else []),
-        ],
-        cwd=ROOT,
+    return fanout_workers.start_worker(
+        queue,
+        name,
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        log_path=tmp_path / f"worker-{name}.log",
+        loglevel="INFO",
+        include=env_extra.get("WORKER_INCLUDE"),
     )
-    return worker, log
 
 
-def stop_worker(worker, log) -> None:
-    worker.terminate()
-    try:
-        worker.wait(20)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait(10)
-    log.close()
+stop_worker = fanout_workers.stop_worker
 
 
 def worker_logs(tmp_path) -> str:
