@@ -57,6 +57,19 @@ class IndexPaginator(Paginator):
         if top + self.orphans >= self.count:
             top = self.count
         with without_jit(self.object_list.db):
-            pks = list(self.object_list.values_list("pk", flat=True)[bottom:top])
+            pks = self._page_keys(bottom, top)
             rows = {row.pk: row for row in self.object_list.filter(pk__in=pks).order_by()}
         return self._get_page([rows[pk] for pk in pks if pk in rows], number, self)
+
+    def _page_keys(self, bottom: int, top: int) -> list:
+        """The page's primary keys, walked from whichever end of the ordering is nearer.
+
+        An OFFSET walks every row it skips; a page in the second half is read as the first
+        rows of the reversed ordering (the admin's orderings always end in a unique key, so
+        the reverse is exact), and the last page costs what the first does. Not with a
+        capped count, whose far end is unknown.
+        """
+        keys = self.object_list.values_list("pk", flat=True)
+        if self.cap is not None or not self.object_list.ordered or bottom <= self.count - top:
+            return list(keys[bottom:top])
+        return list(reversed(keys.reverse()[self.count - top : self.count - bottom]))
