@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import compress_typed, decompress_typed
+from checkpoints.codec.compression import ZSTD_SUFFIX
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
@@ -334,8 +335,31 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             found = get_rows(params)
         return self._tuples(found)[0] if found else None
 
+    def _plain_loads(self, typed: list[tuple[Any, Any]]) -> list | None:
+        """Values read in one go when none is sealed (the common case), else None; also
+        None on any failure, and the caller reads them one by one to name the failing one."""
+        out = []
+        for type_, data in typed:
+            if type(type_) is not str:
+                type_ = _text(type_)
+            if type_.endswith(SEALED):
+                return None
+            data = data if type(data) is bytes else bytes(data)
+            out.append(
+                decompress_typed((type_, data)) if type_.endswith(ZSTD_SUFFIX) else (type_, data)
+            )
+        loads_many = getattr(self.serde, "loads_many", None)
+        try:
+            if loads_many is not None:
+                return loads_many(out)
+            return [self.serde.loads_typed(one) for one in out]
+        except Exception:  # noqa: BLE001 - read again one by one, which names the failure
+            return None
+
     def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
         out = []
+        # Sealed values, and plaintext in a store with keys, need their place: the slow path.
+        plain = not encryption_enabled()
         for row in rows:
             _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
             at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": cid}
@@ -351,7 +375,10 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             checkpoint["channel_versions"] = versions or {}
             versions = versions or {}
             values = checkpoint["channel_values"] = {}
-            for channel, blob_type, data in blobs or ():
+            loaded = self._plain_loads([b[1:] for b in blobs]) if plain and blobs else None
+            if loaded is not None:
+                values.update(zip((_text(b[0]) for b in blobs), loaded, strict=True))
+            for channel, blob_type, data in () if loaded is not None else blobs or ():
                 channel = _text(channel)
                 values[channel] = decode_at(
                     lambda t=_text(blob_type), d=data, c=channel, at=at, vs=versions: self._load(
@@ -374,6 +401,23 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
                 ),
                 key=lambda w: writes_sort_key(w[1], w[0], w[2]),
             )
+            loaded = self._plain_loads([w[4:] for w in pending]) if plain and pending else None
+            if loaded is not None:
+                pending_writes = [(w[0], w[3], v) for w, v in zip(pending, loaded, strict=True)]
+            else:
+                pending_writes = decode_writes(
+                    (
+                        (
+                            w[0],
+                            w[3],
+                            lambda w=w, key=(thread_id, ns, cid): self._load(
+                                w[4], w[5], lambda: Place.write(*key, w[0], w[2], w[3])
+                            ),
+                        )
+                        for w in pending
+                    ),
+                    **at,
+                )
             conf = {"thread_id": thread_id, "checkpoint_ns": ns}
             out.append(
                 CheckpointTuple(
@@ -383,19 +427,7 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
                     parent_config=(
                         {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
                     ),
-                    pending_writes=decode_writes(
-                        (
-                            (
-                                w[0],
-                                w[3],
-                                lambda w=w, key=(thread_id, ns, cid): self._load(
-                                    w[4], w[5], lambda: Place.write(*key, w[0], w[2], w[3])
-                                ),
-                            )
-                            for w in pending
-                        ),
-                        **at,
-                    ),
+                    pending_writes=pending_writes,
                 )
             )
         return out
