@@ -76,13 +76,11 @@ class OrmAsync:
     async def _anative_delete_threads_round(
         self, thread_ids: list[str]
     ) -> dict[str, ThreadHoldings]:
-        again = await self._adelete_round_pg(thread_ids)
-        if not again:
-            return {}
-        return await self._in_thread(lambda: {t: self._count(t) for t in again})
+        await self._adelete_round_pg(thread_ids)
+        return {}  # nothing to repeat: see DELETE_THREADS
 
     async def _anative_forget_threads(self, thread_ids: list[str]) -> None:
-        return None  # AFTER_DELETE already dropped the marks of the threads that went
+        return None  # DELETE_THREADS dropped the marks with the threads
 
     # -- reads ----------------------------------------------------------------------------
     async def aget_tuple(self, config) -> CheckpointTuple | None:

@@ -528,7 +528,8 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         """Set-based deletes, one transaction per thousand threads."""
         db = self.using
         if self.provider == "postgres":
-            return {t: self._count(t) for t in self._delete_round_pg(thread_ids)}
+            self._delete_round_pg(thread_ids)
+            return {}  # nothing to repeat: see postgres.DELETE_THREADS
         for start in range(0, len(thread_ids), 1000):
             chunk = thread_ids[start : start + 1000]
             with transaction.atomic(using=db):
@@ -550,7 +551,7 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
 
     def _forget_threads(self, thread_ids: list[str]) -> None:
         if self.provider == "postgres":
-            return  # AFTER_DELETE already dropped the marks of the threads that went
+            return  # DELETE_THREADS dropped the marks with the threads
         db = self.using
         for start in range(0, len(thread_ids), 1000):
             FinishedMark.objects.using(db).filter(

@@ -163,3 +163,37 @@ def test_asyncio_run_returns_while_the_pool_is_still_opening_a_connection(tmp_pa
         "no connection in time, as the server never answers",
         "asyncio.run returned",
     ], done.stdout
+
+
+def test_delete_thread_is_one_statement_that_takes_the_finished_mark_too(pg, monkeypatch):
+    """PostgreSQL deletes a thread, its rows and its finished-mark in one statement (one
+    round trip, one commit), sync and async alike."""
+    from datetime import UTC, datetime, timedelta
+
+    sent = []
+    execute, aexecute = pg._execute, pg._aexecute
+
+    def counted(cur, sql, params, **options):
+        sent.append(sql)
+        return execute(cur, sql, params, **options)
+
+    async def acounted(cur, sql, params, **options):
+        sent.append(sql)
+        return await aexecute(cur, sql, params, **options)
+
+    monkeypatch.setattr(pg, "_execute", counted)
+    monkeypatch.setattr(pg, "_aexecute", acounted)
+    due = datetime.now(UTC) + timedelta(days=1)
+    for name, delete in (
+        ("sync-doomed", pg.delete_thread),
+        ("async-doomed", lambda t: asyncio.run(pg.adelete_thread(t))),
+    ):
+        config = pg.put(_config(name), empty_checkpoint(), {}, {})
+        pg.put_writes(config, [("ch", "v")], "task")
+        pg.mark_finished(name, due)
+        sent.clear()
+        delete(name)
+        assert len(sent) == 1 and "checkpoints_finishedmark" in sent[0], sent
+        assert pg.thread_holdings(name).empty
+        assert pg.finished_mark(name) is None
+        assert pg.get_tuple(_config(name)) is None
