@@ -1,4 +1,4 @@
-"""Where a graph turn's time goes: `python -m bench.e2e_split sqlite|memory [--heavy]`.
+"""Where a graph turn's time goes: `python -m bench.e2e_split sqlite|memory|postgres [--heavy]`.
 
 Runs 24 turns of the bench graph (`bench/graph.py`; with ``--heavy`` on one thread that
 keeps every turn, with a document every 8 steps, as the heavy workload does) on our saver
@@ -6,8 +6,9 @@ and on LangGraph's, and prints per turn: wall time, this process's CPU time, the
 time (of the calling thread) spent in put / put_writes / get_tuple, and how many new
 database connections were opened. LangGraph runs the saver calls in worker threads of a
 pool it makes for every invocation, so per-thread CPU is what each call cost, whatever
-the machine's load; turn CPU minus saver CPU is LangGraph's own share, which bounds the
-e2e ratio any saver can reach: theirs_turn / (theirs_turn - theirs_saver).
+the machine's load (the wall time of each call is printed too: on PostgreSQL the server's
+share is not CPU of this process); turn CPU minus saver CPU is LangGraph's own share, which
+bounds the e2e ratio any saver can reach: theirs_turn / (theirs_turn - theirs_saver).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e_split")
-    parser.add_argument("family", choices=("sqlite", "memory"))
+    parser.add_argument("family", choices=("sqlite", "memory", "postgres"))
     parser.add_argument("--heavy", action="store_true")
     parser.add_argument("--turns", type=int, default=24)
     args = parser.parse_args(argv)
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     reset_files()
     subjects = [s for s in build_subjects([], {args.family}) if s.runs_graphs]
     docs = DocumentPool().docs if args.heavy else None
-    spent: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    spent: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
     lock = threading.Lock()
     opened = []
     connection_created.connect(lambda **kw: opened.append(1), weak=False)
@@ -49,20 +50,23 @@ def main(argv: list[str] | None = None) -> int:
         call = getattr(saver, name)
 
         def wrapper(*a, **k):
-            start = time.thread_time_ns()
+            start, wall = time.thread_time_ns(), time.perf_counter_ns()
             try:
                 return call(*a, **k)
             finally:
                 took = time.thread_time_ns() - start
+                waited = time.perf_counter_ns() - wall
                 with lock:
                     spent[name][0] += 1
                     spent[name][1] += took
+                    spent[name][2] += waited
 
         setattr(saver, name, wrapper)
 
     print(
         f"{'subject':<12} {'wall ms':>8} {'cpu ms':>8} {'saver cpu':>10} {'rest':>7} "
-        f"{'put us':>7} {'writes us':>9} {'get us':>7} {'connects':>8}  (per turn)"
+        f"{'put us':>7} {'writes us':>9} {'get us':>7} {'connects':>8} "
+        f"{'put wall':>8} {'writes wall':>11}  (per turn; us per call)"
     )
     for subject in subjects:
         for name in ("put", "put_writes", "get_tuple"):
@@ -79,14 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         wall, cpu = (time.perf_counter() - wall) / n * 1e3, (time.process_time() - cpu) / n * 1e3
         saver_cpu = sum(v[1] for v in spent.values()) / n / 1e6
 
-        def per_call(name):
-            calls, ns = spent[name]
-            return ns / calls / 1e3 if calls else float("nan")
+        def per_call(name, wall=False):
+            calls, ns, wall_ns = spent[name]
+            return (wall_ns if wall else ns) / calls / 1e3 if calls else float("nan")
 
         print(
             f"{subject.label:<12} {wall:>8.2f} {cpu:>8.2f} {saver_cpu:>10.2f} "
             f"{cpu - saver_cpu:>7.2f} {per_call('put'):>7.0f} {per_call('put_writes'):>9.0f} "
-            f"{per_call('get_tuple'):>7.0f} {len(opened) / n:>8.2f}"
+            f"{per_call('get_tuple'):>7.0f} {len(opened) / n:>8.2f} "
+            f"{per_call('put', True):>8.0f} {per_call('put_writes', True):>11.0f}"
         )
     return 0
 
