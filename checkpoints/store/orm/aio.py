@@ -70,8 +70,7 @@ class OrmAsync:
 
     async def _anative_store_writes(self, plan: WritesPlan) -> None:
         rows = self._write_rows(plan)
-        if not await self._aput_writes_pg(*self._writes_args(plan, rows)):
-            await self._in_thread(self._store_writes_orm, plan, rows)
+        await self._aput_writes_pg(*self._writes_args(plan, rows))
 
     async def _anative_delete_threads_round(
         self, thread_ids: list[str]

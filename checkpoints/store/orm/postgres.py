@@ -13,6 +13,7 @@ from django.db import connections
 
 from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
+from checkpoints.store.orm.pgarrays import ByteaArray, Int4Array, TextArray
 from checkpoints.store.orm.pool import (
     aprepared_statements_allowed,
     async_statement_cursor,
@@ -20,6 +21,7 @@ from checkpoints.store.orm.pool import (
     prepared_statements_allowed,
     statement_cursor,
 )
+from checkpoints.store.planning import utcnow
 
 
 class StandbyWaitTimeout(StoreUnavailable):
@@ -138,10 +140,21 @@ def list_page(
 
 
 # One statement stores a task's writes: regular writes never overwrite an existing row,
-# special ones (errors, interrupts...) replace it. It writes nothing when the thread has no
-# row yet; the saver then makes the row and runs it again.
+# special ones (errors, interrupts...) replace it. A thread with no row yet gets one here
+# (LangGraph may store a run's input writes before its first checkpoint): handing that
+# case to the ORM cost a Django connection per LangGraph worker thread, about 1.5 ms.
 PUT_WRITES = """
-WITH t AS (SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s)
+WITH found AS (
+    SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s
+), made AS (
+    INSERT INTO checkpoints_thread (thread_id, created_at, last_write_at, version)
+    SELECT %(thread_id)s, %(now)s, %(now)s, 1 WHERE NOT EXISTS (SELECT 1 FROM found)
+    -- A writer that made the row since this statement's snapshot: take its id.
+    ON CONFLICT (thread_id) DO UPDATE SET thread_id = EXCLUDED.thread_id
+    RETURNING id
+), t AS (
+    SELECT id FROM found UNION ALL SELECT id FROM made
+)
 INSERT INTO checkpoints_pendingwrite (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
 )
@@ -150,7 +163,6 @@ SELECT t.id, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s, x.idx, x.cha
 FROM t, unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
      AS x(idx, channel, type, blob)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO {conflict}
-RETURNING 1
 """
 PUT_WRITES_KEEP = PUT_WRITES.format(conflict="NOTHING")
 PUT_WRITES_REPLACE = PUT_WRITES.format(
@@ -294,19 +306,17 @@ class PostgresPaths:
             return thread_pk, level
 
     def _put_writes_pg(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
-        """One statement; False when nothing could be written (no thread row, or all kept)."""
+        """One statement: the writes, and the thread's row if it has none yet."""
         sql, params = _writes_statement(
             thread_id, ns, checkpoint_id, task_id, task_path, rows, special
         )
         with self._raw_cursor() as cur:
             self._execute(cur, sql, params)
-            return bool(cur.fetchall())
 
-    async def _aput_writes_pg(self, *args) -> bool:
+    async def _aput_writes_pg(self, *args) -> None:
         sql, params = _writes_statement(*args)
         async with async_statement_cursor(self.using) as cur:
             await self._aexecute(cur, sql, params)
-            return bool(await cur.fetchall())
 
     def _get_rows_pg(self, params: dict) -> list[tuple]:
         checkpoint_id = params["checkpoint_id"]
@@ -357,24 +367,25 @@ def _put_params(row: dict, blobs: list[tuple]) -> dict:
         row,
         channel_versions=Jsonb(row["channel_versions"]),
         metadata=Jsonb(row["metadata"]),
-        channels=[b[0] for b in blobs],
-        versions=[b[1] for b in blobs],
-        types=[b[2] for b in blobs],
-        blobs=[b[3] for b in blobs],
+        channels=TextArray(b[0] for b in blobs),
+        versions=TextArray(b[1] for b in blobs),
+        types=TextArray(b[2] for b in blobs),
+        blobs=ByteaArray(b[3] for b in blobs),
     )
 
 
 def _writes_statement(thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
     params = {
         "thread_id": thread_id,
+        "now": utcnow(),
         "ns": ns,
         "checkpoint_id": checkpoint_id,
         "task_id": task_id,
         "task_path": task_path,
-        "idxs": [r[0] for r in rows],
-        "channels": [r[1] for r in rows],
-        "types": [r[2] for r in rows],
-        "blobs": [r[3] for r in rows],
+        "idxs": Int4Array(r[0] for r in rows),
+        "channels": TextArray(r[1] for r in rows),
+        "types": TextArray(r[2] for r in rows),
+        "blobs": ByteaArray(r[3] for r in rows),
     }
     return (PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP), params
 

@@ -257,12 +257,13 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
 
     def _store_writes(self, plan: WritesPlan) -> None:
         rows = self._write_rows(plan)
-        put_fast = self._put_writes_pg if self.provider == "postgres" else self._put_writes_sqlite
-        if not put_fast(*self._writes_args(plan, rows)):
+        if self.provider == "postgres":
+            self._put_writes_pg(*self._writes_args(plan, rows))
+        elif not self._put_writes_sqlite(*self._writes_args(plan, rows)):
             self._store_writes_orm(plan, rows)
 
     def _store_writes_orm(self, plan: WritesPlan, rows: list[tuple]) -> None:
-        """The slow path: the thread has no row yet (or every slot was kept): make it."""
+        """SQLite's slow path: the thread has no row yet (or every slot was kept): make it."""
         thread_id, ns, checkpoint_id = plan.thread_id, plan.ns, plan.checkpoint_id
         task_id, task_path, special = plan.task_id, plan.task_path, plan.special
         db = self.using

@@ -85,12 +85,15 @@ def cid(config) -> str:
     return config["configurable"]["checkpoint_id"]
 
 
-def _server_connections(dsn: str) -> int:
+def _server_backends(dsn: str) -> dict[int, str]:
+    """The test database's other client backends: pid -> the last statement they ran."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND application_name = ''"
-        ).fetchone()[0]
+        return dict(
+            conn.execute(
+                "SELECT pid, query FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND application_name = ''"
+            ).fetchall()
+        )
 
 
 def test_each_event_loop_gets_its_own_pool_and_closed_loops_let_theirs_go(pg):
@@ -104,7 +107,8 @@ def test_each_event_loop_gets_its_own_pool_and_closed_loops_let_theirs_go(pg):
         )
 
     pool.close_pools()  # earlier tests' loops: their connections too
-    before = _server_connections(dsn)
+    before = set(_server_backends(dsn))
+    served: set[int] = set()  # backends of the pools of loops already closed
     gc.disable()  # closed loops' connections must go without the garbage collector's help
     try:
         for i in range(3):
@@ -112,8 +116,18 @@ def test_each_event_loop_gets_its_own_pool_and_closed_loops_let_theirs_go(pg):
             mine = [entry for key, entry in pool._async_pools.items() if key[0] == "pg"]
             # A new loop's pool replaced those of the loops asyncio.run closed...
             assert len(mine) == 1
-            # ...and their connections left the server: only this loop's remain.
-            assert _server_connections(dsn) - before == len(mine[0][2])
+            current = {conn.info.backend_pid for conn in mine[0][2]}
+            backends = {p: q for p, q in _server_backends(dsn).items() if p not in before}
+            # ...and their connections left the server: of the pools, only this loop's
+            # remain.
+            assert not (set(backends) & served), (backends, served)
+            assert current <= set(backends)
+            # The pool may still have been opening a connection when asyncio.run cancelled
+            # its tasks: psycopg drops that half-made connection, which never ran a
+            # statement and never joined a pool, to the garbage collector.
+            strays = {p: q for p, q in backends.items() if p not in current}
+            assert all(q == "" for q in strays.values()), strays
+            served |= current
     finally:
         gc.enable()
     for config in written:
@@ -197,3 +211,41 @@ def test_delete_thread_is_one_statement_that_takes_the_finished_mark_too(pg, mon
         assert pg.thread_holdings(name).empty
         assert pg.finished_mark(name) is None
         assert pg.get_tuple(_config(name)) is None
+
+
+def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statement(pg, monkeypatch):
+    """LangGraph may store a run's input writes before the thread's first checkpoint: the
+    one statement makes the thread row too (the ORM detour opened a Django connection on
+    each of LangGraph's worker threads), sync and async alike."""
+    sent = []
+    execute, aexecute = pg._execute, pg._aexecute
+
+    def counted(cur, sql, params, **options):
+        sent.append(sql)
+        return execute(cur, sql, params, **options)
+
+    async def acounted(cur, sql, params, **options):
+        sent.append(sql)
+        return await aexecute(cur, sql, params, **options)
+
+    monkeypatch.setattr(pg, "_execute", counted)
+    monkeypatch.setattr(pg, "_aexecute", acounted)
+    monkeypatch.setattr(pg, "_store_writes_orm", None)  # any detour fails loudly
+    first = empty_checkpoint()
+    for name, put_writes in (
+        ("sync-new", pg.put_writes),
+        ("async-new", lambda *a: asyncio.run(pg.aput_writes(*a))),
+    ):
+        config = {"configurable": {**_config(name)["configurable"], "checkpoint_id": first["id"]}}
+        sent.clear()
+        put_writes(config, [("messages", "hello"), ("route", "start")], "input-task")
+        assert len(sent) == 1, sent
+        assert pg.thread_holdings(name).writes == 2
+        # Written again (a retried task): the slots are kept, nothing fails.
+        put_writes(config, [("messages", "other"), ("route", "other")], "input-task")
+        pg.put(_config(name), first, {}, {})
+        found = pg.get_tuple(config)
+        assert found.pending_writes == [
+            ("input-task", "messages", "hello"),
+            ("input-task", "route", "start"),
+        ]
