@@ -257,60 +257,16 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
 
     def _store_writes(self, plan: WritesPlan) -> None:
         rows = self._write_rows(plan)
-        if self.provider == "postgres":
-            self._put_writes_pg(*self._writes_args(plan, rows))
-        elif not self._put_writes_sqlite(*self._writes_args(plan, rows)):
-            self._store_writes_orm(plan, rows)
+        put = self._put_writes_pg if self.provider == "postgres" else self._put_writes_sqlite
+        put(*self._writes_args(plan, rows))
 
-    def _store_writes_orm(self, plan: WritesPlan, rows: list[tuple]) -> None:
-        """SQLite's slow path: the thread has no row yet (or every slot was kept): make it."""
-        thread_id, ns, checkpoint_id = plan.thread_id, plan.ns, plan.checkpoint_id
-        task_id, task_path, special = plan.task_id, plan.task_path, plan.special
-        db = self.using
-        with transaction.atomic(using=db):
-            pk = self._thread_pk(thread_id, create=True)
-            objs = [
-                PendingWrite(
-                    thread_id=pk,
-                    checkpoint_ns=ns,
-                    checkpoint_id=checkpoint_id,
-                    task_id=task_id,
-                    task_path=task_path,
-                    idx=i,
-                    channel=c,
-                    type=t,
-                    blob=b,
-                )
-                for i, c, t, b in rows
-            ]
-            if special:
-                PendingWrite.objects.using(db).bulk_create(
-                    objs,
-                    update_conflicts=True,
-                    unique_fields=["thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
-                    update_fields=["channel", "type", "blob", "task_path"],
-                )
-            else:
-                PendingWrite.objects.using(db).bulk_create(objs, ignore_conflicts=True)
-
-    def _thread_pk(self, thread_id: str, *, create: bool = False) -> int | None:
+    def _thread_pk(self, thread_id: str) -> int | None:
         found = list(
             Thread.objects.using(self.using)
             .filter(thread_id=thread_id)
             .values_list("pk", flat=True)[:1]
         )
-        pk = found[0] if found else None
-        if pk is None and create:
-            now = utcnow()
-            thread = Thread(thread_id=thread_id, created_at=now, last_write_at=now)
-            Thread.objects.using(self.using).bulk_create(
-                [thread],
-                update_conflicts=True,
-                unique_fields=["thread_id"],
-                update_fields=["thread_id"],
-            )
-            pk = thread.pk
-        return pk
+        return found[0] if found else None
 
     # -- reads ----------------------------------------------------------------------------
     # Row shape shared by both read paths: pk, thread pk, thread id, ns, checkpoint id,

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 from django.db import connections, transaction
 
+from checkpoints.store.planning import utcnow
+
 ROW = """
 SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
        c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions
@@ -101,7 +103,14 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     created_at = excluded.created_at
 """
 
-# A task's writes; nothing is written while the thread has no row (the saver then makes it).
+# A thread's row, made by the writes that come before its first checkpoint (LangGraph may
+# store a run's input writes first); an existing row is left as it is.
+MAKE_THREAD = """
+INSERT INTO checkpoints_thread (thread_id, created_at, last_write_at, version)
+VALUES (:thread_id, :now, :now, 1) ON CONFLICT (thread_id) DO NOTHING
+"""
+
+# A task's writes; nothing is written while the thread has no row (MAKE_THREAD first).
 _PUT_WRITE = """
 INSERT INTO checkpoints_pendingwrite (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
@@ -293,29 +302,23 @@ class SqlitePaths:
         return thread_pk
 
     def _put_writes_sqlite(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
-        """One statement per write; False when nothing could be written (no thread row)."""
+        """One statement per write, in one transaction with the thread's row if it has none."""
         sql = PUT_WRITE_REPLACE if special else PUT_WRITE_KEEP
+        args = [
+            (ns, checkpoint_id, task_id, task_path, idx, channel, type_, blob, thread_id)
+            for idx, channel, type_, blob in rows
+        ]
         cur = self._sqlite_cursor()
         try:
             with write_transaction(self.using):
-                cur.executemany(
-                    sql,
-                    [
-                        (
-                            ns,
-                            checkpoint_id,
-                            task_id,
-                            task_path,
-                            idx,
-                            channel,
-                            type_,
-                            blob,
-                            thread_id,
-                        )
-                        for idx, channel, type_, blob in rows
-                    ],
-                )
-                return cur.rowcount > 0
+                cur.executemany(sql, args)
+                if cur.rowcount > 0:
+                    return
+                # Nothing written: the thread has no row yet, or every slot was kept.
+                now = connections[self.using].ops.adapt_datetimefield_value(utcnow())
+                cur.execute(MAKE_THREAD, {"thread_id": thread_id, "now": now})
+                if cur.rowcount > 0:
+                    cur.executemany(sql, args)
         finally:
             cur.close()
 

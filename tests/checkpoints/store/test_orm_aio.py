@@ -13,6 +13,7 @@ import gc
 import psycopg
 import pytest
 from django.db import connections
+from django.test.utils import CaptureQueriesContext
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
 from checkpoints.store.orm import pool
@@ -230,7 +231,6 @@ def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statemen
 
     monkeypatch.setattr(pg, "_execute", counted)
     monkeypatch.setattr(pg, "_aexecute", acounted)
-    monkeypatch.setattr(pg, "_store_writes_orm", None)  # any detour fails loudly
     first = empty_checkpoint()
     for name, put_writes in (
         ("sync-new", pg.put_writes),
@@ -238,8 +238,9 @@ def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statemen
     ):
         config = {"configurable": {**_config(name)["configurable"], "checkpoint_id": first["id"]}}
         sent.clear()
-        put_writes(config, [("messages", "hello"), ("route", "start")], "input-task")
-        assert len(sent) == 1, sent
+        with CaptureQueriesContext(connections["pg"]) as orm:
+            put_writes(config, [("messages", "hello"), ("route", "start")], "input-task")
+        assert len(sent) == 1 and not orm.captured_queries, (sent, orm.captured_queries)
         assert pg.thread_holdings(name).writes == 2
         # Written again (a retried task): the slots are kept, nothing fails.
         put_writes(config, [("messages", "other"), ("route", "other")], "input-task")

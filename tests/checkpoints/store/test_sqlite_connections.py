@@ -113,3 +113,24 @@ def test_a_put_inside_the_callers_transaction_rolls_back_with_it(saver):
         raise Undo
     assert saver.get_tuple(config_for("undone")) is None
     assert saver.thread_holdings("undone").empty
+
+
+def test_writes_before_the_first_checkpoint_make_the_thread_in_their_transaction(saver):
+    """LangGraph may store a run's input writes before the thread's first checkpoint: the
+    writes' own transaction makes the thread row (no ORM detour), and writing the same
+    slots again keeps the first values."""
+    from django.test.utils import CaptureQueriesContext
+
+    first = empty_checkpoint()
+    config = config_for("fresh")
+    config["configurable"].update(checkpoint_ns="", checkpoint_id=first["id"])
+    with CaptureQueriesContext(connections["default"]) as orm:
+        saver.put_writes(config, [("messages", "hello"), ("route", "start")], "input-task")
+        saver.put_writes(config, [("messages", "other"), ("route", "other")], "input-task")
+    assert not orm.captured_queries
+    assert saver.thread_holdings("fresh").writes == 2
+    saver.put(config_for("fresh"), first, {"source": "input", "step": -1}, {})
+    assert saver.get_tuple(config).pending_writes == [
+        ("input-task", "messages", "hello"),
+        ("input-task", "route", "start"),
+    ]
