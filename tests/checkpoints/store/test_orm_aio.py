@@ -180,24 +180,30 @@ def test_asyncio_run_returns_while_the_pool_is_still_opening_a_connection(tmp_pa
     ], done.stdout
 
 
-def test_delete_thread_is_one_statement_that_takes_the_finished_mark_too(pg, monkeypatch):
-    """PostgreSQL deletes a thread, its rows and its finished-mark in one statement (one
-    round trip, one commit), sync and async alike."""
-    from datetime import UTC, datetime, timedelta
-
-    sent = []
+@pytest.fixture
+def sent(pg, monkeypatch) -> list[str]:
+    """The statements the saver sends on its own cursors (sync and async), in order."""
+    seen: list[str] = []
     execute, aexecute = pg._execute, pg._aexecute
 
     def counted(cur, sql, params, **options):
-        sent.append(sql)
+        seen.append(sql)
         return execute(cur, sql, params, **options)
 
     async def acounted(cur, sql, params, **options):
-        sent.append(sql)
+        seen.append(sql)
         return await aexecute(cur, sql, params, **options)
 
     monkeypatch.setattr(pg, "_execute", counted)
     monkeypatch.setattr(pg, "_aexecute", acounted)
+    return seen
+
+
+def test_delete_thread_is_one_statement_that_takes_the_finished_mark_too(pg, sent):
+    """PostgreSQL deletes a thread, its rows and its finished-mark in one statement (one
+    round trip, one commit), sync and async alike."""
+    from datetime import UTC, datetime, timedelta
+
     due = datetime.now(UTC) + timedelta(days=1)
     for name, delete in (
         ("sync-doomed", pg.delete_thread),
@@ -214,23 +220,10 @@ def test_delete_thread_is_one_statement_that_takes_the_finished_mark_too(pg, mon
         assert pg.get_tuple(_config(name)) is None
 
 
-def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statement(pg, monkeypatch):
+def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statement(pg, sent):
     """LangGraph may store a run's input writes before the thread's first checkpoint: the
     one statement makes the thread row too (the ORM detour opened a Django connection on
     each of LangGraph's worker threads), sync and async alike."""
-    sent = []
-    execute, aexecute = pg._execute, pg._aexecute
-
-    def counted(cur, sql, params, **options):
-        sent.append(sql)
-        return execute(cur, sql, params, **options)
-
-    async def acounted(cur, sql, params, **options):
-        sent.append(sql)
-        return await aexecute(cur, sql, params, **options)
-
-    monkeypatch.setattr(pg, "_execute", counted)
-    monkeypatch.setattr(pg, "_aexecute", acounted)
     first = empty_checkpoint()
     for name, put_writes in (
         ("sync-new", pg.put_writes),
