@@ -49,4 +49,28 @@ def tune_sqlite(sender, connection, **kwargs) -> None:
     with connection.cursor() as cursor:
         if "timeout" not in options:
             cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(cursor)
+
+
+def _switch_to_wal(cursor) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting out another process's write.
+
+    On a file not yet in WAL mode (a new one), SQLite refuses the switch at once with
+    "database is locked" while another connection holds a write lock, without calling the
+    busy handler (waiting could deadlock inside SQLite): four scripts opening one new file
+    together failed that way. The switch is tried again until the busy timeout would have
+    run out.
+    """
+    import time
+
+    from django.db import OperationalError
+
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)

@@ -134,3 +134,35 @@ def test_writes_before_the_first_checkpoint_make_the_thread_in_their_transaction
         ("input-task", "messages", "hello"),
         ("input-task", "route", "start"),
     ]
+
+
+def test_a_new_file_switches_to_wal_once_another_writer_lets_go(tmp_path):
+    """SQLite refuses the switch to WAL at once ("database is locked", no busy wait) while
+    another connection writes to a file still in rollback-journal mode: four scripts
+    starting together on a new file failed so. The connection waits for the writer."""
+    import sqlite3
+    import time
+
+    from django.db.backends.sqlite3.base import DatabaseWrapper
+
+    path = tmp_path / "new.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO t VALUES (1)")
+    releaser = threading.Timer(0.3, lambda: writer.execute("COMMIT"))
+    releaser.start()
+    settings_dict = {**connections["default"].settings_dict, "NAME": str(path), "OPTIONS": {}}
+    wrapper = DatabaseWrapper(settings_dict, alias="new-file")
+    started = time.monotonic()
+    try:
+        with wrapper.cursor() as cursor:  # connection_created runs the app's tuning
+            cursor.execute("PRAGMA journal_mode")
+            assert cursor.fetchone()[0] == "wal"
+            cursor.execute("SELECT count(*) FROM t")
+            assert cursor.fetchone()[0] == 1
+    finally:
+        wrapper.close()
+        releaser.join()
+        writer.close()
+    assert time.monotonic() - started >= 0.25  # it waited for the writer, then switched
