@@ -1,7 +1,10 @@
 """App config: refuse to boot on a wrong CHECKPOINTS configuration; tune SQLite connections."""
 
+import time
+
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
+from django.db import OperationalError
 
 
 class CheckpointsConfig(AppConfig):
@@ -61,10 +64,6 @@ def _switch_to_wal(cursor) -> None:
     together failed that way. The switch is tried again until the busy timeout would have
     run out.
     """
-    import time
-
-    from django.db import OperationalError
-
     deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
     while True:
         try:

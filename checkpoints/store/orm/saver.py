@@ -15,7 +15,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import compress_typed, decompress_typed
-from checkpoints.codec.compression import ZSTD_SUFFIX
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
@@ -301,10 +300,7 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
                 type_ = _text(type_)
             if type_.endswith(SEALED):
                 return None
-            data = data if type(data) is bytes else bytes(data)
-            out.append(
-                decompress_typed((type_, data)) if type_.endswith(ZSTD_SUFFIX) else (type_, data)
-            )
+            out.append(decompress_typed((type_, data if type(data) is bytes else bytes(data))))
         loads_many = getattr(self.serde, "loads_many", None)
         try:
             if loads_many is not None:
@@ -335,15 +331,16 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             loaded = self._plain_loads([b[1:] for b in blobs]) if plain and blobs else None
             if loaded is not None:
                 values.update(zip((_text(b[0]) for b in blobs), loaded, strict=True))
-            for channel, blob_type, data in () if loaded is not None else blobs or ():
-                channel = _text(channel)
-                values[channel] = decode_at(
-                    lambda t=_text(blob_type), d=data, c=channel, at=at, vs=versions: self._load(
-                        t, d, lambda: _blob_place(at, c, vs)
-                    ),
-                    part=f"channel {channel!r}",
-                    **at,
-                )
+            else:
+                for channel, blob_type, data in blobs or ():
+                    channel = _text(channel)
+                    values[channel] = decode_at(
+                        lambda t=_text(blob_type), d=data, c=channel, a=at, v=versions: self._load(
+                            t, d, lambda: _blob_place(a, c, v)
+                        ),
+                        part=f"channel {channel!r}",
+                        **at,
+                    )
             pending = sorted(
                 (
                     (
