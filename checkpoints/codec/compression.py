@@ -26,7 +26,7 @@ _READ_CHUNK = 1 << 20
 # read again (the latest checkpoint's document, the same blob in every row of a list) is
 # not decompressed again: zstd costs ~10x msgpack's unpacking of the same value.
 FRAME_CACHE_BYTES = 32 << 20
-_FRAME_MIN = 1024  # smaller frames decompress about as fast as they hash into the cache
+FRAME_MIN_BYTES = 1024  # smaller frames decompress about as fast as they hash into the cache
 
 
 class _FrameCache:
@@ -47,7 +47,7 @@ class _FrameCache:
 
     def put(self, frame: bytes, plain: bytes) -> None:
         cost = len(frame) + len(plain)
-        if len(frame) < _FRAME_MIN or cost > self.budget // 8:
+        if len(frame) < FRAME_MIN_BYTES or cost > self.budget // 8:
             return
         with self.lock:
             if frame in self.items:
@@ -106,7 +106,7 @@ def decompress_typed(
         raise CheckpointCodecError(f"a {type_tag!r} value must be bytes")
     limit = sys.maxsize if max_bytes is None else max_bytes
     data = bytes(data)
-    known = FRAMES.get(data) if len(data) >= _FRAME_MIN else None
+    known = FRAMES.get(data) if len(data) >= FRAME_MIN_BYTES else None
     if known is not None and len(known) <= limit:
         return type_tag[: -len(ZSTD_SUFFIX)], known
     try:

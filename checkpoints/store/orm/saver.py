@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import compress_typed, decompress_typed
+from checkpoints.codec.compression import FRAME_MIN_BYTES
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
@@ -291,28 +292,53 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             found = get_rows(params)
         return self._tuples(found)[0] if found else None
 
-    def _plain_loads(self, typed: list[tuple[Any, Any]]) -> list | None:
+    def _plain_loads(self, typed: list[tuple[Any, Any]], seen: dict | None = None) -> list | None:
         """Values read in one go when none is sealed (the common case), else None; also
-        None on any failure, and the caller reads them one by one to name the failing one."""
-        out = []
+        None on any failure, and the caller reads them one by one to name the failing one.
+
+        ``seen``: values this call has read already, by their plain bytes object. A page's
+        rows share a document's compressed frame, which decompresses to one cached object
+        (`FRAMES`): a value that cannot be changed in place is then read once for them all.
+        """
+        plain = []
         for type_, data in typed:
             if type(type_) is not str:
                 type_ = _text(type_)
             if type_.endswith(SEALED):
                 return None
-            out.append(decompress_typed((type_, data if type(data) is bytes else bytes(data))))
+            plain.append(decompress_typed((type_, data if type(data) is bytes else bytes(data))))
+        values: list = [None] * len(plain)
+        missing = []
+        for i, (type_, data) in enumerate(plain):
+            # The entry holds its bytes object, so no other object can take its id meanwhile.
+            shared = seen is not None and len(data) >= FRAME_MIN_BYTES
+            known = seen.get((type_, id(data))) if shared else None
+            if known is not None and known[0] is data:
+                values[i] = known[1]
+            else:
+                missing.append(i)
         loads_many = getattr(self.serde, "loads_many", None)
+        todo = [plain[i] for i in missing]
         try:
             if loads_many is not None:
-                return loads_many(out)
-            return [self.serde.loads_typed(one) for one in out]
+                loaded = loads_many(todo)
+            else:
+                loaded = [self.serde.loads_typed(one) for one in todo]
         except Exception:  # noqa: BLE001 - read again one by one, which names the failure
             return None
+        for i, value in zip(missing, loaded, strict=True):
+            values[i] = value
+            type_, data = plain[i]
+            if seen is not None and len(data) >= FRAME_MIN_BYTES and type(value) in _UNCHANGEABLE:
+                seen[(type_, id(data))] = (data, value)
+        return values
 
     def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
         out = []
         # Sealed values, and plaintext in a store with keys, need their place: the slow path.
         plain = not encryption_enabled()
+        # Values read once for all of this page's rows (`_plain_loads`).
+        seen: dict | None = {} if len(rows) > 1 else None
         for row in rows:
             _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
             at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": cid}
@@ -328,7 +354,7 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             checkpoint["channel_versions"] = versions or {}
             versions = versions or {}
             values = checkpoint["channel_values"] = {}
-            loaded = self._plain_loads([b[1:] for b in blobs]) if plain and blobs else None
+            loaded = self._plain_loads([b[1:] for b in blobs], seen) if plain and blobs else None
             if loaded is not None:
                 values.update(zip((_text(b[0]) for b in blobs), loaded, strict=True))
             else:
@@ -602,6 +628,10 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
                         ignore_conflicts=True,
                     )
         return CopyOutcome.COPIED
+
+
+# Values a reader cannot change in place: one object may stand in every row that holds it.
+_UNCHANGEABLE = frozenset({str, bytes, int, float, bool, type(None)})
 
 
 def _blob_place(at: dict, channel: Any, versions: dict) -> Place:

@@ -203,6 +203,36 @@ def test_unchanged_channel_is_not_stored_again(store, provider):
     assert store.get_tuple(second).checkpoint["channel_values"] == {"a": "A", "b": "B2"}
 
 
+def test_list_rows_sharing_large_values_each_read_their_own(store):
+    # Past the compression threshold, so every row holding them shares one stored frame.
+    document = " ".join(f"word{i % 997}" for i in range(30_000))
+    other = document.upper()
+    items = [{"n": i, "text": "x" * 100} for i in range(1_000)]
+    versions = {c: store.get_next_version(None) for c in ("doc", "items", "step")}
+    config = put(store, "sharing", {"doc": document, "items": items, "step": 0}, versions=versions)
+    expected = [{"doc": document, "items": items, "step": 0}]
+    for step in range(1, 6):
+        changed = {"step": step}
+        if step == 3:
+            changed["doc"] = other
+        values = {**expected[-1], **changed}
+        new_versions = {c: store.get_next_version(versions[c]) for c in changed}
+        versions = {**versions, **new_versions}
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = str(uuid6(clock_seq=next(_clock)))
+        checkpoint["channel_values"] = values
+        checkpoint["channel_versions"] = dict(versions)
+        config = store.put(config, checkpoint, {"source": "loop", "step": step}, new_versions)
+        expected.append(values)
+
+    thread = {"configurable": {"thread_id": "sharing", "checkpoint_ns": ""}}
+    rows = [t.checkpoint["channel_values"] for t in store.list(thread, limit=10)]
+    assert rows == expected[::-1]
+    # A value a caller can change is its own object in every row: changing one changes no other.
+    rows[0]["items"].append("changed")
+    assert all(row["items"] == items for row in rows[1:])
+
+
 # -- strict serializer ---------------------------------------------------------------------
 @dataclasses.dataclass
 class Smuggled:
