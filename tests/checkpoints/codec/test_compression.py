@@ -53,3 +53,19 @@ def test_the_cache_keeps_to_its_budget_dropping_the_least_recently_used():
     assert cache.get(frames[-1][0]) == frames[-1][1]
     cache.put(b"tiny", b"x" * 10_000)  # frames under the minimum are not worth caching
     assert cache.get(b"tiny") is None
+
+
+def test_frames_alike_at_both_ends_never_stand_for_each_other():
+    # Same length, same first and last bytes: only the middle tells them apart.
+    ends = os.urandom(64), os.urandom(64)
+    first = ends[0] + b"a" * 2000 + ends[1]
+    second = ends[0] + b"b" * 2000 + ends[1]
+    cache = _FrameCache(budget=1_000_000)
+    cache.put(first, b"first")
+    assert cache.get(first) == b"first"
+    assert cache.get(bytes(bytearray(first))) == b"first"  # an equal frame read anew
+    assert cache.get(second) is None
+    cache.put(second, b"second")
+    assert cache.get(second) == b"second"
+    assert cache.get(first) is None
+    assert cache.held == len(second) + len(b"second")
