@@ -117,3 +117,15 @@ def test_heavy_thread_keeps_every_message_and_a_document_every_8_steps():
     from checkpoints.codec.serde import StoreSerializer
 
     assert len(StoreSerializer().dumps_typed(messages)[1]) > 64 * 1024
+
+
+def test_floor_saver_commits_one_row_a_call_and_runs_a_graph_turn(tmp_path):
+    from bench.floor import sqlite_floor
+    from bench.graph import STEPS, build_graph, run_turn
+
+    floor = sqlite_floor(str(tmp_path / "floor.sqlite3"))
+    result = run_turn(build_graph(floor), "floor-test", 0)
+    assert len(result["messages"]) == 1 + STEPS
+    rows = sqlite3.connect(tmp_path / "floor.sqlite3").execute("SELECT COUNT(*) FROM floor")
+    # A put for the input and for each step, and each task's writes: about two a step.
+    assert rows.fetchone()[0] >= 2 * STEPS

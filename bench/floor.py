@@ -1,0 +1,136 @@
+"""The most any saver can gain end to end: `python -m bench.floor postgres|sqlite [--turns N]`.
+
+A graph turn's time is LangGraph's own work plus its saver's. `FloorSaver` does only what
+every durable saver must do for each call LangGraph makes: serialize what it is given with
+LangGraph's serializer, send one INSERT and commit it (PostgreSQL: autocommit, so one WAL
+flush a call, as with `synchronous_commit = on`; SQLite: WAL with `synchronous=NORMAL`, as
+the project and the benchmark configure). It reads nothing back (`get_tuple` answers None:
+every turn runs on a new thread, as in `bench.e2e_split`), keeps no index but the primary
+key and no bookkeeping. Its turn time over LangGraph's own saver's is the ceiling of the e2e
+ratio on this machine: no saver that commits each call durably can reach a higher one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple  # noqa: E402
+
+
+class FloorSaver(BaseCheckpointSaver):
+    """One serialized INSERT, committed, per put and put_writes; nothing else."""
+
+    def __init__(self, execute) -> None:
+        super().__init__()
+        self._execute = execute
+
+    def put(self, config, checkpoint, metadata, new_versions):
+        _, data = self.serde.dumps_typed(checkpoint)
+        self._execute(config["configurable"]["thread_id"], data)
+        return {
+            "configurable": {
+                "thread_id": config["configurable"]["thread_id"],
+                "checkpoint_ns": config["configurable"].get("checkpoint_ns", ""),
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        _, data = self.serde.dumps_typed([(channel, value) for channel, value in writes])
+        self._execute(config["configurable"]["thread_id"], data)
+
+    def get_tuple(self, config) -> CheckpointTuple | None:
+        return None
+
+    def list(self, config, *, filter=None, before=None, limit=None) -> Iterator[CheckpointTuple]:
+        return iter(())
+
+
+def sqlite_floor(path: str) -> FloorSaver:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, k TEXT, v BLOB)")
+    lock = threading.Lock()
+
+    def execute(key: str, data: bytes) -> None:
+        with lock:
+            conn.execute("INSERT INTO floor (k, v) VALUES (?, ?)", (key, data))
+
+    return FloorSaver(execute)
+
+
+def postgres_floor(url: str) -> FloorSaver:
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, k TEXT, v BYTEA)")
+    lock = threading.Lock()
+
+    def execute(key: str, data: bytes) -> None:
+        with lock:
+            conn.execute("INSERT INTO floor (k, v) VALUES (%s, %s)", (key, data))
+
+    return FloorSaver(execute)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.floor")
+    parser.add_argument("family", choices=("sqlite", "postgres"))
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from bench.graph import build_graph, run_turn
+    from bench.stores import build_subjects, pg_url, reset_files, sqlite_path
+
+    reset_files()
+    subjects = [s for s in build_subjects([], {args.family}) if s.runs_graphs]
+    floor = (
+        sqlite_floor(sqlite_path("floor.sqlite3"))
+        if args.family == "sqlite"
+        else postgres_floor(pg_url(settings.PG_DB_LG))
+    )
+    savers: dict[str, Any] = {s.label: s.saver for s in subjects}
+    savers["floor"] = floor
+    graphs = {label: build_graph(saver) for label, saver in savers.items()}
+    for label, graph in graphs.items():
+        run_turn(graph, f"floor-warm-{label}", 0)
+    per_turn: dict[str, list[float]] = {label: [] for label in graphs}
+    for round_no in range(args.rounds):
+        order = list(graphs) if round_no % 2 == 0 else list(graphs)[::-1]
+        for label in order:
+            started = time.perf_counter()
+            for turn in range(args.turns):
+                run_turn(graphs[label], f"floor-{label}-{round_no}-{turn}", 0)
+            per_turn[label].append((time.perf_counter() - started) / args.turns * 1e3)
+    theirs = next(label for label in graphs if label.startswith("lg-"))
+    ours = next(label for label in graphs if label.startswith("orm-"))
+    medians = {label: statistics.median(times) for label, times in per_turn.items()}
+    print(f"{'saver':<12} {'turn ms (median of rounds)':>27}  {'rounds':>30}")
+    for label, times in per_turn.items():
+        shown = " ".join(f"{t:.2f}" for t in times)
+        print(f"{label:<12} {medians[label]:>27.2f}  {shown:>30}")
+    print(
+        f"ceiling (floor vs {theirs}): {medians[theirs] / medians['floor']:.2f}x; "
+        f"{ours} vs {theirs}: {medians[theirs] / medians[ours]:.2f}x"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
