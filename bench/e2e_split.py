@@ -9,6 +9,8 @@ pool it makes for every invocation, so per-thread CPU is what each call cost, wh
 the machine's load (the wall time of each call is printed too: on PostgreSQL the server's
 share is not CPU of this process); turn CPU minus saver CPU is LangGraph's own share, which
 bounds the e2e ratio any saver can reach: theirs_turn / (theirs_turn - theirs_saver).
+``--floor`` adds `bench.floor`'s FloorSaver (one serialized INSERT committed a call): the
+cost any durable saver pays, beside ours and LangGraph's.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("family", choices=("sqlite", "memory", "postgres"))
     parser.add_argument("--heavy", action="store_true")
     parser.add_argument("--turns", type=int, default=24)
+    parser.add_argument(
+        "--floor", action="store_true", help="also run bench.floor's FloorSaver (not --heavy)"
+    )
     args = parser.parse_args(argv)
+    if args.floor and (args.heavy or args.family == "memory"):
+        parser.error("--floor runs the chat turns on sqlite or postgres only")
     import django
 
     django.setup()
@@ -40,6 +47,20 @@ def main(argv: list[str] | None = None) -> int:
 
     reset_files()
     subjects = [s for s in build_subjects([], {args.family}) if s.runs_graphs]
+    if args.floor:
+        from types import SimpleNamespace
+
+        from django.conf import settings
+
+        from bench.floor import postgres_floor, sqlite_floor
+        from bench.stores import pg_url, sqlite_path
+
+        floor = (
+            sqlite_floor(sqlite_path("floor.sqlite3"))
+            if args.family == "sqlite"
+            else postgres_floor(pg_url(settings.PG_DB_LG))
+        )
+        subjects.append(SimpleNamespace(label="floor", saver=floor))
     docs = DocumentPool().docs if args.heavy else None
     spent: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
     lock = threading.Lock()
