@@ -56,32 +56,36 @@ class FloorSaver(BaseCheckpointSaver):
         return iter(())
 
 
+def _floor(conn, create: str, insert: str) -> FloorSaver:
+    conn.execute(create)
+    lock = threading.Lock()  # LangGraph calls from several threads; one connection
+
+    def execute(key: str, data: bytes) -> None:
+        with lock:
+            conn.execute(insert, (key, data))
+
+    return FloorSaver(execute)
+
+
 def sqlite_floor(path: str) -> FloorSaver:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, k TEXT, v BLOB)")
-    lock = threading.Lock()
-
-    def execute(key: str, data: bytes) -> None:
-        with lock:
-            conn.execute("INSERT INTO floor (k, v) VALUES (?, ?)", (key, data))
-
-    return FloorSaver(execute)
+    return _floor(
+        conn,
+        "CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, k TEXT, v BLOB)",
+        "INSERT INTO floor (k, v) VALUES (?, ?)",
+    )
 
 
 def postgres_floor(url: str) -> FloorSaver:
     import psycopg
 
-    conn = psycopg.connect(url, autocommit=True)
-    conn.execute("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, k TEXT, v BYTEA)")
-    lock = threading.Lock()
-
-    def execute(key: str, data: bytes) -> None:
-        with lock:
-            conn.execute("INSERT INTO floor (k, v) VALUES (%s, %s)", (key, data))
-
-    return FloorSaver(execute)
+    return _floor(
+        psycopg.connect(url, autocommit=True),
+        "CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, k TEXT, v BYTEA)",
+        "INSERT INTO floor (k, v) VALUES (%s, %s)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
