@@ -26,7 +26,8 @@ _READ_CHUNK = 1 << 20
 # read again (the latest checkpoint's document, the same blob in every row of a list) is
 # not decompressed again: zstd costs ~10x msgpack's unpacking of the same value.
 FRAME_CACHE_BYTES = 32 << 20
-FRAME_MIN_BYTES = 1024  # smaller frames decompress about as fast as they hash into the cache
+# Smaller frames are not cached: zstd decompresses them about as fast as a lookup.
+FRAME_MIN_BYTES = 1024
 
 
 def _fingerprint(frame: bytes) -> tuple[int, bytes, bytes]:
