@@ -310,7 +310,7 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         values: list = [None] * len(plain)
         missing = []
         for i, (type_, data) in enumerate(plain):
-            # Only cached frames' plain bytes are shared, and those are at least this long.
+            # Only cached frames' plain bytes are shared; shorter values are not worth a lookup.
             # The entry holds its bytes object, so no other object can take its id meanwhile.
             shared = seen is not None and len(data) >= FRAME_MIN_BYTES
             known = seen.get((type_, id(data))) if shared else None
