@@ -50,17 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.floor:
         from types import SimpleNamespace
 
-        from django.conf import settings
+        from bench.floor import floor_for
 
-        from bench.floor import postgres_floor, sqlite_floor
-        from bench.stores import pg_url, sqlite_path
-
-        floor = (
-            sqlite_floor(sqlite_path("floor.sqlite3"))
-            if args.family == "sqlite"
-            else postgres_floor(pg_url(settings.PG_DB_LG))
-        )
-        subjects.append(SimpleNamespace(label="floor", saver=floor))
+        subjects.append(SimpleNamespace(label="floor", saver=floor_for(args.family)))
     docs = DocumentPool().docs if args.heavy else None
     spent: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
     lock = threading.Lock()

@@ -88,6 +88,17 @@ def postgres_floor(url: str) -> FloorSaver:
     )
 
 
+def floor_for(family: str) -> FloorSaver:
+    """The floor saver on the benchmark's own SQLite folder or LangGraph's bench database."""
+    from django.conf import settings
+
+    from bench.stores import pg_url, sqlite_path
+
+    if family == "sqlite":
+        return sqlite_floor(sqlite_path("floor.sqlite3"))
+    return postgres_floor(pg_url(settings.PG_DB_LG))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.floor")
     parser.add_argument("family", choices=("sqlite", "postgres"))
@@ -97,18 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from django.conf import settings
 
     from bench.graph import build_graph, run_turn
-    from bench.stores import build_subjects, pg_url, reset_files, sqlite_path
+    from bench.stores import build_subjects, reset_files
 
     reset_files()
     subjects = [s for s in build_subjects([], {args.family}) if s.runs_graphs]
-    floor = (
-        sqlite_floor(sqlite_path("floor.sqlite3"))
-        if args.family == "sqlite"
-        else postgres_floor(pg_url(settings.PG_DB_LG))
-    )
+    floor = floor_for(args.family)
     savers: dict[str, Any] = {s.label: s.saver for s in subjects}
     savers["floor"] = floor
     graphs = {label: build_graph(saver) for label, saver in savers.items()}

@@ -307,14 +307,16 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             if type_.endswith(SEALED):
                 return None
             plain.append(decompress_typed((type_, data if type(data) is bytes else bytes(data))))
+        # Only cached frames' plain bytes are shared; shorter values are not worth a lookup.
+        keys = [
+            (t, id(d)) if seen is not None and len(d) >= FRAME_MIN_BYTES else None for t, d in plain
+        ]
         values: list = [None] * len(plain)
         missing = []
-        for i, (type_, data) in enumerate(plain):
-            # Only cached frames' plain bytes are shared; shorter values are not worth a lookup.
+        for i, key in enumerate(keys):
             # The entry holds its bytes object, so no other object can take its id meanwhile.
-            shared = seen is not None and len(data) >= FRAME_MIN_BYTES
-            known = seen.get((type_, id(data))) if shared else None
-            if known is not None and known[0] is data:
+            known = seen.get(key) if key is not None else None
+            if known is not None and known[0] is plain[i][1]:
                 values[i] = known[1]
             else:
                 missing.append(i)
@@ -329,9 +331,8 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             return None
         for i, value in zip(missing, loaded, strict=True):
             values[i] = value
-            type_, data = plain[i]
-            if seen is not None and len(data) >= FRAME_MIN_BYTES and type(value) in _UNCHANGEABLE:
-                seen[(type_, id(data))] = (data, value)
+            if keys[i] is not None and type(value) in _UNCHANGEABLE:
+                seen[keys[i]] = (plain[i][1], value)
         return values
 
     def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
