@@ -35,7 +35,16 @@ DEFAULTS: dict[str, Any] = {
     # None: LangGraph's default (permissive unless LANGGRAPH_STRICT_MSGPACK is set); True:
     # permissive; a list of "module.Class" names: strict, those types (and the graph's) allowed.
     "ALLOWED_MSGPACK_MODULES": None,
+    # A stored type the reader does not rebuild (checkpoints.codec.msgpack_read): "warn"
+    # reads its stored data and logs a warning, as LangGraph does; "raise" refuses it.
+    "BLOCKED_TYPES": "warn",
     "CODEC_MAX_BYTES": 64 * 1024 * 1024,
+    # Decompressed bytes one checkpoint read (its values and pending writes together) and one
+    # response (an API call, an admin page: a history page reads 100) may produce; None: no
+    # bound. Two values at CODEC_MAX_BYTES per checkpoint; the largest benchmarked checkpoint
+    # (a 256 KB document, a 10,000-message list) is ~5 MB, so a 101-row page is ~500 MB.
+    "MAX_CHECKPOINT_BYTES": 128 * 1024 * 1024,
+    "MAX_RESPONSE_BYTES": 512 * 1024 * 1024,
     "LIVE_THREAD_FILTERS": {
         "interrupts": "retention.filters.interrupts",
         "parks": "retention.filters.parks",
@@ -56,6 +65,9 @@ DEFAULTS: dict[str, Any] = {
     "REMOVED_VARIABLES_SET": [],
     # name -> "pkg.module:attribute" of a compiled graph or StateGraph builder.
     "GRAPHS": {},
+    # How many of a message list's messages the admin and the API show at once (the last
+    # ones; `messages_before` pages back): a 10,000-message list rendered whole takes seconds.
+    "MESSAGES_PAGE_SIZE": 50,
 }
 
 _cache: dict[str, Any] | None = None

@@ -4,7 +4,6 @@ value's path, and the class allowlist checked before anything is imported."""
 from __future__ import annotations
 
 import functools
-import importlib
 import re
 import sys
 from typing import Any
@@ -106,16 +105,22 @@ def _writable_class(cls: type, allowed: tuple[str, ...] | None) -> tuple[str | N
 
 @functools.lru_cache(maxsize=1024)
 def _readable_class(path: str, allowed: tuple[str, ...] | None) -> type:
-    """The class a stored ``module:qualname`` names; the allowlist is checked before import."""
+    """The class a stored ``module:qualname`` names, from a module already imported.
+
+    Reading never imports: a module on the allowlist that this process has not loaded
+    is refused, so stored data cannot choose which module's import-time code runs.
+    """
     if not _CLASS_PATH.fullmatch(path):
         raise _Refusal(f"{path!r} is not a class path (module:qualname)")
     module, qualname = path.split(":")
     if not _class_allowed(module, qualname, allowed):
         raise _Refusal(f"class {path} is in module {module!r}, {_NOT_ALLOWED}; it was not imported")
-    try:
-        found: Any = importlib.import_module(module)
-    except Exception as exc:
-        raise _Refusal(f"cannot import module {module!r} for class {path}: {exc}") from exc
+    found: Any = sys.modules.get(module)
+    if found is None:
+        raise _Refusal(
+            f"class {path} is in module {module!r}, which this process has not imported;"
+            " reading never imports"
+        )
     for part in qualname.split("."):
         found = getattr(found, part, None)
     if not isinstance(found, type):

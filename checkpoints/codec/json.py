@@ -91,7 +91,8 @@ class FaithfulJSONCodec:
         """What classes may be stored and revived.
 
         Permissive (LangGraph's default): any module-level class of a module this process
-        has imported, plus CODEC_ALLOWED_MODULES (imported on read if need be).
+        has imported, plus CODEC_ALLOWED_MODULES (read back only once imported: reading
+        never imports).
         Strict (LANGGRAPH_STRICT_MSGPACK, or a list in ALLOWED_MSGPACK_MODULES): modules on
         CODEC_ALLOWED_MODULES, the classes ALLOWED_MSGPACK_MODULES lists, and the graph's
         schema classes given to :meth:`with_msgpack_allowlist`.

@@ -8,27 +8,29 @@ adds through ``with_allowlist`` when it compiles the graph) are revived.
 ``"module.Class"`` names (or ``[module, Class]`` pairs) makes the serializer strict with
 those types allowed, ``True`` makes it permissive whatever the environment says.
 
-Where LangGraph's strict mode would hand back a blocked object's raw fields as a plain
-dict (with only a log line), this serializer raises :class:`BlockedTypeError` naming the
-type: a value never silently changes type.
+Reading never imports a module and never calls what the stored bytes name, in every one
+of those modes: ``checkpoints.codec.msgpack_read`` states the rule. A type it does not
+rebuild comes back as its stored data with a warning, as LangGraph's strict mode hands it
+back; ``CHECKPOINTS["BLOCKED_TYPES"] = "raise"`` refuses it as :class:`BlockedTypeError`
+naming the type instead.
 """
 
 from __future__ import annotations
 
-import threading
+import json
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack
-from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from ormsgpack import OPT_NON_STR_KEYS, unpackb
 
-from checkpoints.codec.envelope import LONE_SURROGATE_REASON, lone_surrogate_path
+from checkpoints.codec import msgpack_read
+from checkpoints.codec.envelope import LONE_SURROGATE_REASON, _lc_reviver, lone_surrogate_path
+from checkpoints.codec.msgpack_read import SafeExtHook, unpack
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, UnreadableValue
-
-_BLOCKED_KINDS = ("msgpack_blocked", "msgpack_method_blocked")
-_seen = threading.local()
 
 
 class BlockedTypeError(UnreadableValue):
@@ -39,17 +41,6 @@ class BlockedTypeError(UnreadableValue):
 
 class LoneSurrogateError(ValueError):
     """A string to store holds a lone surrogate, which has no UTF-8 form."""
-
-
-def _on_serde_event(event: dict[str, Any]) -> None:
-    # LangGraph reports a blocked type only through this event (its reader then returns the
-    # raw fields); note it for the read in progress on this thread, which raises.
-    blocked = getattr(_seen, "blocked", None)
-    if blocked is not None and event.get("kind") in _BLOCKED_KINDS:
-        blocked.append(event)
-
-
-register_serde_event_listener(_on_serde_event)
 
 
 def configured_msgpack_allowlist() -> Any:
@@ -82,12 +73,28 @@ def _entry(item: Any) -> tuple[str, ...]:
 
 
 class StoreSerializer(JsonPlusSerializer):
-    """LangGraph's serializer (never pickle) that raises where strict mode would drop a type."""
+    """LangGraph's serializer (never pickle) whose reading never imports or calls what the
+    bytes name (``checkpoints.codec.msgpack_read`` states the rule)."""
 
     def __init__(self, *, allowed_msgpack_modules: Any = lg_msgpack._SENTINEL) -> None:
+        listed: frozenset = frozenset()
         if allowed_msgpack_modules is lg_msgpack._SENTINEL:
             allowed_msgpack_modules = configured_msgpack_allowlist()
+            if isinstance(allowed_msgpack_modules, tuple):
+                listed = frozenset(allowed_msgpack_modules)
         super().__init__(pickle_fallback=False, allowed_msgpack_modules=allowed_msgpack_modules)
+        self._listed = listed
+        self._blocked_raise = blocked_types_raise()
+        self._safe_hook()
+
+    def _safe_hook(self) -> None:
+        self._unpack_ext_hook = SafeExtHook(self._allowed_msgpack_modules, self._listed)
+
+    def with_msgpack_allowlist(self, extra_allowlist: Any) -> StoreSerializer:
+        clone = super().with_msgpack_allowlist(extra_allowlist)
+        if clone is not self:
+            clone._safe_hook()
+        return clone
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         try:
@@ -109,24 +116,84 @@ class StoreSerializer(JsonPlusSerializer):
             raise LoneSurrogateError(f"value{where}: {LONE_SURROGATE_REASON}")
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        outer = getattr(_seen, "blocked", None)
-        _seen.blocked = blocked = []
-        try:
-            value = super().loads_typed(data)
-        finally:
-            _seen.blocked = outer
-        if blocked:
-            names = sorted(
-                {".".join(filter(None, (e.get("module"), e.get("name"), e.get("method"))))
-                 for e in blocked}
-            )  # fmt: skip
+        type_, data_ = data
+        if type_ == "msgpack":
+            return self._unpacked(data_)
+        if type_ == "json":
+            return self._json(data_)
+        return super().loads_typed(data)
+
+    def _unpacked(self, data: bytes) -> Any:
+        value, blocked, unreadable = unpack(self._unpack_ext_hook, data)
+        if unreadable:
+            raise UnreadableValue(f"stored value holds {unreadable[0]}")
+        if blocked and self._blocked_raise:
+            names = sorted({name for name, _ in blocked})
             raise BlockedTypeError(
-                f"stored value holds {', '.join(names)}, which the msgpack allowlist does not "
-                "allow; add it to CHECKPOINTS['ALLOWED_MSGPACK_MODULES'] (or to the graph's "
-                "state schema) to read it back",
+                f"stored value holds {', '.join(names)}, which was not rebuilt "
+                f"({blocked[0][1]}); add it to CHECKPOINTS['ALLOWED_MSGPACK_MODULES'] (or to "
+                "the graph's state schema, and import its module) to read it back, or set "
+                "CHECKPOINTS['BLOCKED_TYPES'] = 'warn' to read its stored data",
                 field=names[0],
             )
         return value
+
+    def _json(self, data: bytes) -> Any:
+        # LangGraph's pre-msgpack format: LangChain envelopes revived by the same rule.
+        try:
+            return json.loads(data, object_hook=self._revive_json)
+        except _JsonRefusal as refusal:
+            raise UnreadableValue(f"stored value holds {refusal}") from None
+
+    def _revive_json(self, value: dict[str, Any]) -> Any:
+        ident = value.get("id")
+        if value.get("type") != "constructor" or type(ident) is not list or len(ident) < 2:
+            return value
+        if not all(type(part) is str for part in ident):
+            return value
+        args, kwargs = value.get("args") or [], value.get("kwargs") or {}
+        if type(args) is not list or type(kwargs) is not dict:
+            raise _JsonRefusal(f"a {'.'.join(ident)} envelope whose arguments are malformed")
+        if value.get("lc") == 1:
+            return self._revive_lc1(ident, kwargs, value)
+        if value.get("lc") != 2:
+            return value
+        module, name = ".".join(ident[:-1]), ident[-1]
+        key = (module, name)
+        table = msgpack_read.CONSTRUCTORS.get(key)
+        cls, why = (table, "") if table is not None else msgpack_read.loaded_class(module, name)
+        if cls is not None and table is None:
+            why = self._unpack_ext_hook.refusal(key, cls)
+        if cls is not None and not why:
+            try:
+                return cls(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - hand back the data, as below
+                why = f"rebuilding it failed: {type(exc).__name__}"
+        return self._blocked_json(".".join(ident), why, kwargs or args)
+
+    def _revive_lc1(self, ident: list[str], kwargs: dict, value: dict) -> Any:
+        reviver = _lc_reviver()
+        key = tuple(ident)
+        path = reviver.import_mappings.get(key, key)
+        module = ".".join(path[:-1])
+        if reviver.allowed_class_paths is not None and key not in reviver.allowed_class_paths:
+            return self._blocked_json(".".join(ident), "not a LangChain core class", kwargs)
+        if module not in sys.modules:
+            return self._blocked_json(
+                ".".join(ident), "its module is not loaded, and reading never imports", kwargs
+            )
+        try:
+            return reviver(value)
+        except Exception as exc:  # noqa: BLE001
+            return self._blocked_json(
+                ".".join(ident), f"rebuilding it failed: {type(exc).__name__}", kwargs
+            )
+
+    def _blocked_json(self, name: str, why: str, payload: Any) -> Any:
+        if self._blocked_raise:
+            raise BlockedTypeError(f"stored value holds {name}, which was not rebuilt ({why})")
+        msgpack_read.warn_blocked(tuple(name.split(".")), why)
+        return payload
 
     def loads_many(self, typed: list[tuple[str, bytes]]) -> list[Any]:
         """Plain values (no seal, no frame) read in one go, for a checkpoint's channels.
@@ -134,16 +201,35 @@ class StoreSerializer(JsonPlusSerializer):
         Raises on the first problem without naming it: callers read the values again one
         by one (``loads_typed`` through ``decode_at``) to say which value failed and why.
         """
-        outer = getattr(_seen, "blocked", None)
-        _seen.blocked = blocked = []
-        load = super().loads_typed
+        hook = self._unpack_ext_hook
+        outer = hook.begin()
         try:
-            values = [load(one) for one in typed]
+            values = [
+                unpackb(data, ext_hook=hook, option=OPT_NON_STR_KEYS)
+                if type_ == "msgpack"
+                else self.loads_typed((type_, data))
+                for type_, data in typed
+            ]
         finally:
-            _seen.blocked = outer
-        if blocked:
-            raise BlockedTypeError("a stored value holds a type the allowlist blocks")
+            blocked, unreadable = hook.end(outer)
+        if unreadable or (blocked and self._blocked_raise):
+            raise UnreadableValue("a stored value cannot be read as it was written")
         return values
+
+
+class _JsonRefusal(Exception):
+    """Internal: a LangChain envelope in a "json" value that cannot be read at all."""
+
+
+def blocked_types_raise() -> bool:
+    """Whether a type the reader does not rebuild is refused (else: its data, warned)."""
+    mode = setting("BLOCKED_TYPES")
+    if mode not in ("warn", "raise"):
+        raise CheckpointConfigError(
+            f"CHECKPOINTS['BLOCKED_TYPES'] must be 'warn' or 'raise', got {mode!r}",
+            field="BLOCKED_TYPES",
+        )
+    return mode == "raise"
 
 
 def store_serializer() -> StoreSerializer:

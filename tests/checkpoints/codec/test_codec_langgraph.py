@@ -181,22 +181,34 @@ def test_msgpack_default_is_langgraphs_permissive_default(permissive_env):
     assert back == {"c": Crate(["a"])} and type(back["c"]) is Crate
 
 
-def test_msgpack_strict_mode_raises_naming_the_blocked_type(strict_env):
+def test_msgpack_strict_mode_reads_a_blocked_type_as_its_data_with_a_warning(strict_env, caplog):
     serde = store_serializer()
     stored = serde.dumps_typed({"c": Crate(["a"])})
-    with pytest.raises(BlockedTypeError, match=f"{__name__}.Crate") as caught:
-        serde.loads_typed(stored)
-    assert caught.value.field == f"{__name__}.Crate"
+    with caplog.at_level("WARNING", logger="checkpoints.codec"):
+        assert serde.loads_typed(stored) == {"c": {"items": ["a"]}}
+    assert f"{__name__}.Crate" in caplog.text and "not on the msgpack allowlist" in caplog.text
     # The graph's schema types (LangGraph's with_allowlist) and the deployment list open it.
     assert serde.with_msgpack_allowlist([Crate]).loads_typed(stored)["c"] == Crate(["a"])
     with checkpoints(ALLOWED_MSGPACK_MODULES=[[__name__, "Crate"]]):
         assert store_serializer().loads_typed(stored)["c"] == Crate(["a"])
 
 
+def test_blocked_types_raise_refuses_naming_the_type(strict_env):
+    stored = store_serializer().dumps_typed({"c": Crate(["a"])})
+    with checkpoints(BLOCKED_TYPES="raise"):
+        serde = store_serializer()
+        with pytest.raises(BlockedTypeError, match=f"{__name__}.Crate") as caught:
+            serde.loads_typed(stored)
+        assert caught.value.field == f"{__name__}.Crate"
+        assert serde.with_msgpack_allowlist([Crate]).loads_typed(stored)["c"] == Crate(["a"])
+    with checkpoints(BLOCKED_TYPES="loud"), pytest.raises(CheckpointConfigError, match="'loud'"):
+        store_serializer()
+
+
 def test_the_deployment_list_makes_the_serializer_strict_whatever_the_environment(
     permissive_env,
 ):
-    with checkpoints(ALLOWED_MSGPACK_MODULES=[]):
+    with checkpoints(ALLOWED_MSGPACK_MODULES=[], BLOCKED_TYPES="raise"):
         serde = store_serializer()
         with pytest.raises(BlockedTypeError):
             serde.loads_typed(serde.dumps_typed(Crate([])))

@@ -254,7 +254,7 @@ def test_stored_bytes_never_choose_what_gets_imported(saver_factory, provider, m
     # it at import, so mirror that reading too. The deployment's list (strict) wins over it.
     monkeypatch.setenv("LANGGRAPH_STRICT_MSGPACK", "false")
     monkeypatch.setattr(_msgpack, "STRICT_MSGPACK_ENABLED", False)
-    strict = {**settings.CHECKPOINTS, "ALLOWED_MSGPACK_MODULES": []}
+    strict = {**settings.CHECKPOINTS, "ALLOWED_MSGPACK_MODULES": [], "BLOCKED_TYPES": "raise"}
     with override_settings(CHECKPOINTS=strict):
         store = saver_factory()
         assert "tabnanny" not in sys.modules
@@ -268,8 +268,8 @@ def test_stored_bytes_never_choose_what_gets_imported(saver_factory, provider, m
             assert "tabnanny.Smuggled" in str(caught.value)
             assert raw_holdings(provider) == before
         else:
-            # LangGraph's msgpack, strict: the class is not revived, and reading it back
-            # fails naming it instead of handing back its fields as a plain dict.
+            # LangGraph's msgpack, strict: the class is not revived, and (BLOCKED_TYPES
+            # "raise") reading it back fails naming it instead of handing back its fields.
             assert store.serde.pickle_fallback is False
             assert store.serde._allowed_msgpack_modules is None
             written = put(store, "strict", {"value": Smuggled("boom")}, parent=cid(kept))
