@@ -98,6 +98,7 @@ def configuration_errors() -> list[Error]:
     errors.extend(_encryption_errors(conf.get("ENCRYPTION_KEYS") or []))
     errors.extend(_binding_errors(conf))
     errors.extend(_graph_errors(conf.get("GRAPHS")))
+    errors.extend(_read_bound_errors(conf))
     if numbers_ok:
         waiting = conf["RETENTION_WAITING_MINUTES"]
         finished = conf["RETENTION_FINISHED_MINUTES"]
@@ -111,6 +112,47 @@ def configuration_errors() -> list[Error]:
                 )
             )
     return errors
+
+
+def _read_bound_errors(conf) -> list[Error | Warning]:
+    """The decompressed bytes a checkpoint read and a response may produce (codec.compression)."""
+    found: list[Error | Warning] = []
+    bounds = {}
+    for key in ("MAX_CHECKPOINT_BYTES", "MAX_RESPONSE_BYTES"):
+        value = conf.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            found.append(
+                Error(
+                    f"{_name(key)} is {value!r}, not a positive whole number of bytes.",
+                    hint="Set the most decompressed bytes a read may produce, or null for none.",
+                    id="checkpoints.E030",
+                )
+            )
+        else:
+            bounds[key] = value
+    per_value = conf.get("CODEC_MAX_BYTES")
+    per_checkpoint = bounds.get("MAX_CHECKPOINT_BYTES")
+    smaller = [
+        (key, value, floor, name)
+        for key, value, floor, name in (
+            ("MAX_CHECKPOINT_BYTES", per_checkpoint, per_value, "CODEC_MAX_BYTES"),
+            ("MAX_RESPONSE_BYTES", bounds.get("MAX_RESPONSE_BYTES"), per_checkpoint, None),
+        )
+        if isinstance(value, int) and isinstance(floor, int) and value < floor
+    ]
+    for key, value, floor, name in smaller:
+        name = name or "MAX_CHECKPOINT_BYTES"
+        found.append(
+            Warning(
+                f"{_name(key)} is {value}, less than CHECKPOINTS[{name!r}] ({floor}): a "
+                "value (or checkpoint) written within its own limit could not be read back.",
+                hint=f"Raise {key} to at least {name}, or lower {name}.",
+                id="checkpoints.W030",
+            )
+        )
+    return found
 
 
 def _engine_errors(conf) -> list[Error]:

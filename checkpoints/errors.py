@@ -61,6 +61,13 @@ class ThreadVersionConflict(CheckpointStoreError):
     status = 409
 
 
+class MissingPermission(CheckpointStoreError, PermissionError):
+    """The caller may see the thread but lacks the permission the action needs (named)."""
+
+    code = "permission_denied"
+    status = 403
+
+
 class CheckpointStoreFormatError(CheckpointStoreError):
     """The store holds checkpoints in another format generation, or none recorded."""
 

@@ -16,7 +16,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from checkpoints import audit
+from checkpoints import audit, permissions
 from checkpoints.admin import ThreadAdmin
 from checkpoints.admin.base import RefuseBadInputMixin
 from checkpoints.admin.filters import AmongValues, ProviderNameFilter
@@ -147,7 +147,9 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
 
     def mark_view(self, request, object_id):
         """POST: mark the thread finished, or (unmark=1) take it out of the finished set."""
-        if not self.has_mark_permission(request):
+        unmark = bool(request.POST.get("unmark"))
+        allowed = self.has_unmark_permission if unmark else self.has_mark_permission
+        if not allowed(request):
             raise PermissionDenied
         thread = self.get_object(request, object_id)
         if thread is None:
@@ -158,7 +160,7 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
             return HttpResponseRedirect(back)
         saver = store_saver()
         with audit.from_request(request, "admin"):
-            if request.POST.get("unmark"):
+            if unmark:
                 unmark_finished(saver, thread.thread_id)
                 text = (
                     f"Thread {thread.thread_id} waits again: it was taken out of the finished set."
@@ -171,7 +173,10 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
         return HttpResponseRedirect(back)
 
     def has_mark_permission(self, request, obj=None):
-        return request.user.has_perm("checkpoints.change_thread")
+        return permissions.staff_may(request.user, "finish")
+
+    def has_unmark_permission(self, request, obj=None):
+        return permissions.staff_may(request.user, "unfinish")
 
     @admin.display(description="retention in force")
     def retention_in_force(self, obj):
@@ -213,7 +218,9 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
             messages.SUCCESS,
         )
 
-    @admin.action(description="Take selected threads out of the finished set", permissions=["mark"])
+    @admin.action(
+        description="Take selected threads out of the finished set", permissions=["unmark"]
+    )
     def unmark_finished_selected(self, request, queryset):
         saver = store_saver()
         removed = sum(
@@ -263,9 +270,7 @@ class FinishedMarkAdmin(
         return False
 
     def has_unmark_permission(self, request, obj=None):
-        return request.user.has_perm("checkpoints.delete_finishedmark") or request.user.has_perm(
-            "checkpoints.change_thread"
-        )
+        return permissions.staff_may(request.user, "unfinish")
 
     def get_queryset(self, request):
         return super().get_queryset(request).using(store_alias())
@@ -400,12 +405,12 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
         ]
 
     def changelist_view(self, request, extra_context=None):
-        extra = {"can_sweep": request.user.has_perm("retention.run_sweep"), **(extra_context or {})}
+        extra = {"can_sweep": permissions.staff_may(request.user, "sweep"), **(extra_context or {})}
         return super().changelist_view(request, extra)
 
     def sweep_view(self, request):
         """GET: a dry run of what would go and what is spared. POST post=yes: the sweep."""
-        if not request.user.has_perm("retention.run_sweep"):
+        if not permissions.staff_may(request.user, "sweep"):
             raise PermissionDenied
         run = request.method == "POST" and request.POST.get("post") == "yes"
         saver = get_saver()

@@ -7,9 +7,9 @@ thread API's base view, so auth, ownership and errors work the same as for threa
 from __future__ import annotations
 
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from checkpoints import permissions
 from checkpoints.api.base import StoreAPIView
 from checkpoints.api.openapi import extend_schema
 from checkpoints.api.serializers import (
@@ -24,9 +24,6 @@ from retention.models import SweepRun
 from retention.policy import declare_retention, effective_retention
 from retention.runs import mark_finished, unmark_finished
 from retention.sweep import sweep_checkpoints
-
-SWEEP_PERMISSION = "retention.run_sweep"
-
 
 # --- shapes ---------------------------------------------------------------------------
 
@@ -70,6 +67,10 @@ class SweepResultSerializer(serializers.Serializer):
     finished_swept = serializers.IntegerField()
     waiting_swept = serializers.IntegerField()
     spared = SparedSerializer(many=True)
+    written_during = serializers.IntegerField(
+        help_text="Threads kept because they were written after the sweep judged them."
+    )
+    written_during_ids = serializers.ListField(child=serializers.CharField())
     skipped = serializers.CharField(allow_null=True)
     dry_run = serializers.BooleanField()
     sweep_run_id = serializers.IntegerField(allow_null=True)
@@ -106,7 +107,7 @@ class FinishView(StoreAPIView):
         responses={200: FinishedSerializer, **error_responses(*WRITE_ERRORS)},
     )
     def post(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = self.thread(thread_id, "finish")
         owner = info.owner_name or request.user.get_username()
         entry = mark_finished(self.saver, info.thread_id, owner=owner)
         return Response(FinishedSerializer(_finished_body(info.thread_id, entry)).data)
@@ -118,7 +119,7 @@ class FinishView(StoreAPIView):
         responses={200: FinishedSerializer, **error_responses(*READ_ERRORS)},
     )
     def delete(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = self.thread(thread_id, "unfinish")
         unmark_finished(self.saver, info.thread_id)
         return Response(FinishedSerializer(_finished_body(info.thread_id, None)).data)
 
@@ -138,7 +139,7 @@ class RetentionView(StoreAPIView):
         responses={200: RetentionSerializer, **error_responses(*WRITE_ERRORS)},
     )
     def post(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = self.thread(thread_id, "retention")
         body = RetentionRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         declared = declare_retention(
@@ -158,13 +159,6 @@ class RetentionView(StoreAPIView):
         return Response(RetentionSerializer(data).data)
 
 
-def require_sweep_permission(user) -> None:
-    if not (user.is_staff and user.has_perm(SWEEP_PERMISSION)):
-        raise PermissionDenied(
-            f"the sweep needs a staff user with the {SWEEP_PERMISSION!r} permission"
-        )
-
-
 class SweepView(StoreAPIView):
     pagination_class = None
 
@@ -180,7 +174,7 @@ class SweepView(StoreAPIView):
         responses={200: SweepResultSerializer, **error_responses(*WRITE_ERRORS, 409)},
     )
     def post(self, request):
-        require_sweep_permission(request.user)
+        permissions.require(request.user, "sweep")
         body = SweepRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         result = sweep_checkpoints(
@@ -200,7 +194,7 @@ class SweepHistoryView(StoreAPIView):
         responses={200: SweepRunSerializer(many=True), **error_responses(*READ_ERRORS)},
     )
     def get(self, request):
-        require_sweep_permission(request.user)
+        permissions.require(request.user, "sweep")
         runs = SweepRun.objects.prefetch_related("spared").order_by("-started_at", "-pk")
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(SweepRunSerializer(page, many=True).data)

@@ -36,6 +36,7 @@ class SweepRun(models.Model):
         "swept_count",
         "finished_swept",
         "waiting_swept",
+        "written_during",
         "skipped",
         "error",
         "triggered_by",
@@ -65,6 +66,8 @@ class SweepRun(models.Model):
     swept_count = models.PositiveIntegerField(default=0)
     finished_swept = models.PositiveIntegerField(default=0)
     waiting_swept = models.PositiveIntegerField(default=0)
+    # Threads past a horizon it kept because they were written after it judged them.
+    written_during = models.PositiveIntegerField(default=0)
     skipped = models.TextField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     triggered_by = models.CharField(max_length=150, blank=True, default="")

@@ -20,6 +20,14 @@ Safety rules, in order:
    TTL, memory lives with the process). A run through `retention.runs.thread_run` on a
    caller's thread still takes it out of the set when it starts.
 7. A sweep can be fanned out to Celery workers as one run in batches (see ``fanout``).
+8. A thread is deleted only while its last write is still the one the sweep judged it on
+   (the idle listing's, or the one read for the run rule): the store checks it in the same
+   unit as the delete (`StoreSaver.delete_threads_unwritten`), so a write acknowledged
+   while the filters were asked is never lost. Such a thread is kept whole and reported as
+   ``written-during-sweep`` (``written_during`` counts them).
+9. Where the run's record and the store share a database, a batch's delete and its
+   progress commit in one transaction, so a killed sweep's record counts exactly what it
+   deleted (elsewhere the record follows right after; see `_Sweeper.batch_unit`).
 """
 
 from __future__ import annotations
@@ -28,11 +36,12 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import router, transaction
 from django.utils.module_loading import import_string
 
 from checkpoints import audit
@@ -54,6 +63,8 @@ FINISHED = "finished"
 WAITING = "waiting"
 # The owner a thread spared by the run rule (written since it was marked) is reported under.
 WRITTEN_SINCE = "written-since-finished"
+# The owner a thread kept because it was written after the sweep judged it is reported under.
+WRITTEN_DURING = "written-during-sweep"
 SKIP_REASONS = {
     "redis": "redis: keys expire on their TTL (the waiting retention), so the sweep does "
     "not delete idle threads",
@@ -75,6 +86,9 @@ class SweepResult:
     finished_swept: int = 0
     waiting_swept: int = 0
     spared: list[dict[str, str]] = field(default_factory=list)
+    # Threads past a horizon, unclaimed, but written after the sweep judged them: kept.
+    written_during: int = 0
+    written_during_ids: list[str] = field(default_factory=list)
     skipped: str | None = None
     dry_run: bool = False
     sweep_run_id: int | None = None
@@ -179,6 +193,9 @@ class _Sweeper:
         # because they were written since (they stay listed as due, so they are skipped).
         self.marked_at: dict[str, datetime] = {}
         self.passed_over: set[str] = set()
+        # The last write each candidate was judged on (None: the store had no record of
+        # it); the delete goes through only while it is still the thread's last write.
+        self.judged: dict[str, datetime | None] = {}
         self.keep_alive: Callable[[], None] = lambda: None
 
     def candidates(self, horizon: str, limit: int | None) -> list[str]:
@@ -186,7 +203,20 @@ class _Sweeper:
             entries = self.saver.finished_due(self.now, limit=limit)
             self.marked_at.update((e.thread_id, e.marked_at) for e in entries)
             return [e.thread_id for e in entries]
-        return self.saver.idle_threads(self.now, self.result.waiting_minutes, limit=limit)
+        writes = self.saver.idle_writes(self.now, self.result.waiting_minutes, limit=limit)
+        self.judged.update(writes)
+        return list(writes)
+
+    def judge_idle(self, ids: list[str]) -> list[str]:
+        """Those of ``ids`` idle past their waiting horizon, each judged on its last write.
+
+        The write is read before the horizon is checked: one landing in between makes the
+        thread not idle, and one landing after changes the write the delete compares.
+        """
+        writes = self.saver.last_writes(ids)
+        idle = self.saver.idle_among(ids, self.now, self.result.waiting_minutes)
+        self.judged.update((t, writes.get(t)) for t in idle)
+        return idle
 
     def seen(self, horizon: str) -> set[str]:
         return self.handled | self.passed_over if horizon == FINISHED else self.handled
@@ -229,19 +259,66 @@ class _Sweeper:
                 spared.append(thread_id)
             else:
                 doomed.append(thread_id)
+        before = (_counts(self.result), len(self.result.spared), len(spared))  # see _restore
+        try:
+            with self.batch_unit():
+                if doomed and not self.dry_run:
+                    # One set-based delete per batch, of the threads still as judged.
+                    kept = self.saver.delete_threads_unwritten({t: self.judged[t] for t in doomed})
+                    for thread_id in [t for t in doomed if t in kept]:
+                        self.spare(horizon, thread_id, WRITTEN_DURING)
+                        spared.append(thread_id)
+                    doomed = [t for t in doomed if t not in kept]
+                self._tally(horizon, len(doomed))
+                if self.run is not None:
+                    _progress(self.run, self.result, horizon, spared)
+        except Exception:
+            if self.shares_database():
+                # The batch's delete rolled back with its record: nothing of it happened.
+                self._restore(before, spared)
+            raise
         if doomed and not self.dry_run:
-            # One set-based delete per batch (the store repeats it while writers re-add).
-            self.saver.delete_threads(doomed)
             metrics.SWEEP_DELETED.labels(horizon=horizon).inc(len(doomed))
         self.handled.update(ids)
-        self.result.swept_count += len(doomed)
-        if horizon == FINISHED:
-            self.result.finished_swept += len(doomed)
-        else:
-            self.result.waiting_swept += len(doomed)
-        if self.run is not None:
-            _progress(self.run, self.result, horizon, spared)
         return spared
+
+    def _tally(self, horizon: str, deleted: int) -> None:
+        self.result.swept_count += deleted
+        if horizon == FINISHED:
+            self.result.finished_swept += deleted
+        else:
+            self.result.waiting_swept += deleted
+        self.result.written_during = len(self.result.written_during_ids)
+
+    def _restore(self, before: tuple[dict[str, int], int, int], spared: list[str]) -> None:
+        """Put the result back as it was before a batch whose transaction rolled back."""
+        counts, spared_len, batch_spared = before
+        for key, value in counts.items():
+            setattr(self.result, key, value)
+        for entry in self.result.spared[spared_len:]:
+            if entry["owner"] == WRITTEN_DURING:
+                self.result.written_during_ids.remove(entry["thread_id"])
+        del self.result.spared[spared_len:]
+        del spared[batch_spared:]
+
+    def shares_database(self) -> bool:
+        """Whether the run's record lives in the store's own database."""
+        if self.run is None or self.dry_run:
+            return False
+        return self.saver.db_alias == router.db_for_write(type(self.run), instance=self.run)
+
+    def batch_unit(self) -> AbstractContextManager[Any]:
+        """The unit a batch's delete and its progress record are committed in.
+
+        One transaction where the store and the run's record share a database. Elsewhere
+        (Redis, memory, an ORM store on another database than the record) no transaction
+        spans both, so the record is written right after the delete: a sweep killed in
+        between leaves its record short by that batch, and the next sweep marks it
+        interrupted.
+        """
+        if not self.shares_database():
+            return nullcontext()
+        return transaction.atomic(using=self.saver.db_alias)
 
     def pass_over_written(self, ids: list[str]) -> tuple[list[str], list[str]]:
         """The run rule: (ids to sweep as finished, ids spared as written since marked).
@@ -250,6 +327,7 @@ class _Sweeper:
         to the waiting horizon, which deletes it (after asking the filters) unreported here.
         """
         writes = self.saver.last_writes(ids)
+        self.judged.update((t, writes.get(t)) for t in ids)
         written = [
             t for t in ids if t in writes and t in self.marked_at and writes[t] > self.marked_at[t]
         ]
@@ -272,6 +350,9 @@ class _Sweeper:
             if owner == WRITTEN_SINCE
             else f"live-thread filter {owner!r} claims it"
         )
+        if owner == WRITTEN_DURING:
+            why = "it was written after the sweep judged it"
+            self.result.written_during_ids.append(thread_id)
         logger.warning("sweep spared thread %r past the %s horizon: %s", thread_id, horizon, why)
         if not self.dry_run:
             metrics.SWEEP_SPARED.labels(horizon=horizon, owner=owner).inc()
@@ -326,6 +407,7 @@ def _counts(result: SweepResult) -> dict[str, int]:
         "swept_count": result.swept_count,
         "finished_swept": result.finished_swept,
         "waiting_swept": result.waiting_swept,
+        "written_during": result.written_during,
     }
 
 
@@ -476,11 +558,10 @@ def sweep_listed(sweeper: _Sweeper, ids: list[str]) -> None:
         sweeper.keep_alive()
     if sweeper.passed_over and sweeper.saver.supports_idle_sweep:
         # Written since marked: swept only if idle past the waiting horizon.
-        waiting += sweeper.saver.idle_among(
-            sorted(sweeper.passed_over - set(waiting)), sweeper.now, sweeper.result.waiting_minutes
-        )
+        waiting += sorted(sweeper.passed_over - set(waiting))
     if waiting:
-        sweeper.handle(WAITING, waiting)
+        # Judged on the last write read now, the horizon checked again after that read.
+        sweeper.handle(WAITING, sweeper.judge_idle(waiting))
 
 
 def past_horizon(

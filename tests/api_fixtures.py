@@ -44,6 +44,12 @@ def users(transactional_db):
     alice = User.objects.create_user("alice", password="pw-alice")
     bob = User.objects.create_user("bob", password="pw-bob")
     staff = User.objects.create_user("staff", password="pw-staff", is_staff=True)
+    # An operator: staff act on others' threads only with these (checkpoints.permissions);
+    # staff without them are covered by tests/checkpoints/api/test_authz_matrix.py.
+    for codename in ("change_thread", "delete_thread", "add_checkpoint", "change_checkpoint"):
+        staff.user_permissions.add(
+            Permission.objects.get(content_type__app_label="checkpoints", codename=codename)
+        )
     sweeper = User.objects.create_user("sweeper", password="pw-sweeper", is_staff=True)
     sweeper.user_permissions.add(Permission.objects.get(codename="run_sweep"))
     return {"alice": alice, "bob": bob, "staff": staff, "sweeper": sweeper}

@@ -237,21 +237,22 @@ def test_sweep_killed_after_some_deletes_is_finished_by_the_next(store):
     doomed, live = 7, 3
     _seed_sweep(store, doomed, live)
     register_live_thread_filter("test-live", _claim_live)
-    real_delete = store.delete_threads
+    real_delete = store.delete_threads_unwritten
     batches: list[list[str]] = []
 
-    def dying_delete(thread_ids):
+    def dying_delete(judged):
         if len(batches) == 2:
-            raise ConnectionError(f"injected: store went away before deleting {thread_ids!r}")
-        real_delete(thread_ids)
-        batches.append(list(thread_ids))
+            raise ConnectionError(f"injected: store went away before deleting {list(judged)!r}")
+        kept = real_delete(judged)
+        batches.append([t for t in judged if t not in kept])
+        return kept
 
-    store.delete_threads = dying_delete
+    store.delete_threads_unwritten = dying_delete
     with override_settings(CHECKPOINTS={**settings.CHECKPOINTS, "SWEEP_BATCH_SIZE": 2}):
         with pytest.raises(SweepFailed, match="injected") as failure:
             sweep_checkpoints(saver=store)
         assert isinstance(failure.value.__cause__, ConnectionError)
-        del store.delete_threads
+        del store.delete_threads_unwritten
         deleted = [t for batch in batches for t in batch]
         assert 0 < len(deleted) < doomed
         # The failed run's record counts exactly what it deleted.

@@ -7,15 +7,30 @@ The data comes from :mod:`checkpoints.codec.render`, the renderer the API uses t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from checkpoints.codec.render import PREVIEW_CHARS, pretty, preview, readable
+from checkpoints.codec.render import (
+    MESSAGES_BEFORE,
+    PREVIEW_CHARS,
+    MessagePage,
+    is_message,
+    is_message_list,
+    message_page,
+    messages_before,
+    pretty,
+    preview,
+    readable,
+)
 
 __all__ = [
     "PREVIEW_CHARS",
+    "Paging",
+    "is_message",
+    "page_nav",
     "collapsible",
     "collapsible_map",
     "json_block",
@@ -54,7 +69,6 @@ def collapsible_map(values: Mapping[str, Any], *, empty: str = "(none)") -> Safe
 # -- a checkpoint's state: a transcript for messages, internals behind a toggle -------------
 INTERNAL_PREFIXES = ("branch:", "__pregel", "start:", "join:")
 INTERNAL_NAMES = frozenset({"__start__", "__end__"})
-MESSAGE_TYPES = frozenset({"human", "ai", "tool", "system", "function", "chat", "remove"})
 
 
 def is_internal(channel: str) -> bool:
@@ -62,9 +76,38 @@ def is_internal(channel: str) -> bool:
     return channel in INTERNAL_NAMES or channel.startswith(INTERNAL_PREFIXES)
 
 
-def _is_message(item: Any) -> bool:
-    kind = getattr(item, "type", None)
-    return isinstance(kind, str) and kind in MESSAGE_TYPES and hasattr(item, "content")
+def page_nav(page: MessagePage, query: Mapping[str, Any] | None = None) -> SafeString:
+    """Which messages a page shows of how many, with links to the older and newer pages.
+
+    ``query`` is the request's (a QueryDict): the links keep its other parameters, such as
+    the chosen store.
+    """
+
+    def link(before: int) -> str:
+        params = query.copy() if query is not None else None
+        if params is None:
+            return f"?{MESSAGES_BEFORE}={before}"
+        params[MESSAGES_BEFORE] = str(before)
+        return f"?{params.urlencode()}"
+
+    older = (
+        format_html(' · <a class="cs-msgs-older" href="{}">← older messages</a>', link(page.older))
+        if page.older is not None
+        else ""
+    )
+    newer = (
+        format_html(' · <a class="cs-msgs-newer" href="{}">newer messages →</a>', link(page.newer))
+        if page.newer is not None
+        else ""
+    )
+    return format_html(
+        '<p class="cs-page">messages {}–{} of {}{}{}</p>',
+        page.start + 1 if page.items else page.start,
+        page.end,
+        page.total,
+        older,
+        newer,
+    )
 
 
 def _text(content: Any) -> str:
@@ -122,19 +165,21 @@ def size_text(size: int | None) -> str:
     return f"{byte_size(size)} stored" if size is not None else ""
 
 
-def _channel(name: str, value: Any, size: int | None) -> SafeString:
-    if isinstance(value, list) and value and all(_is_message(m) for m in value):
+def _channel(name: str, value: Any, size: int | None, paging: Paging) -> SafeString:
+    if is_message_list(value):
+        page = message_page(value, paging.before)
         return format_html(
             '<details class="cs-value" open><summary><strong>{}</strong> '
-            '<span class="cs-hint">{} · {} messages{}</span></summary>{}'
+            '<span class="cs-hint">{} · {} messages{}</span></summary>{}{}'
             '<details class="cs-raw"><summary class="cs-hint">as stored (JSON)</summary>{}'
             "</details></details>",
             name,
             preview(value),
             len(value),
             format_html(" · {}", size_text(size)) if size is not None else "",
-            transcript(value),
-            json_block(value),
+            page_nav(page, paging.query),
+            transcript(page.items),
+            json_block(page.items),
         )
     return format_html(
         '<details class="cs-value"><summary><strong>{}</strong> '
@@ -146,15 +191,36 @@ def _channel(name: str, value: Any, size: int | None) -> SafeString:
     )
 
 
-def state_view(values: Mapping[str, Any], sizes: Mapping[str, int] | None = None) -> SafeString:
-    """The graph's channels first (messages as a transcript), LangGraph's internals folded."""
+@dataclass(frozen=True)
+class Paging:
+    """Where a page's message lists start (``messages_before``) and the query it came with."""
+
+    before: int | None = None
+    query: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, request) -> Paging:
+        """The request's paging; a bad ``messages_before`` raises InvalidCheckpointInput."""
+        return cls(messages_before(request.GET.get(MESSAGES_BEFORE)), request.GET)
+
+
+def state_view(
+    values: Mapping[str, Any],
+    sizes: Mapping[str, int] | None = None,
+    paging: Paging | None = None,
+) -> SafeString:
+    """The graph's channels first (messages as a transcript, a page of them), LangGraph's
+    internals folded."""
     sizes = sizes or {}
+    paging = paging or Paging()
     names = sorted(values, key=str)
     own = [n for n in names if not is_internal(str(n))]
     internal = [n for n in names if is_internal(str(n))]
     if not names:
         return format_html("<em>{}</em>", "(no values)")
-    body = format_html_join("", "{}", ((_channel(str(n), values[n], sizes.get(n)),) for n in own))
+    body = format_html_join(
+        "", "{}", ((_channel(str(n), values[n], sizes.get(n), paging),) for n in own)
+    )
     if internal:
         body = format_html(
             '{}<details class="cs-internals"><summary>LangGraph internals ({} channels: {})'
@@ -163,7 +229,9 @@ def state_view(values: Mapping[str, Any], sizes: Mapping[str, int] | None = None
             len(internal),
             ", ".join(str(n) for n in internal),
             format_html_join(
-                "", "{}", ((_channel(str(n), values[n], sizes.get(n)),) for n in internal)
+                "",
+                "{}",
+                ((_channel(str(n), values[n], sizes.get(n), paging),) for n in internal),
             ),
         )
     return body

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import status
+from checkpoints import permissions, status
 from checkpoints.admin import keyset
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
@@ -26,11 +26,11 @@ from checkpoints.admin.base import (
     history_url,
     thread_change_url,
 )
-from checkpoints.admin.display import byte_size, collapsible, json_block, state_view
+from checkpoints.admin.display import Paging, byte_size, collapsible, json_block, state_view
 from checkpoints.admin.filters import DurabilityFilter, ProviderFilter, SourceFilter
 from checkpoints.admin.paging import IndexPaginator
-from checkpoints.admin.views import keep_store, store_alias
-from checkpoints.errors import CheckpointStoreError
+from checkpoints.admin.views import bad_request, keep_store, store_alias
+from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.models import (
     ChannelBlob,
     Checkpoint,
@@ -151,6 +151,16 @@ class HistoryChangeList(ChangeList):
                 messages.error(
                     request,
                     f"Jump to time: {moment!r} is not a date and time like 2026-12-01 14:05:00.",
+                )
+                return None
+            try:
+                # The database compares in UTC: an offset can carry a time past year 1 or 9999.
+                when = when.astimezone(UTC)
+            except OverflowError:
+                messages.error(
+                    request,
+                    f"Jump to time: {moment!r} is out of range; times run from "
+                    "0001-01-01 00:00:00 to 9999-12-31 23:59:59 UTC.",
                 )
                 return None
             rows = rows.filter(created_at__lte=when)
@@ -275,10 +285,10 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
 
     # -- permissions for the two time-travel operations ---------------------------------
     def has_rollback_permission(self, request, obj=None):
-        return request.user.has_perm("checkpoints.change_checkpoint")
+        return permissions.staff_may(request.user, "rollback")
 
     def has_fork_permission(self, request, obj=None):
-        return request.user.has_perm("checkpoints.add_checkpoint")
+        return permissions.staff_may(request.user, "fork")
 
     # -- queries ------------------------------------------------------------------------
     def get_queryset(self, request):
@@ -379,7 +389,20 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
             *super().get_urls(),
         ]
 
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            try:
+                obj.paging = Paging.of(request)
+            except InvalidCheckpointInput:
+                obj.paging = Paging()  # only the pages that show messages refuse it
+        return obj
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
+        try:
+            Paging.of(request)
+        except InvalidCheckpointInput as exc:
+            return bad_request(exc)
         pk = unquote(object_id)
         extra = {
             **self._neighbours(pk),
@@ -542,7 +565,8 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
             return self._unreadable(obj)
         if saved is None:
             return "the saver holds no such checkpoint"
-        return state_view(saved.checkpoint.get("channel_values") or {}, self._sizes(obj))
+        values = saved.checkpoint.get("channel_values") or {}
+        return state_view(values, self._sizes(obj), getattr(obj, "paging", None))
 
     def _sizes(self, obj) -> dict[str, int]:
         """Stored bytes of each channel's value at this checkpoint (after compression)."""

@@ -12,15 +12,17 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import connections
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
 from checkpoints import audit
-from checkpoints.admin.display import pretty
+from checkpoints.admin.display import Paging, page_nav, pretty
+from checkpoints.codec.compression import reading_response
+from checkpoints.codec.render import is_message_list, message_page
 from checkpoints.diff import baseline, channel_changes
-from checkpoints.errors import CheckpointStoreError
+from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
 from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.registry import get_saver
@@ -114,10 +116,12 @@ def with_store_choice(view, *, lenient: bool = False):
                 raise Http404(f"no checkpoint store {named!r} is available to this admin")
         token = _chosen.set(chosen)
         try:
-            response = view(request, *args, **kwargs)
-            # Read-only fields are computed while the page renders: do that here, in scope.
-            if hasattr(response, "render") and not getattr(response, "is_rendered", True):
-                response.render()
+            # One page's reads share a budget of decompressed bytes (MAX_RESPONSE_BYTES).
+            with reading_response():
+                response = view(request, *args, **kwargs)
+                # Read-only fields are computed while the page renders: do that here, in scope.
+                if hasattr(response, "render") and not getattr(response, "is_rendered", True):
+                    response.render()
             return response
         finally:
             _chosen.reset(token)
@@ -224,6 +228,11 @@ def forks_from(thread_id: str) -> list[tuple[str, int, str]]:
     return [(str(cid), pk, tid) for cid, pk, tid in found[:CHILD_LINKS]]
 
 
+def bad_request(exc: CheckpointStoreError) -> HttpResponseBadRequest:
+    """A 400 whose text names the parameter at fault."""
+    return HttpResponseBadRequest(exc.message, content_type="text/plain; charset=utf-8")
+
+
 def _summary(row: Checkpoint | None) -> dict | None:
     if row is None:
         return None
@@ -282,6 +291,10 @@ class ChangesView(_CheckpointPage):
     template = "changes.html"
 
     def __call__(self, request, object_id):
+        try:
+            paging = Paging.of(request)
+        except InvalidCheckpointInput as exc:
+            return bad_request(exc)
         obj = self.row(request, object_id)
         if not self.model_admin.has_view_permission(request, obj):
             raise PermissionDenied
@@ -314,25 +327,45 @@ class ChangesView(_CheckpointPage):
             title=f"What checkpoint {obj.checkpoint_id} changed",
             parent=_summary(parent_row),
             relation=relation,
-            changes=[_readable_change(c) for c in changes],
+            changes=[_readable_change(c, paging) for c in changes],
             unchanged=sorted(set(values) - {c.channel for c in changes}),
         )
 
 
-def _readable_change(change) -> dict:
-    """A change with its values as indented JSON text for the template."""
-    return {
+def _readable_change(change, paging: Paging) -> dict:
+    """What the template shows of a change, as indented JSON text, and nothing more.
+
+    A list change shows the items added and removed, a page at a time; a message list that
+    is new or cleared as a whole shows a page of it. A 10,000-message channel that gained one
+    message is then one item of text, not two copies of the list.
+    """
+    shown = {
         "channel": change.channel,
         "kind": change.kind,
         "summary": change.summary,
-        "before": pretty(change.before),
-        "after": pretty(change.after),
-        "appended": [pretty(v) for v in change.appended],
-        "dropped": [pretty(v) for v in change.dropped],
-        "added_keys": {k: pretty(v) for k, v in change.added_keys.items()},
-        "removed_keys": {k: pretty(v) for k, v in change.removed_keys.items()},
-        "changed_keys": {k: (pretty(a), pretty(b)) for k, (a, b) in change.changed_keys.items()},
+        "navs": [],
     }
+
+    def page(items):
+        cut = message_page(items, paging.before)
+        if cut.start > 0 or cut.end < cut.total:
+            shown["navs"].append(page_nav(cut, paging.query))
+        return cut.items
+
+    if change.kind == "list":
+        shown["appended"] = [pretty(v) for v in page(change.appended)]
+        shown["dropped"] = [pretty(v) for v in page(change.dropped)]
+    elif change.kind == "dict":
+        shown["added_keys"] = {k: pretty(v) for k, v in change.added_keys.items()}
+        shown["removed_keys"] = {k: pretty(v) for k, v in change.removed_keys.items()}
+        shown["changed_keys"] = {
+            k: (pretty(a), pretty(b)) for k, (a, b) in change.changed_keys.items()
+        }
+    else:
+        for side in ("before", "after"):
+            value = getattr(change, side)
+            shown[side] = pretty(page(value) if is_message_list(value) else value)
+    return shown
 
 
 class RollbackView(_CheckpointPage):

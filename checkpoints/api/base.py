@@ -12,10 +12,11 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 
-from checkpoints import audit
+from checkpoints import audit, permissions
 from checkpoints.api.errors import exception_handler
 from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
+from checkpoints.codec.compression import reading_response
 from checkpoints.selectors import ThreadInfo, thread_get
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import check_thread_id as store_check_thread_id
@@ -68,6 +69,11 @@ class StoreAPIView(GenericAPIView):
                 f"{length} bytes is over DATA_UPLOAD_MAX_MEMORY_SIZE ({limit} bytes)"
             )
 
+    def dispatch(self, request, *args, **kwargs):
+        # What the request's reads may decompress, all checkpoints together (a history page).
+        with reading_response():
+            return super().dispatch(request, *args, **kwargs)
+
     def initial(self, request, *args, **kwargs):
         # Every change this request makes is recorded as the API's, by the caller.
         self._audit_token = audit.bind(
@@ -87,10 +93,17 @@ class StoreAPIView(GenericAPIView):
             self._audit_token = None
         return super().finalize_response(request, response, *args, **kwargs)
 
-    def thread(self, thread_id: str) -> ThreadInfo:
-        """The thread named in the URL, when the requester may see it."""
+    def thread(self, thread_id: str, action: str | None = None) -> ThreadInfo:
+        """The thread named in the URL, when the requester may see it (and do ``action``).
+
+        Seeing comes first: a thread the requester may not see is a 404 whatever the action.
+        """
         check_thread_id(thread_id)
-        return thread_get(saver=self.saver, user=self.request.user, thread_id=thread_id)
+        info = thread_get(saver=self.saver, user=self.request.user, thread_id=thread_id)
+        if action is not None:
+            owner_pk = info.owner.pk if info.owner is not None else None
+            permissions.require(self.request.user, action, owner_pk=owner_pk)
+        return info
 
 
 def check_thread_id(thread_id: str, field: str = "thread_id") -> str:

@@ -6,6 +6,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
 from checkpoints.api.plain_json import plain_mapping, to_plain
+from checkpoints.codec.render import MESSAGES_BEFORE, paged_values
 from checkpoints.errors import InvalidCheckpointInput
 
 # --- text fields ----------------------------------------------------------------------
@@ -160,10 +161,48 @@ class DurabilitySerializer(serializers.Serializer):
     at = serializers.CharField(allow_null=True)
 
 
-class StateSnapshotSerializer(serializers.Serializer):
-    """Reads a ``StateSnapshot``; every value is rendered as plain JSON."""
+class MessagePageSerializer(serializers.Serializer):
+    total = serializers.IntegerField(help_text="Messages the list holds.")
+    start = serializers.IntegerField(help_text="Position of the first one shown (from 0).")
+    end = serializers.IntegerField(help_text="Position after the last one shown.")
+    next_before = serializers.IntegerField(
+        allow_null=True,
+        help_text=f"Pass as `{MESSAGES_BEFORE}` to read the older messages; null at the first.",
+    )
 
-    values = serializers.DictField(help_text="Channel values as plain JSON (see API docs).")
+
+# A snapshot's fields, in the order an answer lists them; `select` on the history names some.
+SNAPSHOT_FIELDS = (
+    "values",
+    "pending_tasks",
+    "pending_writes",
+    "metadata",
+    "config",
+    "next",
+    "channel_versions",
+    "interrupts",
+    "durability",
+)
+# `values` comes with the message pages that say how much of each message list it holds.
+_WITH = {"values": ("values", "message_pages")}
+
+
+class StateSnapshotSerializer(serializers.Serializer):
+    """Reads a ``StateSnapshot``; every value is rendered as plain JSON.
+
+    Context: ``select``, the fields to answer with (all by default); ``messages_before``,
+    where each message list's page ends (its end by default).
+    """
+
+    values = serializers.DictField(
+        help_text="Channel values as plain JSON (see API docs). A message list holds one page "
+        "of its messages, the last ones unless `messages_before` says otherwise; "
+        "`message_pages` says which."
+    )
+    message_pages = serializers.DictField(
+        child=MessagePageSerializer(),
+        help_text="Per message-list channel: how many messages it holds and which are shown.",
+    )
     pending_tasks = serializers.ListField(child=serializers.DictField())
     pending_writes = serializers.ListField(child=serializers.DictField())
     metadata = SnapshotMetadataSerializer()
@@ -181,15 +220,37 @@ class StateSnapshotSerializer(serializers.Serializer):
     )
 
     def to_representation(self, snapshot):
-        data = snapshot.as_dict() if hasattr(snapshot, "as_dict") else dict(snapshot)
+        # Read, not copied (StateSnapshot.as_dict deep-copies every message): rendering
+        # changes nothing.
+        if isinstance(snapshot, dict):
+            data = snapshot
+        else:
+            data = {name: getattr(snapshot, name, None) for name in SNAPSHOT_FIELDS}
+        wanted = self.context.get("select") or SNAPSHOT_FIELDS
+        out: dict = {}
+        for name in wanted:
+            for key, value in zip(_WITH.get(name, (name,)), self._field(name, data), strict=True):
+                out[key] = value
+        return out
+
+    def _field(self, name: str, data: dict) -> tuple:
+        """The answer's entries for the snapshot field ``name`` (two for ``values``)."""
+        if name == "values":
+            shown, pages = paged_values(data.get("values"), self.context.get("messages_before"))
+            return (
+                plain_mapping(shown, path="values"),
+                {str(channel): page.as_dict() for channel, page in pages.items()},
+            )
+        return (self._plain_fields(name, data),)
+
+    def _plain_fields(self, name: str, data: dict):
         meta = data.get("metadata") or {}
-        return {
-            "values": plain_mapping(data.get("values"), path="values"),
-            "pending_tasks": to_plain(list(data.get("pending_tasks") or []), path="pending_tasks"),
-            "pending_writes": to_plain(
-                list(data.get("pending_writes") or []), path="pending_writes"
-            ),
-            "metadata": {
+        if name == "pending_tasks":
+            return to_plain(list(data.get("pending_tasks") or []), path="pending_tasks")
+        if name == "pending_writes":
+            return to_plain(list(data.get("pending_writes") or []), path="pending_writes")
+        if name == "metadata":
+            return {
                 "step": meta.get("step"),
                 "timestamp": _text(meta.get("timestamp")),
                 "source": meta.get("source"),
@@ -201,19 +262,57 @@ class StateSnapshotSerializer(serializers.Serializer):
                     for key in ("forked_from", "rollback")
                     if key in meta
                 },
-            },
-            "config": to_plain(data.get("config") or {}, path="config"),
-            "next": [str(n) for n in data.get("next") or []],
-            "channel_versions": {
-                str(k): str(v) for k, v in (data.get("channel_versions") or {}).items()
-            },
-            "interrupts": to_plain(list(data.get("interrupts") or []), path="interrupts"),
-            "durability": (
-                {"level": str(durability.get("level")), "at": _text(durability.get("at"))}
-                if (durability := data.get("durability"))
-                else None
-            ),
-        }
+            }
+        if name == "config":
+            return to_plain(data.get("config") or {}, path="config")
+        if name == "next":
+            return [str(n) for n in data.get("next") or []]
+        if name == "channel_versions":
+            return {str(k): str(v) for k, v in (data.get("channel_versions") or {}).items()}
+        if name == "interrupts":
+            return to_plain(list(data.get("interrupts") or []), path="interrupts")
+        durability = data.get("durability")
+        if not durability:
+            return None
+        return {"level": str(durability.get("level")), "at": _text(durability.get("at"))}
+
+
+class HistoryItemSerializer(StateSnapshotSerializer):
+    """One history item: the fields `select` names (all but `values` by default)."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        for field in fields.values():
+            field.required = False
+        return fields
+
+
+HISTORY_DEFAULT = tuple(name for name in SNAPSHOT_FIELDS if name != "values")
+_SELECT_HELP = (
+    "Comma-separated snapshot fields each item carries: "
+    + ", ".join(f"`{n}`" for n in SNAPSHOT_FIELDS)
+    + ". Default: all but `values` (a page of 100 checkpoints of a long thread holds its "
+    "message list 100 times); `values` brings `message_pages` with it."
+)
+_NAME = "(" + "|".join(SNAPSHOT_FIELDS) + ")"
+
+
+@extend_schema_field(
+    {"type": "string", "pattern": f"^{_NAME}(,{_NAME})*$", "description": _SELECT_HELP}
+)
+class SelectField(serializers.CharField):
+    """``select=values,metadata``: the snapshot fields to answer with, in that order."""
+
+    def to_internal_value(self, data):
+        names = [n.strip() for n in str(super().to_internal_value(data)).split(",")]
+        unknown = [n for n in names if n not in SNAPSHOT_FIELDS]
+        if unknown:
+            raise InvalidCheckpointInput(
+                f"select names {', '.join(repr(n) for n in unknown)}, not a snapshot field; "
+                f"choose from {', '.join(SNAPSHOT_FIELDS)}",
+                field="select",
+            )
+        return tuple(dict.fromkeys(names))
 
 
 def _text(value):
@@ -223,7 +322,7 @@ def _text(value):
 
 
 class HistoryPageSerializer(serializers.Serializer):
-    results = StateSnapshotSerializer(many=True)
+    results = HistoryItemSerializer(many=True)
     next_before = serializers.CharField(
         allow_null=True,
         help_text="Pass as `before` to read the next (older) page; null on the last page.",

@@ -101,7 +101,7 @@ class ThreadDetailView(StoreAPIView):
         responses={204: None, **s.error_responses(*s.READ_ERRORS)},
     )
     def delete(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = self.thread(thread_id, "delete")
         delete_thread(saver=self.saver, thread_id=info.thread_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -114,6 +114,7 @@ class HistoryQuerySerializer(serializers.Serializer):
     before = s.text(required=False, help_text="A checkpoint id: start after it.")
     source = s.text(64, required=False, help_text="Keep checkpoints with this source.")
     checkpoint_ns = s.namespace_field()
+    select = s.SelectField(required=False)
 
 
 def metadata_filter(query) -> dict:
@@ -144,7 +145,11 @@ class ThreadHistoryView(StoreAPIView):
             "`source` keeps checkpoints written by that source. Any number of "
             "`metadata.<key>=<value>` parameters keep checkpoints whose metadata holds that "
             "key with that value: keys are letters, digits, `_` and `-`; a value is read as "
-            "JSON when it parses (`metadata.step=3` is the number 3), else as a string."
+            "JSON when it parses (`metadata.step=3` is the number 3), else as a string. "
+            "Items carry channel values only when asked: `select=values,metadata,config` "
+            "names the fields each item has (default: all but `values`); a message list in "
+            "`values` holds its last MESSAGES_PAGE_SIZE messages (the state endpoint's "
+            "`messages_before` reads the rest)."
         ),
         parameters=[
             THREAD_ID,
@@ -180,7 +185,11 @@ class ThreadHistoryView(StoreAPIView):
             next_before = snapshots[-1].config["configurable"]["checkpoint_id"]
         return Response(
             {
-                "results": s.StateSnapshotSerializer(snapshots, many=True).data,
+                "results": s.HistoryItemSerializer(
+                    snapshots,
+                    many=True,
+                    context={"select": params.get("select") or s.HISTORY_DEFAULT},
+                ).data,
                 "next_before": next_before,
             }
         )
@@ -189,6 +198,14 @@ class ThreadHistoryView(StoreAPIView):
 class StateQuerySerializer(serializers.Serializer):
     checkpoint_id = s.text(required=False)
     checkpoint_ns = s.namespace_field()
+    messages_before = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**53,
+        help_text="Each message list shows the messages before this position (from 0; "
+        "default: its end), at most MESSAGES_PAGE_SIZE of them: pass `message_pages`' "
+        "`next_before` to read the older ones.",
+    )
 
 
 class ThreadStateView(StoreAPIView):
@@ -209,7 +226,9 @@ class ThreadStateView(StoreAPIView):
             query.get("checkpoint_id"),
             checkpoint_ns=query.get("checkpoint_ns") or "",
         )
-        return Response(s.StateSnapshotSerializer(snapshot).data, headers=etag(info.version))
+        page = {"messages_before": query.get("messages_before")}
+        body = s.StateSnapshotSerializer(snapshot, context=page).data
+        return Response(body, headers=etag(info.version))
 
 
 # --- time travel ----------------------------------------------------------------------
@@ -261,7 +280,7 @@ class RollbackView(StoreAPIView):
         },
     )
     def post(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = self.thread(thread_id, "rollback")
         body = s.RollbackRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         expected = if_match_version(request)
@@ -288,7 +307,7 @@ class ForkView(StoreAPIView):
         responses={201: s.StateSnapshotSerializer, **s.error_responses(*s.WRITE_ERRORS, 409)},
     )
     def post(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = self.thread(thread_id, "fork")
         body = s.ForkRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         new_id = body.validated_data.get("new_thread_id") or None
@@ -327,7 +346,7 @@ class BulkUpdateView(StoreAPIView):
         responses={200: s.StateSnapshotSerializer, **s.error_responses(*s.WRITE_ERRORS, 409)},
     )
     def post(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = self.thread(thread_id, "bulk_update")
         body = s.BulkUpdateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         travel = time_travel_for(self.saver, info.thread_id, body.validated_data.get("graph"))

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -30,10 +31,17 @@ from pydantic import BaseModel
 
 from checkpoints.codec.envelope import ENVELOPE_KEY
 from checkpoints.codec.json import FaithfulJSONCodec
-from checkpoints.errors import CheckpointCodecError
+from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 
 __all__ = [
+    "MESSAGES_BEFORE",
     "PREVIEW_CHARS",
+    "MessagePage",
+    "is_message",
+    "is_message_list",
+    "message_page",
+    "messages_before",
+    "paged_values",
     "plain_mapping",
     "pretty",
     "preview",
@@ -90,6 +98,96 @@ def preview(value: Any) -> str:
         return f"object with {len(value)} key(s)"
     text = json.dumps(readable(value), ensure_ascii=False)
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+# --- message lists, shown a page at a time ----------------------------------------------
+# A 10,000-message list rendered whole is seconds of work and megabytes of page: the admin and
+# the API show the last MESSAGES_PAGE_SIZE messages and page back with this parameter.
+MESSAGES_BEFORE = "messages_before"
+MESSAGE_TYPES = frozenset({"human", "ai", "tool", "system", "function", "chat", "remove"})
+
+
+def is_message(item: Any) -> bool:
+    """A LangChain message (or anything shaped like one: a ``type`` and a ``content``)."""
+    kind = getattr(item, "type", None)
+    return isinstance(kind, str) and kind in MESSAGE_TYPES and hasattr(item, "content")
+
+
+def is_message_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(map(is_message, value))
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    """Items ``start`` to ``end`` (exclusive) of a list of ``total``."""
+
+    items: list[Any]
+    total: int
+    start: int
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.items)
+
+    @property
+    def older(self) -> int | None:
+        """The ``messages_before`` of the page before this one; None on the first page."""
+        return self.start if self.start > 0 else None
+
+    @property
+    def newer(self) -> int | None:
+        """The ``messages_before`` of the page after this one; None on the last page."""
+        if self.end >= self.total:
+            return None
+        return min(self.total, self.end + max(len(self.items), 1))
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {
+            "total": self.total,
+            "start": self.start,
+            "end": self.end,
+            "next_before": self.older,
+        }
+
+
+def message_page(items: Sequence[Any], before: int | None = None, size: int | None = None):
+    """The last ``size`` items before position ``before`` (the end when None)."""
+    if size is None:
+        from checkpoints.conf import setting
+
+        size = setting("MESSAGES_PAGE_SIZE")
+    total = len(items)
+    end = total if before is None else max(0, min(before, total))
+    start = max(0, end - size)
+    return MessagePage(list(items[start:end]), total, start)
+
+
+def paged_values(
+    values: Mapping[str, Any] | None, before: int | None = None, size: int | None = None
+) -> tuple[dict[str, Any], dict[str, MessagePage]]:
+    """``values`` with each message list cut to its page, and those pages by channel."""
+    shown: dict[str, Any] = {}
+    pages: dict[str, MessagePage] = {}
+    for name, value in (values or {}).items():
+        if is_message_list(value):
+            pages[name] = message_page(value, before, size)
+            shown[name] = pages[name].items
+        else:
+            shown[name] = value
+    return shown, pages
+
+
+def messages_before(raw: str | None) -> int | None:
+    """The ``messages_before`` parameter as given: absent, or a whole number from 0."""
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        raise InvalidCheckpointInput(
+            f"{MESSAGES_BEFORE} must be a whole number from 0 (a message's position), "
+            f"got {raw[:100]!r}",
+            field=MESSAGES_BEFORE,
+        )
+    return int(raw)
 
 
 # --- a value the codec refused -----------------------------------------------------------

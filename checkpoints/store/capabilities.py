@@ -97,6 +97,13 @@ class Capabilities:
         self, now: datetime, waiting_minutes: int, *, limit: int | None = None
     ) -> list[str]:
         """Threads whose newest checkpoint is older than their waiting horizon."""
+        return list(self.idle_writes(now, waiting_minutes, limit=limit))
+
+    def idle_writes(
+        self, now: datetime, waiting_minutes: int, *, limit: int | None = None
+    ) -> dict[str, datetime]:
+        """`idle_threads` with each one's last write as listed, oldest first: the sweep
+        deletes a thread only while its last write is still that one."""
         raise CheckpointConfigError(
             f"the {self.provider} store cannot list idle threads: its keys expire instead"
         )

@@ -20,7 +20,7 @@ import copy
 import logging
 import random
 from abc import ABCMeta, abstractmethod
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -275,6 +275,32 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     def delete_threads(self, thread_ids: Sequence[str]) -> None:
         """Delete every thread named, repeating while writers re-add rows (`DeleteRounds`)."""
         self._run(self._flow_delete(thread_ids))
+
+    # -- the sweep's delete: only threads still as they were judged -----------------------
+    def delete_threads_unwritten(self, judged: Mapping[str, datetime | None]) -> set[str]:
+        """Delete each thread whose last write is still ``judged[thread]``; return the rest.
+
+        ``judged`` holds the last write the caller judged each thread on (`last_writes`, or
+        the idle listing's), None for a thread the store had no record of. The check and
+        the delete (with the thread's finished mark) are one unit on every store: one
+        statement or transaction (ORM), one script per thread (Redis), the store's lock
+        (memory). So a write acknowledged after the judgment is never lost: its thread is
+        kept whole and returned. Not repeated: a write landing after the delete came after
+        it, and survives it.
+        """
+        return self._run(self._flow_delete_unwritten(judged))
+
+    def _flow_delete_unwritten(self, judged: Mapping[str, datetime | None]) -> Flow:
+        judged = {check_thread_id(t): w for t, w in judged.items()}
+        if not judged:
+            return set()
+        return set((yield Call("delete_unwritten", (judged,))))
+
+    @abstractmethod
+    def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
+        """Delete, checking each against its judged last write in the same unit of work,
+        the threads still at it (and their marks); return the ids kept as written since."""
+        ...
 
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         """Delete the threads once; return what each one still holding rows holds."""

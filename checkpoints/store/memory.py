@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
+from checkpoints.codec.compression import reading_checkpoint, reserve
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.errors import ThreadVersionConflict
 from checkpoints.store.contract import StoreSaver
@@ -24,9 +25,11 @@ from checkpoints.store.planning import (
     ThreadHoldings,
     ThreadRetention,
     WritesPlan,
+    body_shape,
     check_limit,
     config_keys,
     delta_channels,
+    list_bounds,
     metadata_matches,
     prune_plan,
     utcnow,
@@ -149,17 +152,28 @@ class MemorySaver(StoreSaver):
 
     # -- reads ----------------------------------------------------------------------------
     def _tuple(self, thread_id: str, ns: str, checkpoint_id: str, saved: _Saved) -> CheckpointTuple:
+        with reading_checkpoint(thread_id, ns, checkpoint_id):
+            return self._read_tuple(thread_id, ns, checkpoint_id, saved)
+
+    def _read_tuple(self, thread_id: str, ns: str, checkpoint_id: str, saved: _Saved):
         at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
-        checkpoint = decode_at(lambda: self.serde.loads_typed(saved.body), part="the body", **at)
-        values = {}
-        for channel, version in checkpoint.get("channel_versions", {}).items():
-            typed = self.store.blobs.get((thread_id, ns, channel, str(version)))
-            if typed is not None:
-                values[channel] = decode_at(
-                    lambda t=typed: self.serde.loads_typed(t), part=f"channel {channel!r}", **at
-                )
-        checkpoint["channel_values"] = values
+        checkpoint = decode_at(
+            lambda: body_shape(self.serde.loads_typed(saved.body)), part="the body", **at
+        )
+        blobs = [
+            (channel, typed)
+            for channel, version in checkpoint.get("channel_versions", {}).items()
+            if (typed := self.store.blobs.get((thread_id, ns, channel, str(version)))) is not None
+        ]
         bucket = self.store.writes.get((thread_id, ns, checkpoint_id), {})
+        # Frames stating more than this checkpoint may expand to: refused before any is read.
+        reserve([*(typed for _, typed in blobs), *(w[2] for w in bucket.values())])
+        values = {}
+        for channel, typed in blobs:
+            values[channel] = decode_at(
+                lambda t=typed: self.serde.loads_typed(t), part=f"channel {channel!r}", **at
+            )
+        checkpoint["channel_values"] = values
         ordered = sorted(
             bucket.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1])
         )
@@ -213,12 +227,9 @@ class MemorySaver(StoreSaver):
     ) -> Iterator[CheckpointTuple]:
         wanted = validate_filter(filter)
         check_limit(limit)
-        only_id = None
-        only_ns = None
+        thread_id, only_ns, only_id, before_id = list_bounds(config, before)
         with self.store.lock:
             if config is not None:
-                thread_id, _, only_id = config_keys(config)
-                only_ns = config["configurable"].get("checkpoint_ns")
                 threads = [thread_id] if thread_id in self.store.checkpoints else []
             else:
                 threads = list(self.store.checkpoints)
@@ -230,7 +241,6 @@ class MemorySaver(StoreSaver):
                 for cid in by_id
                 if only_id is None or cid == only_id
             ]
-        before_id = (before or {}).get("configurable", {}).get("checkpoint_id") if before else None
         keys.sort(key=lambda k: k[2], reverse=True)
         count = 0
         for tid, ns, cid in keys:
@@ -263,6 +273,19 @@ class MemorySaver(StoreSaver):
             for key in [k for k in s.blobs if k[0] == thread_id]:
                 del s.blobs[key]
         return self._count(thread_id)
+
+    def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
+        s = self.store
+        kept = set()
+        with s.lock:
+            for thread_id, judged_write in judged.items():
+                record = s.threads.get(thread_id)
+                if (record.last_write_at if record else None) != judged_write:
+                    kept.add(thread_id)
+                    continue
+                self._delete_thread_round(thread_id)
+                s.marks.pop(thread_id, None)
+        return kept
 
     def _delete_runs(self, run_ids: list[str]) -> None:
         runs = set(run_ids)

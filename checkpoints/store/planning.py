@@ -9,6 +9,7 @@ repeat-until-empty delete, the format-generation verdict, and the refusals' word
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from checkpoints.errors import (
     CheckpointStoreFormatError,
     InvalidCheckpointInput,
     ThreadExists,
+    UnreadableValue,
 )
 
 # Bumped whenever stored bytes change shape; a store written by another generation is refused.
@@ -113,7 +115,52 @@ def config_keys(config: RunnableConfig | None, *, need_checkpoint: bool = False)
             "config['configurable']['checkpoint_id'] is required for this call",
             field="checkpoint_id",
         )
-    return thread_id, str(ns), (str(checkpoint_id) if checkpoint_id else None)
+    return (
+        thread_id,
+        check_key(ns, "checkpoint_ns") if ns else "",
+        check_key(checkpoint_id, "checkpoint_id") if checkpoint_id else None,
+    )
+
+
+def list_bounds(
+    config: RunnableConfig | None, before: RunnableConfig | None
+) -> tuple[str | None, str | None, str | None, str | None]:
+    """(thread_id, checkpoint_ns, checkpoint_id, before's checkpoint id) of a list call,
+    each checked as a key; None where the call names none (no namespace: every one)."""
+    thread_id = ns = checkpoint_id = before_id = None
+    if config is not None:
+        thread_id, _, checkpoint_id = config_keys(config)
+        ns = config["configurable"].get("checkpoint_ns")
+        if ns is not None:
+            ns = check_key(ns, "checkpoint_ns")
+    if before is not None:
+        before_id = (before.get("configurable") or {}).get("checkpoint_id")
+        if before_id is not None:
+            before_id = check_key(before_id, "before")
+    return thread_id, ns, checkpoint_id, before_id
+
+
+def check_key(value: Any, field: str) -> str:
+    """``value`` as text every store can key by (no NUL, no lone surrogate), or
+    InvalidCheckpointInput naming ``field``."""
+    value = str(value)
+    if "\x00" in value:
+        raise InvalidCheckpointInput(f"{field} must not contain NUL characters", field=field)
+    if not value.isascii():
+        _utf8_size(value, field)
+    return value
+
+
+def _utf8_size(text: str, field: str) -> int:
+    # A lone surrogate ("\ud800") is a str but no UTF-8: every store would fail on it.
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidCheckpointInput(
+            f"{field} holds a lone surrogate {text[exc.start]!r}, which is not UTF-8: "
+            "no store can keep it",
+            field=field,
+        ) from None
 
 
 def check_thread_id(thread_id: Any, *, field: str = "thread_id") -> str:
@@ -126,10 +173,10 @@ def check_thread_id(thread_id: Any, *, field: str = "thread_id") -> str:
         raise InvalidCheckpointInput(f"{field} must not be empty", field=field)
     if "\x00" in thread_id:
         raise InvalidCheckpointInput(f"{field} must not contain NUL characters", field=field)
-    # A character takes at most 4 bytes of UTF-8: short ids need no encoding to check.
-    if len(thread_id) <= MAX_THREAD_ID_BYTES // 4:
-        return thread_id
-    size = len(thread_id.encode("utf-8", "surrogatepass"))
+    if thread_id.isascii():
+        size = len(thread_id)
+    else:
+        size = _utf8_size(thread_id, field)
     if size > MAX_THREAD_ID_BYTES:
         raise InvalidCheckpointInput(
             f"{field} is {size} bytes long; the store takes at most {MAX_THREAD_ID_BYTES} "
@@ -154,6 +201,56 @@ def stored_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig
     }
 
 
+# -- reads --------------------------------------------------------------------------------
+# The body's fields a reader indexes into, with the types they must have when present.
+_BODY_FIELDS = (
+    ("channel_versions", dict),
+    ("versions_seen", dict),
+    ("pending_sends", (list, tuple)),
+    ("updated_channels", (list, tuple, type(None))),
+)
+
+
+def body_shape(checkpoint: Any, versions: Any = MISSING) -> Any:
+    """A decoded body once it has a checkpoint's shape, else UnreadableValue saying what
+    is wrong (savers call it inside `decode_at`, which adds the place).
+
+    ``versions``: the channel versions a store keeps beside the body (the ORM's column),
+    set into it once checked. One type check per field: this runs on every read.
+    """
+    if type(checkpoint) is not dict:
+        raise UnreadableValue(f"it is {_kind(checkpoint)}, not a checkpoint (a dict)")
+    if versions is not MISSING:
+        checkpoint["channel_versions"] = {} if versions is None else versions
+    for name, kind in _BODY_FIELDS:
+        value = checkpoint.get(name, MISSING)
+        if value is not MISSING and not isinstance(value, kind):
+            raise UnreadableValue(f"its {name} is {_kind(value)}, not {_kind(kind)}")
+    for node, seen in (checkpoint.get("versions_seen") or {}).items():
+        if type(seen) is not dict:
+            raise UnreadableValue(f"its versions_seen[{node!r}] is {_kind(seen)}, not a dict")
+    return checkpoint
+
+
+def metadata_shape(metadata: Any) -> dict[str, Any]:
+    """Stored metadata (JSON text or already parsed) once it is an object, else
+    UnreadableValue (savers call it inside `decode_at`, which adds the place)."""
+    if isinstance(metadata, (str, bytes)):
+        metadata = json.loads(metadata)
+    if type(metadata) is not dict:
+        raise UnreadableValue(f"it is {_kind(metadata)}, not metadata (an object)")
+    return metadata
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, tuple) and all(isinstance(k, type) for k in value):
+        return " or ".join(_kind(k) for k in value if k is not type(None))
+    name = value.__name__ if isinstance(value, type) else type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 # -- metadata -----------------------------------------------------------------------------
 def validate_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     """A metadata filter as plain data: keys must be strings; nothing else is interpreted."""
@@ -166,7 +263,11 @@ def validate_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     for key in filter:
         if not isinstance(key, str):
             raise InvalidCheckpointInput(f"filter key {key!r} is not a string", field="filter")
-    return dict(filter)
+    # Cleaned as stored metadata is (NULs dropped; NaN, infinity, bytes refused), so a
+    # filter means the same on every store and never reaches a driver that would choke.
+    cleaned = _clean_json(dict(filter), "filter")
+    _utf8_size(json.dumps(cleaned, ensure_ascii=False), "filter")
+    return cleaned
 
 
 def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
@@ -343,17 +444,19 @@ def plan_writes(
     config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
 ) -> WritesPlan:
     thread_id, ns, checkpoint_id = config_keys(config, need_checkpoint=True)
-    return WritesPlan(
-        thread_id,
-        ns,
-        checkpoint_id,
-        str(task_id),
-        task_path or "",
-        [
-            (WRITES_IDX_MAP.get(channel, idx), channel, value)
-            for idx, (channel, value) in enumerate(writes)
-        ],
-    )
+    items = [
+        (WRITES_IDX_MAP.get(channel, idx), channel, value)
+        for idx, (channel, value) in enumerate(writes)
+    ]
+    if len(items) > 1:
+        # One slot per index, as InMemorySaver keeps them: a special channel written twice
+        # in one call keeps its last value (a set-based upsert may not touch a row twice).
+        slots: dict[int, tuple[int, str, Any]] = {}
+        for item in items:
+            if item[0] < 0 or item[0] not in slots:
+                slots[item[0]] = item
+        items = list(slots.values())
+    return WritesPlan(thread_id, ns, checkpoint_id, str(task_id), task_path or "", items)
 
 
 # -- prune --------------------------------------------------------------------------------

@@ -9,10 +9,9 @@ import pytest
 from django.conf import settings
 from django.db import connections
 from django.test import override_settings
-from langgraph.checkpoint.base import empty_checkpoint
 from prometheus_client import REGISTRY
 
-from checkpoints.errors import CheckpointConfigError, CheckpointDeleteError, InvalidCheckpointInput
+from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
 from checkpoints.savers.base import utcnow
 from retention.errors import LiveFilterFailed, SweepAlreadyRunning
 from retention.locks import sweep_lock
@@ -396,41 +395,5 @@ def test_a_lease_held_from_another_host_refuses_the_sweep(store):
     assert StoreLease.objects.using(store.db_alias).get().owner == "elsewhere:4242:abc"
 
 
-# -- a writer racing the delete ---------------------------------------------------------
-def _rewrite_during_delete(store, thread_id: str, rounds: int | None):
-    """After each delete round, a writer puts a checkpoint back (``rounds`` times, or always)."""
-    original = store._delete_threads_round
-    written = []
-
-    def round_then_write(tids):
-        left = original(tids)
-        if thread_id in tids and (rounds is None or len(written) < rounds):
-            checkpoint = empty_checkpoint()
-            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-            store.put(config, checkpoint, {}, {})
-            written.append(checkpoint["id"])
-            return {**left, thread_id: store.thread_holdings(thread_id)}
-        return left
-
-    store._delete_threads_round = round_then_write
-    return written
-
-
-def test_a_checkpoint_written_during_the_delete_is_deleted_again(store):
-    now = utcnow()
-    finished_past_due(store, "busy", now)
-    # Redis gives up at the first round (from the second) that makes no progress.
-    rounds = 1 if store.provider == "redis" else 3
-    written = _rewrite_during_delete(store, "busy", rounds=rounds)
-    result = sweep_checkpoints(saver=store, now=now)
-    assert len(written) == rounds
-    assert result.finished_swept == 1 and not holds(store, "busy")
-
-
-def test_a_writer_that_never_stops_fails_the_sweep_loudly(store):
-    now = utcnow()
-    finished_past_due(store, "busy", now)
-    _rewrite_during_delete(store, "busy", rounds=None)
-    with pytest.raises(CheckpointDeleteError, match="busy"):
-        sweep_checkpoints(saver=store, now=now)
-    assert "CheckpointDeleteError" in SweepRun.objects.get().error
+# A writer racing the sweep's delete: tests/retention/test_sweep_written_during.py (a thread
+# written after the sweep judged it is kept, not deleted again).

@@ -258,17 +258,17 @@ class OrmLedger(Capabilities):
             )
         return self.thread_version(thread_id)
 
-    def idle_threads(
+    def idle_writes(
         self, now: datetime, waiting_minutes: int, *, limit: int | None = None
-    ) -> list[str]:
+    ) -> dict[str, datetime]:
         threads = Thread.objects.using(self.using)
-        found = list(
+        found = dict(
             threads.filter(
                 waiting_minutes__isnull=True,
                 last_write_at__lt=now - timedelta(minutes=waiting_minutes),
             )
             .order_by("last_write_at")
-            .values_list("thread_id", flat=True)[: limit or None]
+            .values_list("thread_id", "last_write_at")[: limit or None]
         )
         # Declared horizons are few distinct values; one indexed query each.
         declared = (
@@ -279,12 +279,14 @@ class OrmLedger(Capabilities):
         for minutes in declared:
             if limit and len(found) >= limit:
                 break
-            found += list(
+            found.update(
                 threads.filter(
                     waiting_minutes=minutes, last_write_at__lt=now - timedelta(minutes=minutes)
                 )
                 .order_by("last_write_at")
-                .values_list("thread_id", flat=True)[: (limit - len(found)) if limit else None]
+                .values_list("thread_id", "last_write_at")[
+                    : (limit - len(found)) if limit else None
+                ]
             )
         return found
 

@@ -83,7 +83,9 @@ _SELECT = """
 SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
        c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions,
        (SELECT array_agg(array[convert_to(b.channel, 'UTF8'), convert_to(b.type, 'UTF8'), b.blob])
-          FROM jsonb_each_text(c.channel_versions) AS v(channel, version)
+          -- A column that is no object (written by hand) joins nothing: the reader refuses it.
+          FROM jsonb_each_text(CASE WHEN jsonb_typeof(c.channel_versions) = 'object'
+                                    THEN c.channel_versions END) AS v(channel, version)
           -- One probe of the blob key per channel, never a scan of the thread's blobs.
           CROSS JOIN LATERAL (
               SELECT bb.channel, bb.type, bb.blob FROM checkpoints_channelblob bb
@@ -194,6 +196,38 @@ WITH t AS (
     DELETE FROM checkpoints_finishedmark WHERE thread_id = ANY(%(ids)s)
 )
 SELECT thread_id FROM t
+"""
+
+# The sweep's delete (`StoreSaver.delete_threads_unwritten`): a thread goes only if its row
+# still carries the last write the sweep judged it on. A put racing it either commits first
+# (the row's last_write_at moved: READ COMMITTED re-checks the condition on the row's new
+# version, so it is kept) or waits on the row lock and re-creates the thread afterwards.
+# ``absent`` are threads judged with no row: their marks go unless a row exists now.
+# Returns (thread id, deleted): deleted ones, then absent ones that now have a row.
+DELETE_UNWRITTEN = """
+WITH j AS (
+    SELECT x.thread_id, x.last_write::timestamptz AS last_write_at
+    FROM unnest(%(ids)s::text[], %(writes)s::text[]) AS x(thread_id, last_write)
+), t AS (
+    DELETE FROM checkpoints_thread x USING j
+    WHERE x.thread_id = j.thread_id AND x.last_write_at = j.last_write_at
+    RETURNING x.id, x.thread_id
+), w AS (
+    DELETE FROM checkpoints_pendingwrite x USING t WHERE x.thread_id = t.id
+), b AS (
+    DELETE FROM checkpoints_channelblob x USING t WHERE x.thread_id = t.id
+), c AS (
+    DELETE FROM checkpoints_checkpoint x USING t WHERE x.thread_id = t.id
+), now_present AS (
+    SELECT thread_id FROM checkpoints_thread WHERE thread_id = ANY(%(absent)s::text[])
+), marks AS (
+    DELETE FROM checkpoints_finishedmark m
+    WHERE m.thread_id IN (SELECT thread_id FROM t)
+       OR (m.thread_id = ANY(%(absent)s::text[])
+           AND m.thread_id NOT IN (SELECT thread_id FROM now_present))
+)
+SELECT thread_id, true FROM t
+UNION ALL SELECT thread_id, false FROM now_present
 """
 
 
@@ -347,6 +381,26 @@ class PostgresPaths:
         for start in range(0, len(thread_ids), 1000):
             with self._raw_cursor() as cur:
                 self._execute(cur, DELETE_THREADS, {"ids": thread_ids[start : start + 1000]})
+
+    def _delete_unwritten_pg(self, judged: dict) -> set[str]:
+        """The threads of ``judged`` kept as written since (see DELETE_UNWRITTEN)."""
+        ids = list(judged)
+        kept = set()
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            present = [t for t in chunk if judged[t] is not None]
+            params = {
+                "ids": TextArray(present),
+                "writes": TextArray(judged[t].isoformat() for t in present),
+                "absent": TextArray(t for t in chunk if judged[t] is None),
+            }
+            with self._raw_cursor() as cur:
+                self._execute(cur, DELETE_UNWRITTEN, params)
+                rows = cur.fetchall()
+            deleted = {t for t, gone in rows if gone}
+            kept |= {t for t, gone in rows if not gone}
+            kept |= {t for t in present if t not in deleted}
+        return kept
 
     async def _adelete_round_pg(self, thread_ids: list[str]) -> None:
         for start in range(0, len(thread_ids), 1000):

@@ -15,13 +15,18 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import compress_typed, decompress_typed
-from checkpoints.codec.compression import FRAME_MIN_BYTES
+from checkpoints.codec.compression import (
+    FRAME_MIN_BYTES,
+    current_budget,
+    reading_checkpoint,
+    reserve,
+)
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
 from checkpoints.encryption import SUFFIX as SEALED
 from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
-from checkpoints.errors import CheckpointConfigError
+from checkpoints.errors import CheckpointCodecError, CheckpointConfigError
 from checkpoints.flows import Emit, stream
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
@@ -38,9 +43,12 @@ from checkpoints.store.planning import (
     PutPlan,
     ThreadHoldings,
     WritesPlan,
+    body_shape,
     check_limit,
     config_keys,
+    list_bounds,
     metadata_matches,
+    metadata_shape,
     utcnow,
     validate_filter,
 )
@@ -300,13 +308,26 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         rows share a document's compressed frame, which decompresses to one cached object
         (`FRAMES`): a value that cannot be changed in place is then read once for them all.
         """
-        plain = []
+        stored = []
         for type_, data in typed:
             if type(type_) is not str:
                 type_ = _text(type_)
             if type_.endswith(SEALED):
                 return None
-            plain.append(decompress_typed((type_, data if type(data) is bytes else bytes(data))))
+            stored.append((type_, data if type(data) is bytes else bytes(data)))
+        # Frames stating more than this checkpoint (or response) may expand to are refused
+        # before any is expanded.
+        reserve(stored)
+        budget = current_budget()
+        mark = budget.mark() if budget is not None else None
+        try:
+            plain = [decompress_typed(one) for one in stored]
+        except CheckpointCodecError as exc:
+            if exc.where:
+                raise
+            if budget is not None:
+                budget.rewind(mark)  # read again one by one, which names the failing value
+            return None
         # Only cached frames' plain bytes are shared; shorter values are not worth a lookup.
         keys = [
             (t, id(d)) if seen is not None and len(d) >= FRAME_MIN_BYTES else None for t, d in plain
@@ -341,77 +362,83 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         plain = not encryption_enabled()
         # Values read once for all of this page's rows (`_plain_loads`).
         seen: dict | None = {} if len(rows) > 1 else None
+        # SQLite hands JSON columns back as text; PostgreSQL decodes them (a str is a string).
+        text_json = self.provider == "sqlite"
         for row in rows:
             _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
-            at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": cid}
-            checkpoint = decode_at(
-                lambda t=type_, b=body: self.serde.loads_typed((t, bytes(b))),
-                part="the body",
-                **at,
-            )
-            if isinstance(metadata, str):
-                metadata = json.loads(metadata)
-            if isinstance(versions, str):
-                versions = json.loads(versions)
-            checkpoint["channel_versions"] = versions or {}
-            versions = versions or {}
-            values = checkpoint["channel_values"] = {}
-            loaded = self._plain_loads([b[1:] for b in blobs], seen) if plain and blobs else None
-            if loaded is not None:
-                values.update(zip((_text(b[0]) for b in blobs), loaded, strict=True))
-            else:
-                for channel, blob_type, data in blobs or ():
-                    channel = _text(channel)
-                    values[channel] = decode_at(
-                        lambda t=_text(blob_type), d=data, c=channel, a=at, v=versions: self._load(
-                            t, d, lambda: _blob_place(a, c, v)
-                        ),
-                        part=f"channel {channel!r}",
-                        **at,
-                    )
-            pending = sorted(
-                (
-                    (
-                        _text(task_id),
-                        _text(task_path),
-                        int(_text(idx)),
-                        _text(channel),
-                        _text(w_type),
-                        data,
-                    )
-                    for task_id, task_path, idx, channel, w_type, data in (writes or ())
-                ),
-                key=lambda w: writes_sort_key(w[1], w[0], w[2]),
-            )
-            loaded = self._plain_loads([w[4:] for w in pending]) if plain and pending else None
-            if loaded is not None:
-                pending_writes = [(w[0], w[3], v) for w, v in zip(pending, loaded, strict=True)]
-            else:
-                pending_writes = decode_writes(
-                    (
-                        (
-                            w[0],
-                            w[3],
-                            lambda w=w, key=(thread_id, ns, cid): self._load(
-                                w[4], w[5], lambda: Place.write(*key, w[0], w[2], w[3])
-                            ),
-                        )
-                        for w in pending
+            with reading_checkpoint(thread_id, ns, cid):
+                at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": cid}
+                checkpoint = decode_at(
+                    lambda t=type_, b=body, v=versions: body_shape(
+                        self.serde.loads_typed((t, bytes(b))),
+                        json.loads(v) if text_json and isinstance(v, str) else v,
                     ),
+                    part="the body",
                     **at,
                 )
-            conf = {"thread_id": thread_id, "checkpoint_ns": ns}
-            out.append(
-                CheckpointTuple(
-                    config={"configurable": {**conf, "checkpoint_id": cid}},
-                    checkpoint=checkpoint,
-                    metadata=metadata,
-                    parent_config=(
-                        {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
-                    ),
-                    pending_writes=pending_writes,
+                metadata = decode_at(
+                    lambda m=metadata: metadata_shape(m), part="the metadata", **at
                 )
-            )
+                versions = checkpoint["channel_versions"]
+                values = checkpoint["channel_values"] = {}
+                loaded = (
+                    self._plain_loads([b[1:] for b in blobs], seen) if plain and blobs else None
+                )
+                if loaded is not None:
+                    values.update(zip((_text(b[0]) for b in blobs), loaded, strict=True))
+                else:
+                    for channel, blob_type, data in blobs or ():
+                        channel = _text(channel)
+                        values[channel] = decode_at(
+                            lambda t=_text(blob_type), d=data, c=channel, a=at, v=versions: (
+                                self._load(t, d, lambda: _blob_place(a, c, v))
+                            ),
+                            part=f"channel {channel!r}",
+                            **at,
+                        )
+                pending = sorted(
+                    (
+                        (
+                            _text(task_id),
+                            _text(task_path),
+                            int(_text(idx)),
+                            _text(channel),
+                            _text(w_type),
+                            data,
+                        )
+                        for task_id, task_path, idx, channel, w_type, data in (writes or ())
+                    ),
+                    key=lambda w: writes_sort_key(w[1], w[0], w[2]),
+                )
+                loaded = self._plain_loads([w[4:] for w in pending]) if plain and pending else None
+                if loaded is not None:
+                    pending_writes = [(w[0], w[3], v) for w, v in zip(pending, loaded, strict=True)]
+                else:
+                    pending_writes = decode_writes(
+                        (
+                            (
+                                w[0],
+                                w[3],
+                                lambda w=w, key=(thread_id, ns, cid): self._load(
+                                    w[4], w[5], lambda: Place.write(*key, w[0], w[2], w[3])
+                                ),
+                            )
+                            for w in pending
+                        ),
+                        **at,
+                    )
+                conf = {"thread_id": thread_id, "checkpoint_ns": ns}
+                out.append(
+                    CheckpointTuple(
+                        config={"configurable": {**conf, "checkpoint_id": cid}},
+                        checkpoint=checkpoint,
+                        metadata=metadata,
+                        parent_config=(
+                            {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
+                        ),
+                        pending_writes=pending_writes,
+                    )
+                )
         return out
 
     def decode_write(
@@ -463,13 +490,12 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         wanted, cursor, size), is sent its rows, and emits the page's tuples."""
         wanted = validate_filter(filter)
         check_limit(limit)
+        thread_id, ns, checkpoint_id, before_id = list_bounds(config, before)
         params: dict[str, Any] = {}
         if config is not None:
-            params["thread_id"], _, params["checkpoint_id"] = config_keys(config)
-            params["ns"] = config["configurable"].get("checkpoint_ns")
+            params.update(thread_id=thread_id, ns=ns, checkpoint_id=checkpoint_id)
         if before is not None:
-            params["before"] = (before.get("configurable") or {}).get("checkpoint_id")
-        params = {k: (str(v) if v is not None else None) for k, v in params.items()}
+            params["before"] = before_id
         remaining = limit
         cursor: tuple[str, int] | None = None
         while remaining is None or remaining > 0:
@@ -530,6 +556,34 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             .values_list("thread_id", flat=True)
         )
         return {t: self._count(t) for t in again}
+
+    def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
+        if self.provider == "postgres":
+            return self._delete_unwritten_pg(judged)
+        # SQLite: the check and the delete in one write transaction (BEGIN IMMEDIATE takes
+        # the write lock first, so no put lands between them).
+        db = self.using
+        ids = list(judged)
+        kept: set[str] = set()
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            with write_transaction(db):
+                rows = {
+                    t: (pk, last_write)
+                    for t, pk, last_write in Thread.objects.using(db)
+                    .filter(thread_id__in=chunk)
+                    .values_list("thread_id", "pk", "last_write_at")
+                }
+                written = {t for t in chunk if (rows[t][1] if t in rows else None) != judged[t]}
+                pks = [rows[t][0] for t in chunk if t in rows and t not in written]
+                for model in (PendingWrite, CheckpointRow, ChannelBlob):
+                    model.objects.using(db).filter(thread_id__in=pks)._raw_delete(db)
+                Thread.objects.using(db).filter(pk__in=pks)._raw_delete(db)
+                FinishedMark.objects.using(db).filter(
+                    thread_id__in=[t for t in chunk if t not in written]
+                )._raw_delete(db)
+            kept |= written
+        return kept
 
     def _forget_threads(self, thread_ids: list[str]) -> None:
         if self.provider == "postgres":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
 
 from checkpoints.store.planning import PruneRow, delta_channels, utcnow
 
@@ -73,6 +74,16 @@ def ns_hex(ns: str) -> str:
 
 def now_ms() -> int:
     return int(utcnow().timestamp() * 1000)
+
+
+def lw_time(ms: bytes | str | int) -> datetime:
+    """A thread's last write ('lw', milliseconds) as a time."""
+    return datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+
+
+def lw_ms(at: datetime) -> str:
+    """The 'lw' field a time read by `lw_time` came from (the round trip is exact)."""
+    return str(round(at.timestamp() * 1000))
 
 
 def durability_level(appendonly, appendfsync) -> str:

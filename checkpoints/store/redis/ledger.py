@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 
 from redis.exceptions import LockError
 
@@ -20,6 +20,7 @@ from checkpoints.store.redis.keys import (
     REGISTRY_KEY,
     dec,
     enc,
+    lw_time,
     now_ms,
     thread_prefix,
 )
@@ -186,18 +187,14 @@ class RedisLedger(Capabilities):
         return {t: _entry(t, r) for t, r in zip(ids, records, strict=True) if r is not None}
 
     def last_writes(self, thread_ids: Iterable[str]) -> dict[str, datetime]:
-        # The registry's score is each thread's last put time, in milliseconds.
+        # The thread's own 'lw' (set by the put's script, on the thread's slot), not the
+        # registry's score (a separate command that may lag or be lost): the sweep's delete
+        # compares this very field (`scripts.DELETE_UNWRITTEN`).
         ids = [str(t) for t in thread_ids]
         if not ids:
             return {}
-        (scores,) = self._drive(
-            single(Batch([cmd("ZMSCORE", REGISTRY_KEY, *[enc(t) for t in ids])]))
-        )
-        return {
-            t: datetime.fromtimestamp(float(score) / 1000, tz=UTC)
-            for t, score in zip(ids, scores, strict=True)
-            if score is not None
-        }
+        found = self._drive(single(Batch([cmd("HGET", thread_prefix(t) + "m", "lw") for t in ids])))
+        return {t: lw_time(ms) for t, ms in zip(ids, found, strict=True) if ms is not None}
 
     def thread_version(self, thread_id: str) -> int:
         (found,) = self._drive(

@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -52,6 +53,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
+from checkpoints.codec.compression import reading_checkpoint, reserve
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
@@ -64,9 +66,12 @@ from checkpoints.store.planning import (
     PutPlan,
     ThreadHoldings,
     WritesPlan,
+    body_shape,
     check_limit,
     config_keys,
+    list_bounds,
     metadata_matches,
+    metadata_shape,
     prune_plan,
     validate_filter,
 )
@@ -86,6 +91,7 @@ from checkpoints.store.redis.keys import (
     REGISTRY_KEY,
     dec,
     enc,
+    lw_ms,
     now_ms,
     ns_hex,
     pack,
@@ -94,7 +100,16 @@ from checkpoints.store.redis.keys import (
     unpack,
 )
 from checkpoints.store.redis.ledger import RedisLedger
-from checkpoints.store.redis.scripts import COPY, COUNT, DELETE, DROP, PUT, PUT_WRITES, READ
+from checkpoints.store.redis.scripts import (
+    COPY,
+    COUNT,
+    DELETE,
+    DELETE_UNWRITTEN,
+    DROP,
+    PUT,
+    PUT_WRITES,
+    READ,
+)
 from checkpoints.store.sealing import rebind_redis_hash
 
 
@@ -216,6 +231,22 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
                 left[thread_id] = held
         return left
 
+    def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
+        return self._drive(self._io_delete_unwritten(judged))
+
+    def _io_delete_unwritten(self, judged: dict[str, datetime | None]):
+        ids = list(judged)
+        dropped = yield Batch(
+            [Eval(DELETE_UNWRITTEN, t, ("" if w is None else lw_ms(w),)) for t, w in judged.items()]
+        )
+        gone = [t for t, d in zip(ids, dropped, strict=True) if int(d)]
+        if gone:
+            # The registry and the marks are store-wide keys (another slot on a cluster), so
+            # they cannot be in the thread's script: dropped right after it.
+            yield Batch([cmd("ZREM", REGISTRY_KEY, *[enc(t) for t in gone])])
+            yield from self._io_forget_threads(gone)
+        return {t for t, d in zip(ids, dropped, strict=True) if not int(d)}
+
     def _io_forget_threads(self, thread_ids: list[str]):
         for thread_id in thread_ids:
             yield from self._unmark_flow(thread_id)
@@ -316,25 +347,16 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
     # -- reads ----------------------------------------------------------------------------
     def _tuple(self, thread_id: str, ns: str, found: list) -> CheckpointTuple:
         checkpoint_id = dec(found[0])
+        with reading_checkpoint(thread_id, ns, checkpoint_id):
+            return self._read_tuple(thread_id, ns, checkpoint_id, found)
+
+    def _read_tuple(self, thread_id: str, ns: str, checkpoint_id: str, found: list):
         blob_fields, parent, md, body_type, body, *_ = unpack(found[1])
-        at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
-        checkpoint = decode_at(
-            lambda: self._load(body_type, body, Place.body(thread_id, ns, checkpoint_id)),
-            part="the body",
-            **at,
-        )
-        values = {}
-        for blob_field, value in zip(unpack(blob_fields), found[2], strict=False):
-            if value is not None:
-                channel, version = (dec(f) for f in unpack(blob_field)[:2])
-                values[channel] = decode_at(
-                    lambda v=value, p=Place.blob(thread_id, ns, channel, version): self._load(
-                        *unpack(v), p
-                    ),
-                    part=f"channel {channel!r}",
-                    **at,
-                )
-        checkpoint["channel_values"] = values
+        blobs = [
+            (blob_field, unpack(value))
+            for blob_field, value in zip(unpack(blob_fields), found[2], strict=False)
+            if value is not None
+        ]
         pending = []
         for write_field, value in zip(found[3], found[4], strict=False):
             if value is None:
@@ -342,12 +364,31 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
             idx = int(unpack(write_field)[2])
             task, path, channel, type_, data = unpack(value)
             pending.append((dec(path), dec(task), idx, dec(channel), type_, data))
+        # Frames stating more than this checkpoint may expand to: refused before any is read.
+        reserve([(body_type, body), *(typed[:2] for _, typed in blobs), *(w[4:] for w in pending)])
+        at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
+        checkpoint = decode_at(
+            lambda: body_shape(
+                self._load(body_type, body, Place.body(thread_id, ns, checkpoint_id))
+            ),
+            part="the body",
+            **at,
+        )
+        values = {}
+        for blob_field, typed in blobs:
+            channel, version = (dec(f) for f in unpack(blob_field)[:2])
+            values[channel] = decode_at(
+                lambda t=typed, p=Place.blob(thread_id, ns, channel, version): self._load(*t, p),
+                part=f"channel {channel!r}",
+                **at,
+            )
+        checkpoint["channel_values"] = values
         pending.sort(key=lambda w: writes_sort_key(w[0], w[1], w[2]))
         conf = {"thread_id": thread_id, "checkpoint_ns": ns}
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": checkpoint_id}},
             checkpoint=checkpoint,
-            metadata=json.loads(md),
+            metadata=decode_at(lambda: metadata_shape(md), part="the metadata", **at),
             parent_config=(
                 {"configurable": {**conf, "checkpoint_id": dec(parent)}} if parent else None
             ),
@@ -376,10 +417,8 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         check_limit(limit)
         if limit == 0:
             return
-        only_id = only_ns = None
+        thread_id, only_ns, only_id, before_id = list_bounds(config, before)
         if config is not None:
-            thread_id, _, only_id = config_keys(config)
-            only_ns = config["configurable"].get("checkpoint_ns")
             threads = [thread_id]
         else:
             (members,) = yield Batch([cmd("ZRANGE", REGISTRY_KEY, 0, -1)])
@@ -393,9 +432,6 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
                 for t, hexes in zip(threads, found, strict=True)
                 for h in hexes
             ]
-        before_id = None
-        if before is not None:
-            before_id = (before.get("configurable") or {}).get("checkpoint_id")
         upper = [f"({before_id}" if before_id else "+" for _ in sources]
         buffers: list[list[str]] = [[] for _ in sources]
         done = [False for _ in sources]

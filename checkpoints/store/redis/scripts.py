@@ -128,6 +128,21 @@ redis.call('DEL', p .. 'n', p .. 'm')
 return 1
 """
 
+# ARGV: prefix, the last write (ms) the sweep judged the thread on, '' when it found no
+# meta. Drops every key of the thread only if its last write is still that one (a put sets
+# 'lw' in its own script, so it lands wholly before or after this check). Returns 1 when
+# the thread was dropped, 0 when it was kept as written since.
+_LUA_DELETE_UNWRITTEN = r"""
+local p = ARGV[1]
+local lw = redis.call('HGET', p .. 'm', 'lw')
+if (lw or '') ~= ARGV[2] then return 0 end
+for _, ns in ipairs(redis.call('SMEMBERS', p .. 'n')) do
+  for _, kind in ipairs(KINDS) do redis.call('DEL', p .. kind .. ns) end
+end
+redis.call('DEL', p .. 'n', p .. 'm')
+return 1
+"""
+
 # ARGV: prefix, ns, then checkpoint ids. Drops them with their writes, then every blob no
 # remaining checkpoint refers to, in one step so a concurrent put cannot lose a blob.
 _LUA_DROP = r"""
@@ -209,6 +224,7 @@ PUT_WRITES = Script(_LUA_PUT_WRITES)
 READ = Script(_LUA_READ)
 COUNT = Script(_LUA_COUNT)
 DELETE = Script(_LUA_DELETE)
+DELETE_UNWRITTEN = Script(_LUA_DELETE_UNWRITTEN)
 DROP = Script(_LUA_DROP)
 RETENTION = Script(_LUA_RETENTION)
 BUMP = Script(_LUA_BUMP)

@@ -44,7 +44,9 @@ def history_ids(client, thread_id: str, **params) -> list[str]:
 
 
 def snapshot_at_step(client, thread_id: str, step: int) -> dict:
-    response = client.get(url(thread_id, "history"), {"limit": 100})
+    # History items carry values only when asked.
+    params = {"limit": 100, "select": "values,metadata,config,next"}
+    response = client.get(url(thread_id, "history"), params)
     return next(s for s in response.json()["results"] if s["metadata"]["step"] == step)
 
 

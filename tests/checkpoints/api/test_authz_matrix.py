@@ -16,6 +16,7 @@ from checkpoints.models import Checkpoint, FinishedMark, Thread
 from checkpoints.savers import get_saver
 from checkpoints.savers.base import utcnow
 from retention.models import SweepRun
+from tests.admin_fixtures import staff_user
 from tests.reliability_fixtures import put_value
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,6 +26,8 @@ TOKEN = "s" * 32  # a CSRF secret we set as the cookie and send back in the form
 
 # -- the API: (method, path, body) and the status per role ----------------------------------
 READ = dict(zip(ROLES, (401, 200, 404, 200, 200, 200), strict=True))
+# Staff act on others' threads only with the model permission; owners on their own.
+WRITE = dict(zip(ROLES, (401, 200, 404, 403, 200, 200), strict=True))
 SWEEPING = dict(zip(ROLES, (401, 403, 403, 403, 200, 200), strict=True))
 
 
@@ -38,19 +41,19 @@ API = {
     "detail": ("get", "/api/threads/{t}/", None, False, READ),
     "history": ("get", "/api/threads/{t}/history/", None, False, READ),
     "state": ("get", "/api/threads/{t}/state/", None, False, READ),
-    "delete": ("delete", "/api/threads/{t}/", None, True, _row(401, 204, 404, 204, 204, 204)),
-    "rollback": ("post", "/api/threads/{t}/rollback/", "target", True, READ),
-    "fork": ("post", "/api/threads/{t}/fork/", "target", True, _row(401, 201, 404, 201, 201, 201)),
+    "delete": ("delete", "/api/threads/{t}/", None, True, _row(401, 204, 404, 403, 204, 204)),
+    "rollback": ("post", "/api/threads/{t}/rollback/", "target", True, WRITE),
+    "fork": ("post", "/api/threads/{t}/fork/", "target", True, _row(401, 201, 404, 403, 201, 201)),
     "bulk-update": (
         "post",
         "/api/threads/{t}/bulk-update/",
         {"supersteps": [[{"channel": "n", "value": 99}]]},
         True,
-        READ,
+        WRITE,
     ),
-    "finish": ("post", "/api/threads/{t}/finish/", None, True, READ),
-    "unfinish": ("delete", "/api/threads/{t}/finish/", None, True, READ),
-    "retention": ("post", "/api/threads/{t}/retention/", {"waiting_minutes": 60}, True, READ),
+    "finish": ("post", "/api/threads/{t}/finish/", None, True, WRITE),
+    "unfinish": ("delete", "/api/threads/{t}/finish/", None, True, WRITE),
+    "retention": ("post", "/api/threads/{t}/retention/", {"waiting_minutes": 60}, True, WRITE),
     "sweep": ("post", "/api/checkpoints/sweep/", {}, True, SWEEPING),
     "sweep-dry-run": ("post", "/api/checkpoints/sweep/", {"dry_run": True}, False, SWEEPING),
     "sweeps": ("get", "/api/checkpoints/sweeps/", None, False, SWEEPING),
@@ -160,6 +163,7 @@ ADMIN = {
 STAFF_PERMISSIONS = [
     ("checkpoints", "view_thread"),
     ("checkpoints", "change_thread"),
+    ("checkpoints", "delete_thread"),
     ("checkpoints", "view_checkpoint"),
     ("checkpoints", "change_checkpoint"),
     ("checkpoints", "add_checkpoint"),
@@ -246,6 +250,20 @@ def admin_client(user) -> Client:
     return client
 
 
+def call_api(endpoint, user, ids):
+    method, template, body, _, _ = API[endpoint]
+    payload = {"checkpoint_id": ids["target_id"]} if body == "target" else body
+    return getattr(api_client(user), method)(template.format(t="owned"), payload, format="json")
+
+
+def call_admin(page, user, ids):
+    method, path, form, _, _ = ADMIN[page]
+    client = admin_client(user)
+    if method == "get":
+        return client.get(path(ids))
+    return client.post(path(ids), {**form(ids), "csrfmiddlewaretoken": TOKEN})
+
+
 def _check(label, response, wanted, acted, before) -> None:
     """The status is the table's; the store changed exactly when the cell may act."""
     assert response.status_code == wanted, (label, response.status_code, response.content[:300])
@@ -255,13 +273,11 @@ def _check(label, response, wanted, acted, before) -> None:
 
 @pytest.mark.parametrize("endpoint", sorted(API))
 def test_api_matrix(users, endpoint):
-    method, template, body, writes, statuses = API[endpoint]
+    _, _, _, writes, statuses = API[endpoint]
     for role in ROLES:
         ids = seed(users)
         before = fingerprint()
-        client = api_client(users.get(role))
-        payload = {"checkpoint_id": ids["target_id"]} if body == "target" else body
-        response = getattr(client, method)(template.format(t="owned"), payload, format="json")
+        response = call_api(endpoint, users.get(role), ids)
         acted = writes and statuses[role] < 400
         _check((endpoint, role), response, statuses[role], acted, before)
         if endpoint == "list" and role == "other":
@@ -270,15 +286,11 @@ def test_api_matrix(users, endpoint):
 
 @pytest.mark.parametrize("page", sorted(ADMIN))
 def test_admin_matrix(users, page):
-    method, path, form, writes, statuses = ADMIN[page]
+    _, _, _, writes, statuses = ADMIN[page]
     for role in ROLES:
         ids = seed(users)
         before = fingerprint()
-        client = admin_client(users.get(role))
-        if method == "get":
-            response = client.get(path(ids))
-        else:
-            response = client.post(path(ids), {**form(ids), "csrfmiddlewaretoken": TOKEN})
+        response = call_admin(page, users.get(role), ids)
         acted = writes and role in ("staff_perm", "superuser")
         _check((page, role), response, statuses[role], acted, before)
         if role in ("anonymous", "owner", "other"):
@@ -334,3 +346,96 @@ def test_get_on_admin_action_urls_changes_nothing(users):
         _check(
             (page, "GET with the action's fields"), response, response.status_code, False, before
         )
+
+
+# -- admin and API side by side: one verdict per action and kind of user --------------------
+# action: (API endpoint, admin page or None where the admin has none, permission staff need).
+# The permissions are written out here, not read from checkpoints.permissions, so a change
+# to the rule shows up as a failure to look at.
+SIDE_BY_SIDE = {
+    "delete": ("delete", None, "checkpoints.delete_thread"),
+    "rollback": ("rollback", "rollback", "checkpoints.change_checkpoint"),
+    "fork": ("fork", "fork", "checkpoints.add_checkpoint"),
+    "bulk-update": ("bulk-update", None, "checkpoints.change_checkpoint"),
+    "finish": ("finish", "mark-action", "checkpoints.change_thread"),
+    "unfinish": ("unfinish", "unmark-action", "checkpoints.change_thread"),
+    "unfinish-by-mark": ("unfinish", "unmark-mark-action", "checkpoints.delete_finishedmark"),
+    "retention": ("retention", None, "checkpoints.change_thread"),
+    "sweep": ("sweep", "sweep", "retention.run_sweep"),
+}
+# What an admin page needs before it can refuse for the action's own reason.
+VIEW_PERMS = (
+    "checkpoints.view_thread",
+    "checkpoints.view_checkpoint",
+    "checkpoints.view_finishedmark",
+    "retention.view_sweeprun",
+)
+STAFF_KINDS = ("superuser", "staff_with", "staff_viewer", "staff")
+KINDS = (*STAFF_KINDS, "owner", "other")
+
+
+def _allowed(response) -> bool:
+    return response.status_code < 400 and not response.get("Location", "").startswith(
+        "/admin/login/"
+    )
+
+
+@pytest.mark.parametrize("action", sorted(SIDE_BY_SIDE))
+def test_admin_and_api_agree(users, action):
+    """Staff need the same permission on both sides; a refusal changes nothing."""
+    endpoint, page, perm = SIDE_BY_SIDE[action]
+    kinds = {
+        "superuser": users["superuser"],
+        "staff_with": staff_user("with-perm", *VIEW_PERMS, perm),
+        "staff_viewer": staff_user("viewer", *VIEW_PERMS),
+        "staff": users["staff"],
+        "owner": users["owner"],
+        "other": users["other"],
+    }
+    for kind in KINDS:
+        may = kind in ("superuser", "staff_with") or (kind == "owner" and action != "sweep")
+        ids = seed(users)
+        before = fingerprint()
+        response = call_api(endpoint, kinds[kind], ids)
+        label = (action, kind, "api")
+        assert _allowed(response) == may, (label, response.status_code, response.content[:300])
+        assert (fingerprint() != before) == (may and API[endpoint][3]), label
+        if not may and kind in STAFF_KINDS:
+            error = response.json()["error"]
+            assert response.status_code == 403 and error["code"] == "permission_denied", label
+            assert repr(perm) in error["message"], (label, error)
+        if kind == "other" and action != "sweep":
+            # Another user's thread stays hidden: 404, as for a missing one.
+            assert response.status_code == 404, label
+        if page is None:
+            continue
+        ids = seed(users)
+        before = fingerprint()
+        response = call_admin(page, kinds[kind], ids)
+        label = (action, kind, "admin")
+        # Every page here writes: whether it acted is whether the store changed.
+        assert (fingerprint() != before) == (may and kind in STAFF_KINDS), label
+        if kind not in STAFF_KINDS:
+            # The admin is for staff: owners act on their own threads through the API only.
+            assert response["Location"].startswith("/admin/login/"), label
+        elif not may and not page.endswith("-action"):
+            # A page refuses with 403; a list action the user is not offered is ignored and
+            # the list shown again (the unchanged store above is that refusal).
+            assert response.status_code == 403, (label, response.status_code)
+
+
+def test_admin_offers_no_thread_delete_to_anyone(users):
+    """The API's delete has no admin twin: deleting there is the sweep's job."""
+    ids = seed(users)
+    before = fingerprint()
+    client = admin_client(users["superuser"])
+    url = f"/admin/checkpoints/thread/{ids['thread']}/delete/"
+    response = client.post(url, {"post": "yes", "csrfmiddlewaretoken": TOKEN})
+    _check(("admin thread delete", "superuser"), response, 403, False, before)
+
+
+def test_api_unfinish_takes_either_permission_the_admin_takes(users):
+    for perm in ("checkpoints.change_thread", "checkpoints.delete_finishedmark"):
+        ids = seed(users)
+        response = call_api("unfinish", staff_user(perm.split(".")[1], perm), ids)
+        assert response.status_code == 200, (perm, response.content)

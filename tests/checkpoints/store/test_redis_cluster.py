@@ -26,7 +26,6 @@ from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_re
 from tests.reliability_fixtures import failover_writer, put_value, wait_for, write_batch
 from tests.retention.test_sweep import (  # noqa: F401  (run again here, on the cluster)
     finished_past_due,
-    test_a_checkpoint_written_during_the_delete_is_deleted_again,
     test_a_dry_run_reports_the_same_and_deletes_nothing,
     test_a_filter_registered_in_code_is_asked_and_named,
     test_a_mark_on_an_empty_thread_is_cleared,
@@ -36,6 +35,10 @@ from tests.retention.test_sweep import (  # noqa: F401  (run again here, on the 
     test_batches_reach_every_thread_and_spared_ones_are_not_asked_twice,
     test_each_sweep_is_recorded_with_its_spared_threads,
     test_finished_threads_past_due_are_deleted_on_every_provider,
+)
+from tests.retention.test_sweep_written_during import (  # noqa: F401  (on the cluster too)
+    test_a_write_during_the_sweep_survives_the_finished_horizon,
+    test_the_store_deletes_only_threads_still_at_their_judged_write,
 )
 from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
 
