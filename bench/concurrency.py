@@ -44,7 +44,7 @@ class RawAsyncRedisFloor:
     def __new__(cls, client):
         from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-        from checkpoints.savers.base import strict_serializer
+        from checkpoints.store.contract import strict_serializer
 
         prefix = cls.PREFIX
 
@@ -113,7 +113,7 @@ async def _subjects(notes: list[str]) -> list[tuple[str, object, object]]:
     from psycopg_pool import AsyncConnectionPool
 
     from bench.stores import pg_url, reset_pg_database
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     def build_ours():
         reset_pg_database(settings.PG_DB)

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.test import Client
 
     from checkpoints.models import Checkpoint, Thread
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_superuser("bench-admin", "b@example.com", "pw")

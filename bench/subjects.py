@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from checkpoints.savers.base import strict_serializer
+from checkpoints.store.contract import strict_serializer
 
 
 @dataclass

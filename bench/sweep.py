@@ -143,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     from langgraph.checkpoint.base import empty_checkpoint
 
     from bench.stores import reset_files, reset_pg_database
-    from checkpoints.savers import get_saver
-    from checkpoints.savers.base import strict_serializer, utcnow
+    from checkpoints.store.contract import strict_serializer
+    from checkpoints.store.planning import utcnow
+    from checkpoints.store.registry import get_saver
     from retention.sweep import sweep_checkpoints
 
     reset_files()

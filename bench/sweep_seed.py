@@ -54,7 +54,7 @@ def configure(provider: str) -> None:
 
 def seed(saver, threads: int, per_thread: int) -> dict[str, int]:
     from checkpoints.models import ChannelBlob, Checkpoint, FinishedMark, Thread
-    from checkpoints.savers.base import utcnow
+    from checkpoints.store.planning import utcnow
     from retention.models import Park
 
     db = saver.using
@@ -150,7 +150,7 @@ def main() -> None:
     from django.test import override_settings
 
     from checkpoints.models import Checkpoint
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
     from retention.sweep import sweep_checkpoints
 
     saver = get_saver()

@@ -260,7 +260,7 @@ def _binding_errors(conf) -> list[Error]:
 
 
 def _encryption_errors(keys) -> list[Error]:
-    from checkpoints.encryption import parse_key
+    from checkpoints.codec.encryption import parse_key
     from checkpoints.errors import CheckpointConfigError
 
     if isinstance(keys, str):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from checkpoints.encryption import (
+from checkpoints.codec.encryption import (
     SUFFIX,
     Place,
     current_key_id,

@@ -142,7 +142,7 @@ def run_tools(saver, thread_id: str) -> str:
 
 @pytest.fixture
 def saver(transactional_db, settings):
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PROVIDER": "sqlite", "CONN_STRING": None}
     return get_saver()

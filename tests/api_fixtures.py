@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from checkpoints.demo import build_demo_graph
 from checkpoints.models import Thread
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 
 
 def token_client(user: User | None) -> APIClient:

@@ -103,15 +103,15 @@ def redis_sentinel_url(redis_sentinel):
 def make_saver(request, provider: str, **options):
     """A fresh, empty saver for ``provider`` (databases flushed by the transactional fixture)."""
     if provider == "memory":
-        from checkpoints.savers.memory import STORE, MemorySaver
+        from checkpoints.store.memory import STORE, MemorySaver
 
         STORE.clear()
         request.addfinalizer(STORE.clear)
         return MemorySaver(**options)
     if provider == "sqlite":
         request.getfixturevalue("transactional_db")
-        from checkpoints.savers import get_saver
-        from checkpoints.savers.orm import forget_format_checks
+        from checkpoints.store.orm.ledger import forget_format_checks
+        from checkpoints.store.registry import get_saver
 
         # The flush between tests empties StoreFormat too: record it again.
         forget_format_checks()
@@ -120,14 +120,14 @@ def make_saver(request, provider: str, **options):
     if provider == "postgres":
         need_service(settings.POSTGRES_UNAVAILABLE)
         request.getfixturevalue("transactional_db")
-        from checkpoints.savers import get_saver
-        from checkpoints.savers.orm import forget_format_checks
+        from checkpoints.store.orm.ledger import forget_format_checks
+        from checkpoints.store.registry import get_saver
 
         forget_format_checks()
         return get_saver("postgres", using="pg", **options)
     if provider == "redis":
         url = request.getfixturevalue("redis_url")
-        from checkpoints.savers import get_saver
+        from checkpoints.store.registry import get_saver
 
         return get_saver("redis", conn_string=url, **options)
     if provider in ("redis-cluster", "redis-sentinel"):
@@ -135,7 +135,7 @@ def make_saver(request, provider: str, **options):
         # retention rows need the database.
         request.getfixturevalue("transactional_db")
         url = request.getfixturevalue(provider.replace("-", "_") + "_url")
-        from checkpoints.savers import get_saver
+        from checkpoints.store.registry import get_saver
 
         return get_saver("redis", conn_string=url, **options)
     raise ValueError(provider)

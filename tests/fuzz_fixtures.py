@@ -275,9 +275,9 @@ def pg_seed(transactional_db):
 
     from checkpoints.demo import build_demo_graph
     from checkpoints.models import Thread
-    from checkpoints.savers import get_saver
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
     from checkpoints.store.planning import utcnow
+    from checkpoints.store.registry import get_saver
     from checkpoints.timetravel import TimeTravel
     from retention.models import Park
     from retention.policy import declare_retention

@@ -52,7 +52,7 @@ def writer_process(spec: dict[str, Any]) -> list[tuple[dict, dict]]:
     django.setup()
     from django.db import connections
 
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     try:
         if spec["provider"] == "redis":

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention import sweep as sweep_module
 
 WAITING = 10080

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from checkpoints import audit
 from checkpoints.models import AuditEvent, Checkpoint, Thread
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 from retention.runs import mark_finished
 from tests.admin_fixtures import run_chat, saver, superuser  # noqa: F401

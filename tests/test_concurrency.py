@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.db import connections
 
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.sweep import sweep_checkpoints
 from tests.reliability_fixtures import put_value, write_batch, writer_process
@@ -91,7 +91,7 @@ def record_format_generation(saver) -> None:
     This process remembers it checked the format already, so its saver would not write the
     row again, and a fresh saver in a child process would refuse the store without it.
     """
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
 
     forget_format_checks()
     saver.ensure_format()

@@ -15,7 +15,7 @@ from django.db import connections
 from django.test import override_settings
 
 from checkpoints.errors import StoreUnavailable
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.errors import LiveFilterFailed, SweepFailed
 from retention.models import SweepRun
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
@@ -150,7 +150,7 @@ def private_redis():
 
 
 def test_redis_restart_between_calls(private_redis):
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     saver = get_saver("redis", conn_string=private_redis.url)
     stored = put_value(saver, "t", None, {"n": 1})
@@ -176,7 +176,7 @@ def test_redis_restart_between_calls(private_redis):
 
 
 def test_redis_restart_then_a_new_saver_accepts_the_store(private_redis):
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     saver = get_saver("redis", conn_string=private_redis.url)
     put_value(saver, "t", None, {"n": 1})
@@ -193,7 +193,7 @@ def test_redis_restart_then_a_new_saver_accepts_the_store(private_redis):
 def test_redis_restart_async_calls_recover(private_redis):
     import asyncio
 
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     saver = get_saver("redis", conn_string=private_redis.url)
 

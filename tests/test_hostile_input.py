@@ -291,7 +291,7 @@ def staff(transactional_db):
 
 
 def _seed_api(ids):
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     saver = get_saver()
     for i, thread_id in enumerate(ids):
@@ -328,7 +328,7 @@ def test_oversized_api_bodies_are_413_and_change_nothing(staff):
             assert response.json()["error"]["code"] == "request_too_large"
         response = client.post("/api/checkpoints/sweep/", body, content_type="application/json")
         assert response.status_code == 413
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     assert len(list(get_saver().list(_cfg("big")))) == 1
     assert get_saver().threads() == ["big"]

@@ -240,7 +240,7 @@ def test_a_filter_value_json_cannot_hold_is_refused(store, value):
     "moment", ["0001-01-01 00:00:00+05:00", "9999-12-31 23:59:59-05:00", "0001-01-01"]
 )
 def test_a_jump_to_a_time_out_of_range_is_a_form_error(client, superuser, moment, settings):
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     client.force_login(superuser)
     put_value(get_saver(), "story", None, {"a": 1})

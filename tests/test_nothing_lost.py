@@ -17,7 +17,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.sweep import sweep_checkpoints
 from tests.reliability_fixtures import put_value

@@ -21,11 +21,11 @@ from checkpoints import audit
 from checkpoints.admin.display import Paging, page_nav, pretty
 from checkpoints.codec.compression import reading_response
 from checkpoints.codec.render import is_message_list, message_page
-from checkpoints.diff import baseline, channel_changes
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
 from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.registry import get_saver
+from checkpoints.timetravel.diff import baseline, channel_changes
 
 CHILD_LINKS = 20
 PROVIDER_PARAM = "provider"

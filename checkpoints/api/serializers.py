@@ -5,8 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
-from checkpoints.api.plain_json import plain_mapping, to_plain
-from checkpoints.codec.render import MESSAGES_BEFORE, paged_values
+from checkpoints.codec.render import MESSAGES_BEFORE, paged_values, plain_mapping, to_plain
 from checkpoints.errors import InvalidCheckpointInput
 
 # --- text fields ----------------------------------------------------------------------

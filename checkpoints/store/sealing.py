@@ -7,7 +7,7 @@ copy fails (naming the place) rather than leave unreadable rows if a key is miss
 
 from __future__ import annotations
 
-from checkpoints.encryption import Place, rebind
+from checkpoints.codec.encryption import Place, rebind
 from checkpoints.models import ChannelBlob, PendingWrite
 from checkpoints.store.redis.keys import dec, pack, unpack
 

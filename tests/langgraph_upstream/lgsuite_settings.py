@@ -9,7 +9,7 @@ import tempfile
 
 os.environ.setdefault("CHECKPOINTS_DATA_DIR", tempfile.mkdtemp(prefix="checkpoint-store-lgsuite-"))
 
-from project.dburl import parse_database_url  # noqa: E402
+from checkpoints.dburl import parse_database_url  # noqa: E402
 from project.settings import *  # noqa: E402,F403
 from project.settings import CHECKPOINTS, DATABASES  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from checkpoints.models import FinishedMark, Thread
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.models import Park, SparedThread, SweepRun
 from retention.runs import mark_finished
 from tests.admin_fixtures import (  # noqa: F401 - fixtures

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.models import SweepRun
 from retention.runs import mark_finished
 from retention.sweep import register_live_thread_filter, unregister_live_thread_filter

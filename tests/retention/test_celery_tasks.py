@@ -10,8 +10,8 @@ from django.conf import settings
 from django.test import override_settings
 
 from checkpoints.errors import CheckpointConfigError
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from project.celery import _install_beat_schedule, app
 from retention.models import SweepRun
 from retention.runs import mark_finished

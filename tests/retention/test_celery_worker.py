@@ -15,8 +15,8 @@ from django.db import connections
 from bench import sweep_fanout as fanout_workers
 from checkpoints.dburl import database_url
 from checkpoints.models import StoreLease
-from checkpoints.savers.base import utcnow
-from checkpoints.savers.orm import forget_format_checks
+from checkpoints.store.orm.ledger import forget_format_checks
+from checkpoints.store.planning import utcnow
 from retention.models import SweepBatch, SweepRun
 from retention.runs import mark_finished
 from tests.conftest import need_service

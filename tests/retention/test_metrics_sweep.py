@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.runs import mark_finished
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)

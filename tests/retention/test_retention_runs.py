@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.errors import ParkNotSupported, ParkRefused
 from retention.models import Park
 from retention.policy import declare_retention

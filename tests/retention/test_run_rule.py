@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from langchain_core.messages import HumanMessage
 
 from checkpoints.api.serializers import ThreadSerializer
-from checkpoints.savers.base import utcnow
 from checkpoints.selectors import thread_get
+from checkpoints.store.planning import utcnow
 from retention.fanout import fan_out, run_batch
 from retention.models import SparedThread, SweepRun
 from retention.runs import mark_finished

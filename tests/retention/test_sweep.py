@@ -12,7 +12,7 @@ from django.test import override_settings
 from prometheus_client import REGISTRY
 
 from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.errors import LiveFilterFailed, SweepAlreadyRunning
 from retention.locks import sweep_lock
 from retention.models import Park, SparedThread, SweepRun

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
 
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.locks import sweep_lock
 from retention.models import SweepRun
 from retention.runs import mark_finished

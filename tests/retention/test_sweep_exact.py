@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connections
 from prometheus_client import REGISTRY
 
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.models import SparedThread, SweepRun
 from retention.policy import declare_retention
 from retention.sweep import register_live_thread_filter, sweep_checkpoints

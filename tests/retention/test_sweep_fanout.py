@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from checkpoints.savers.base import utcnow
 from checkpoints.store.capabilities import LeaseLost, LockHeld
+from checkpoints.store.planning import utcnow
 from retention.errors import SweepAlreadyRunning
 from retention.fanout import fan_out, run_batch
 from retention.locks import LOCK_NAME

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import connections
 
 from checkpoints.models import StoreLease
-from checkpoints.savers.base import utcnow
 from checkpoints.store.orm.lease import LeaseLost, Leases, new_owner
+from checkpoints.store.planning import utcnow
 from retention.locks import LOCK_NAME, sweep_lock
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.retention.test_sweep import finished_past_due
@@ -147,7 +147,7 @@ django.setup()
 provider, alias, database, default_db, go = sys.argv[1:6]
 settings.DATABASES[alias]["NAME"] = database
 settings.DATABASES["default"]["NAME"] = default_db
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from retention.errors import SweepAlreadyRunning
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 conn_string = sys.argv[6] if len(sys.argv) > 6 else None

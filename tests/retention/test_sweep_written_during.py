@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.models import SparedThread, SweepRun
 from retention.sweep import (
     WRITTEN_DURING,
@@ -161,7 +161,7 @@ connections["default"].close()
 del connections["default"]
 settings.DATABASES["default"] = connections.settings["default"] = {database!r}
 from django.test import override_settings
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from retention.sweep import sweep_checkpoints
 records = []
 

@@ -59,7 +59,7 @@ def run_graphs(user) -> None:
 
     from checkpoints import from_conn_string
     from checkpoints.demo import build_demo_graph
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     saver = get_saver()
     graph = graph_with_interrupt(saver)
@@ -88,7 +88,7 @@ def run_graphs(user) -> None:
     # store's park records in the default database gives the parks pages one to open.
     from datetime import timedelta
 
-    from checkpoints.savers.base import utcnow
+    from checkpoints.store.planning import utcnow
     from retention.models import Park
 
     Park.objects.create(

@@ -24,7 +24,7 @@ class Command(BaseCommand):
             raise CommandError(f"--batch-size must be at least 1, got {batch_size}")
         try:
             if redis_url:
-                from checkpoints.savers import get_saver
+                from checkpoints.store.registry import get_saver
 
                 saver = get_saver("redis", conn_string=redis_url)
                 result = reencrypt_redis(saver, batch_size=batch_size)

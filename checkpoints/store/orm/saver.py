@@ -21,11 +21,11 @@ from checkpoints.codec.compression import (
     reading_checkpoint,
     reserve,
 )
+from checkpoints.codec.encryption import SUFFIX as SEALED
+from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
-from checkpoints.encryption import SUFFIX as SEALED
-from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.errors import CheckpointCodecError, CheckpointConfigError
 from checkpoints.flows import Emit, stream
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread

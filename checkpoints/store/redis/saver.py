@@ -54,9 +54,9 @@ from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
 from checkpoints.codec.compression import reading_checkpoint, reserve
+from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
-from checkpoints.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import Emit
 from checkpoints.store.contract import DURABILITY_KEY, StoreSaver

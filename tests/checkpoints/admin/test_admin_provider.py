@@ -24,8 +24,8 @@ CHECKPOINTS = "/admin/checkpoints/checkpoint/"
 
 
 def saver_on(alias: str):
-    from checkpoints.savers import get_saver
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
+    from checkpoints.store.registry import get_saver
 
     # The flush between tests empties the format record too: let the saver write it again.
     forget_format_checks()

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from checkpoints.models import Thread
-from checkpoints.savers.base import utcnow
 from checkpoints.status import thread_status
+from checkpoints.store.planning import utcnow
 from retention.models import Park
 from retention.runs import mark_finished
 from tests.admin_fixtures import (  # noqa: F401

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from checkpoints.models import Checkpoint, FinishedMark, Thread
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from retention.runs import mark_finished
 from tests.admin_fixtures import run_chat, run_paused, saver  # noqa: F401 - fixture
 from tests.browser_fixtures import browser, page, screenshots, shot  # noqa: F401 - fixtures

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from checkpoints.admin import CheckpointAdmin
 from checkpoints.models import Checkpoint, Thread
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.runs import mark_finished
 from tests.admin_fixtures import (  # noqa: F401 - fixture

@@ -71,8 +71,8 @@ def _seed_store(now) -> None:
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.types import Interrupt
 
-    from checkpoints.encryption import Place
-    from checkpoints.savers.base import strict_serializer
+    from checkpoints.codec.encryption import Place
+    from checkpoints.store.contract import strict_serializer
     from checkpoints.store.registry import get_saver
 
     seed = _bench_seed()
@@ -194,7 +194,7 @@ def scale_store(django_db_setup, django_db_blocker):
     from django.test.utils import override_settings
 
     from checkpoints.dburl import alias_for_conn_string
-    from checkpoints.savers.base import utcnow
+    from checkpoints.store.planning import utcnow
 
     with _server() as server:
         exists = server.execute(
@@ -285,7 +285,7 @@ def _side_tables(now) -> None:
 
 @pytest.mark.django_db(databases=["default", ALIAS])
 def test_every_console_page_answers_within_budget(scale_store, admin_client):
-    from checkpoints.savers.base import utcnow
+    from checkpoints.store.planning import utcnow
 
     _side_tables(utcnow())
     long_pk, rows = scale_store["long_pk"], scale_store["long_rows"]

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from rest_framework.test import APIClient
 
 from checkpoints.models import Thread
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from tests.api_fixtures import clients, run_demo, threads, users  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
@@ -524,7 +524,7 @@ def test_schema_is_served(clients):
 
 @pytest.fixture
 def memory_provider(settings):
-    from checkpoints.savers.memory import STORE
+    from checkpoints.store.memory import STORE
 
     STORE.clear()
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PROVIDER": "memory"}

@@ -8,7 +8,7 @@ import pytest
 from langgraph.types import Command
 
 from checkpoints.models import Thread
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from tests.api_fixtures import clients, users  # noqa: F401
 from tests.checkpoints.timetravel.test_timetravel_parity import one_interrupt
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from checkpoints.models import Thread
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from tests.api_fixtures import clients, users  # noqa: F401
 from tests.checkpoints.admin.test_admin_messages import PAGE, TOTAL, long_thread
 

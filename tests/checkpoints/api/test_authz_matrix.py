@@ -13,8 +13,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from checkpoints.models import Checkpoint, FinishedMark, Thread
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.models import SweepRun
 from tests.admin_fixtures import staff_user
 from tests.reliability_fixtures import put_value

@@ -119,7 +119,7 @@ def test_bad_key_refused_by_checks():
 
 
 def test_redis_values_are_sealed_and_rotate(redis_url):
-    from checkpoints.savers import get_saver
+    from checkpoints.store.registry import get_saver
 
     with keys(KEY_A):
         saver = get_saver("redis", conn_string=redis_url)

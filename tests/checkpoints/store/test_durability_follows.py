@@ -11,8 +11,8 @@ import pytest
 from django.db import connections
 from langgraph.checkpoint.base import empty_checkpoint
 
-from checkpoints.savers import get_saver
 from checkpoints.store.orm.pool import close_pools
+from checkpoints.store.registry import get_saver
 
 pytestmark = [
     pytest.mark.postgres,
@@ -27,7 +27,7 @@ def level_of_new_write(saver, thread_id: str) -> str:
 
 
 def _saver(settings, **overrides):
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
 
     forget_format_checks()
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, **overrides}

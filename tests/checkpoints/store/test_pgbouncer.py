@@ -22,9 +22,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from checkpoints.models import StoreLease
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
 from checkpoints.store.orm.pool import behind_pooler, prepared_statements_allowed
+from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from tests.checkpoints.store.test_conformance import SyncDriven
 from tests.checkpoints.store.test_graphs import config_for, interrupt_graph
 from tests.pgbouncer import bounced_url, pgbouncer_port  # noqa: F401
@@ -42,7 +42,7 @@ pytestmark = [
 @pytest.fixture
 def bounced(request, transactional_db, pgbouncer_port):  # noqa: F811
     """An ORM saver on the test database, through PgBouncer, with the default settings."""
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
 
     forget_format_checks()
     return get_saver("postgres", using="pgb")

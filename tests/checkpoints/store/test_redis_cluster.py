@@ -17,9 +17,9 @@ from django.db import connections
 from django.test import override_settings
 
 from checkpoints.errors import StoreUnavailable
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import utcnow
+from checkpoints.store.planning import utcnow
 from checkpoints.store.redis.keys import DUE_KEY, FORMAT_KEY, MARKS_KEY, REGISTRY_KEY
+from checkpoints.store.registry import get_saver
 from retention.errors import SweepAlreadyRunning
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_resume

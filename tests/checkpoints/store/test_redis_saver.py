@@ -22,10 +22,9 @@ from checkpoints.errors import (
     ThreadExists,
     ThreadVersionConflict,
 )
-from checkpoints.savers import get_saver
-from checkpoints.savers.base import FORMAT_ERROR_HINT, ThreadRetention, utcnow
-from checkpoints.savers.redis import FORMAT_KEY, REGISTRY_KEY, thread_prefix
-from checkpoints.store.redis.keys import LEGACY_KEYS
+from checkpoints.store.planning import FORMAT_ERROR_HINT, ThreadRetention, utcnow
+from checkpoints.store.redis.keys import FORMAT_KEY, LEGACY_KEYS, REGISTRY_KEY, thread_prefix
+from checkpoints.store.registry import get_saver
 
 CLOSED = "redis://127.0.0.1:6390/0"
 # The last is the longest id the store takes (MAX_THREAD_ID_BYTES); longer ones are refused.

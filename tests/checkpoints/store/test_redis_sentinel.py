@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import connections
 
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_resume
 from tests.reliability_fixtures import failover_writer, put_value, wait_for, write_batch
 

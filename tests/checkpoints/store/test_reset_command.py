@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from checkpoints.errors import CheckpointStoreFormatError
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 from tests.store_helpers import put_chain
 
 
@@ -16,12 +16,12 @@ def _refuse_format(provider, store):
     """Make the store look like another version wrote it."""
     if provider in ("sqlite", "postgres"):
         from checkpoints.models import StoreFormat
-        from checkpoints.savers.orm import forget_format_checks
+        from checkpoints.store.orm.ledger import forget_format_checks
 
         StoreFormat.objects.using(store.using).update(generation=2)
         forget_format_checks()
     else:
-        from checkpoints.savers.redis import FORMAT_KEY
+        from checkpoints.store.redis.keys import FORMAT_KEY
 
         store.client.set(FORMAT_KEY, 2)
 

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def saver():
-    from checkpoints.savers import get_saver
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
+    from checkpoints.store.registry import get_saver
 
     forget_format_checks()
     return get_saver("sqlite", using="default")

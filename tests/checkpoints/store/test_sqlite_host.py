@@ -39,7 +39,7 @@ mode = connection.transaction_mode
 connection.close()
 
 from langgraph.graph import END, START, StateGraph
-from checkpoints.savers import get_saver
+from checkpoints.store.registry import get_saver
 
 class State(TypedDict):
     log: Annotated[list, operator.add]

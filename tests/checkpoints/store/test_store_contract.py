@@ -33,8 +33,8 @@ from checkpoints.errors import (
     CheckpointStoreFormatError,
     InvalidCheckpointInput,
 )
-from checkpoints.savers.base import DELETE_ROUNDS, FORMAT_ERROR_HINT, FORMAT_GENERATION
 from checkpoints.signals import checkpoint_created
+from checkpoints.store.planning import DELETE_ROUNDS, FORMAT_ERROR_HINT, FORMAT_GENERATION
 
 ORM_ALIASES = {"sqlite": "default", "postgres": "pg"}
 EXPECTED_DURABILITY = {"memory": "memory", "sqlite": "disk", "postgres": "disk", "redis": "memory"}
@@ -89,7 +89,7 @@ def redis_snapshot(thread_id: str | None = None) -> dict:
     """Every key (of one thread) with its whole content."""
     import redis
 
-    from checkpoints.savers.redis import thread_prefix
+    from checkpoints.store.redis.keys import thread_prefix
 
     client = redis.Redis.from_url(settings.REDIS_TEST_URL)
     match = f"{thread_prefix(thread_id)}*" if thread_id is not None else "*"
@@ -112,7 +112,7 @@ def raw_holdings(provider: str, thread_id: str | None = None):
     if provider in ORM_ALIASES:
         return orm_counts(ORM_ALIASES[provider], thread_id)
     if provider == "memory":
-        from checkpoints.savers.memory import STORE
+        from checkpoints.store.memory import STORE
 
         def mine(key):
             return thread_id is None or key == thread_id
@@ -134,7 +134,7 @@ def blob_count(provider: str) -> int:
     if provider in ORM_ALIASES:
         return orm_counts(ORM_ALIASES[provider])["blobs"]
     if provider == "memory":
-        from checkpoints.savers.memory import STORE
+        from checkpoints.store.memory import STORE
 
         return len(STORE.blobs)
     # Redis keeps a namespace's channel values in one hash, ``cp:{tag}:b:<ns>``.
@@ -341,8 +341,8 @@ def orm_saver(request):
 @pytest.mark.django_db(transaction=True, databases="__all__")
 def test_store_without_recorded_format_is_refused(orm_saver):
     from checkpoints.models import StoreFormat
-    from checkpoints.savers import get_saver
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
+    from checkpoints.store.registry import get_saver
 
     alias = orm_saver.using
     put(orm_saver, "old", {"x": 1})
@@ -377,8 +377,8 @@ def test_store_without_recorded_format_is_refused(orm_saver):
 @pytest.mark.django_db(transaction=True, databases="__all__")
 def test_empty_store_records_its_format(orm_saver):
     from checkpoints.models import StoreFormat
-    from checkpoints.savers import get_saver
-    from checkpoints.savers.orm import forget_format_checks
+    from checkpoints.store.orm.ledger import forget_format_checks
+    from checkpoints.store.registry import get_saver
 
     alias = orm_saver.using
     StoreFormat.objects.using(alias).all().delete()

@@ -10,9 +10,8 @@ from django.test import override_settings
 from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.errors import CheckpointConfigError
-from checkpoints.savers import get_saver
 from checkpoints.store.memory import STORE, MemorySaver
-from checkpoints.store.registry import PROVIDERS
+from checkpoints.store.registry import PROVIDERS, get_saver
 
 
 class AuditedSaver(MemorySaver):
