@@ -28,7 +28,7 @@ from checkpoints.store.registry import get_saver
 from retention.models import Park, SparedThread, SweepBatch, SweepRun
 from retention.policy import effective_retention
 from retention.runs import mark_finished, unmark_finished
-from retention.sweep import FINISHED, WAITING, claimed_threads, live_thread_filters
+from retention.sweep import claimed_threads, live_thread_filters
 from retention.sweep import sweep_checkpoints as run_sweep
 
 SAMPLE = 50
@@ -456,16 +456,10 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
 
     @staticmethod
     def _would_delete(saver, result) -> dict[str, list]:
-        """A sample of the thread ids the dry run counted, per horizon, spared ones left out."""
-        spared = {s["thread_id"] for s in result.spared}
-        now = utcnow()
-        finished = [e.thread_id for e in saver.finished_due(now, limit=SAMPLE + len(spared))]
-        idle = (
-            saver.idle_threads(now, result.waiting_minutes, limit=SAMPLE + len(spared))
-            if saver.supports_idle_sweep
-            else []
-        )
+        """A sample of the thread ids the dry run counted, per horizon: the very ids it
+        counted, not a second listing at a later time."""
         return {
-            FINISHED: [thread_link(t) for t in finished if t not in spared][:SAMPLE],
-            WAITING: [thread_link(t) for t in idle if t not in spared][:SAMPLE],
+            horizon: [thread_link(t) for t in ids[:SAMPLE]]
+            for horizon, ids in result.deleted_ids.items()
         }
+

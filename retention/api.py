@@ -71,6 +71,10 @@ class SweepResultSerializer(serializers.Serializer):
         help_text="Threads kept because they were written after the sweep judged them."
     )
     written_during_ids = serializers.ListField(child=serializers.CharField())
+    deleted_ids = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Per horizon (finished, waiting), the ids deleted (a dry run: that would be).",
+    )
     skipped = serializers.CharField(allow_null=True)
     dry_run = serializers.BooleanField()
     sweep_run_id = serializers.IntegerField(allow_null=True)

@@ -89,6 +89,10 @@ class SweepResult:
     # Threads past a horizon, unclaimed, but written after the sweep judged them: kept.
     written_during: int = 0
     written_during_ids: list[str] = field(default_factory=list)
+    # horizon -> the ids this sweep deleted (a dry run: would delete), in the order it did.
+    deleted_ids: dict[str, list[str]] = field(
+        default_factory=lambda: {FINISHED: [], WAITING: []}
+    )
     skipped: str | None = None
     dry_run: bool = False
     sweep_run_id: int | None = None
@@ -259,7 +263,13 @@ class _Sweeper:
                 spared.append(thread_id)
             else:
                 doomed.append(thread_id)
-        before = (_counts(self.result), len(self.result.spared), len(spared))  # see _restore
+        # What _restore puts back if the batch's transaction rolls back.
+        before = (
+            _counts(self.result),
+            len(self.result.spared),
+            len(spared),
+            len(self.result.deleted_ids[horizon]),
+        )
         try:
             with self.batch_unit():
                 if doomed and not self.dry_run:
@@ -269,20 +279,22 @@ class _Sweeper:
                         self.spare(horizon, thread_id, WRITTEN_DURING)
                         spared.append(thread_id)
                     doomed = [t for t in doomed if t not in kept]
-                self._tally(horizon, len(doomed))
+                self._tally(horizon, doomed)
                 if self.run is not None:
                     _progress(self.run, self.result, horizon, spared)
         except Exception:
             if self.shares_database():
                 # The batch's delete rolled back with its record: nothing of it happened.
-                self._restore(before, spared)
+                self._restore(horizon, before, spared)
             raise
         if doomed and not self.dry_run:
             metrics.SWEEP_DELETED.labels(horizon=horizon).inc(len(doomed))
         self.handled.update(ids)
         return spared
 
-    def _tally(self, horizon: str, deleted: int) -> None:
+    def _tally(self, horizon: str, doomed: list[str]) -> None:
+        deleted = len(doomed)
+        self.result.deleted_ids[horizon].extend(doomed)
         self.result.swept_count += deleted
         if horizon == FINISHED:
             self.result.finished_swept += deleted
@@ -290,9 +302,12 @@ class _Sweeper:
             self.result.waiting_swept += deleted
         self.result.written_during = len(self.result.written_during_ids)
 
-    def _restore(self, before: tuple[dict[str, int], int, int], spared: list[str]) -> None:
+    def _restore(
+        self, horizon: str, before: tuple[dict[str, int], int, int, int], spared: list[str]
+    ) -> None:
         """Put the result back as it was before a batch whose transaction rolled back."""
-        counts, spared_len, batch_spared = before
+        counts, spared_len, batch_spared, deleted_len = before
+        del self.result.deleted_ids[horizon][deleted_len:]
         for key, value in counts.items():
             setattr(self.result, key, value)
         for entry in self.result.spared[spared_len:]:

@@ -273,6 +273,9 @@ class OrmLedger(Capabilities):
         # Declared horizons are few distinct values; one indexed query each.
         declared = (
             threads.filter(waiting_minutes__isnull=False)
+            # order_by() first: Thread's default ordering would join last_write_at into
+            # the DISTINCT and list each horizon once per thread.
+            .order_by()
             .values_list("waiting_minutes", flat=True)
             .distinct()
         )
