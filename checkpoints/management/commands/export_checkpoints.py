@@ -1,0 +1,56 @@
+"""Export threads of the deployment's store (or SOURCE) to the documented JSONL format."""
+
+import sys
+from datetime import UTC, datetime
+
+from django.core.management.base import BaseCommand, CommandError
+
+from checkpoints.errors import CheckpointStoreError
+from checkpoints.management.commands.import_checkpoints import _progress
+from checkpoints.store.registry import get_saver
+from checkpoints.transfer import export_threads, open_source
+from checkpoints.transfer.records import open_output
+
+
+class Command(BaseCommand):
+    help = (
+        "Write checkpoint threads to --output (a path, zstd when it ends in .zst, or - for "
+        "stdout): one JSON record a line, after a header naming the format version."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--output", required=True, help="PATH, PATH.zst or -")
+        parser.add_argument("--thread", action="append", dest="threads", metavar="ID")
+        parser.add_argument("--since", help="only threads with a checkpoint at or after (ISO)")
+        parser.add_argument("--source", help="export this SOURCE instead of the store")
+
+    def handle(self, *args, output, threads=None, since=None, source=None, **options):
+        when = None
+        if since:
+            try:
+                when = datetime.fromisoformat(since)
+            except ValueError as exc:
+                raise CommandError(f"--since {since!r} is not an ISO date or time") from exc
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+        progress = _progress(self.stderr) if output != "-" and sys.stderr.isatty() else None
+        try:
+            with _source(source) as src, open_output(output, self.stdout) as stream:
+                summary = export_threads(
+                    src, stream, thread_ids=threads, since=when, progress=progress
+                )
+        except CheckpointStoreError as exc:
+            raise CommandError(exc.message) from exc
+        if progress is not None:
+            self.stderr.write("")
+        (self.stderr if output == "-" else self.stdout).write(f"Exported {summary}")
+
+
+def _source(source):
+    if source:
+        return open_source(source)
+    from contextlib import nullcontext
+
+    from checkpoints.transfer import SaverSource
+
+    return nullcontext(SaverSource(get_saver()))

@@ -1,0 +1,383 @@
+"""Copy threads from any source into one of our stores, a whole thread at a time.
+
+Everything is written through the store contract (``put``, ``put_writes``, the retention
+and finished-mark ledger), so the target's own rules (keys, blobs, sealing, compression,
+owners) apply as for a graph's writes. What makes a thread whole or absent:
+
+- ORM stores (PostgreSQL, SQLite): one database transaction per thread;
+- Redis: the thread is written under a staging id, then moved onto its id by the store's
+  ``copy_thread`` (one Lua script, so all or nothing) and the staging copy deleted; a
+  staging copy a killed import left is deleted when the thread is imported again;
+- memory: in-process, so a kill loses the whole store anyway; a failure part-way
+  deletes what was written of the thread.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadExists
+from checkpoints.store.planning import ThreadRetention, check_thread_id
+from checkpoints.transfer.records import (
+    ThreadRecord,
+    TransferFormatError,
+    header,
+    thread_lines,
+)
+from checkpoints.transfer.sources import STAGING_PREFIX, FileSource, SaverSource
+
+
+class TransferVerifyError(CheckpointStoreError):
+    """A thread read back from the target differs from its source."""
+
+    code = "transfer_verify"
+
+
+@dataclass
+class TransferSummary:
+    threads: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    # Serialized bytes the target was given (bodies, values, writes) or the export holds.
+    bytes: int = 0
+    skipped: int = 0
+    refused: int = 0
+    seconds: float = 0.0
+    refusals: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.threads} thread(s), {self.checkpoints} checkpoint(s), {self.writes} "
+            f"pending write(s), {self.bytes} bytes; {self.skipped} skipped, {self.refused} "
+            f"refused; {self.seconds:.2f}s"
+        )
+
+
+def as_source(source: Any):
+    if isinstance(source, (SaverSource, FileSource)):
+        return source
+    if isinstance(source, BaseCheckpointSaver):
+        return SaverSource(source)
+    if isinstance(source, str):
+        return FileSource(source)
+    raise InvalidCheckpointInput(
+        f"cannot read threads from a {type(source).__name__}; pass a saver or an export path",
+        field="source",
+    )
+
+
+def copy_threads(
+    source_saver: Any,
+    target_saver: BaseCheckpointSaver,
+    *,
+    thread_ids: Iterable[str] | None = None,
+    on_conflict: str = "skip",
+    verify: bool = False,
+    owner: str = "",
+    dry_run: bool = False,
+    progress: Callable[[TransferSummary], None] | None = None,
+) -> TransferSummary:
+    """Copy every thread (or ``thread_ids``) of the source into ``target_saver``.
+
+    ``source_saver``: any BaseCheckpointSaver, an export file's path, or a source from
+    `open_source`. A thread the target already knows is skipped (``on_conflict="skip"``)
+    or refused, before anything is written (``"fail"``, ThreadExists naming it). A thread
+    with a bad record is refused and counted (the summary's ``refusals`` name the file's
+    line); the others are imported. ``owner`` owns threads whose checkpoints name no
+    ``user_id``. ``verify`` reads each imported thread back from both sides and raises
+    TransferVerifyError at the first difference.
+    """
+    if on_conflict not in ("skip", "fail"):
+        raise InvalidCheckpointInput(
+            f"on_conflict must be 'skip' or 'fail', got {on_conflict!r}", field="on_conflict"
+        )
+    source = as_source(source_saver)
+    wanted = None if thread_ids is None else [check_thread_id(t) for t in thread_ids]
+    owner_pk = _owner_pk(target_saver, owner) if owner else None
+    started = time.monotonic()
+    summary = TransferSummary()
+    if on_conflict == "fail":
+        # Refused before anything is written: an import that would take a thread over
+        # writes none.
+        for thread_id in wanted if wanted is not None else source.thread_ids():
+            found = _presence(target_saver, thread_id)
+            if found is not None:
+                raise ThreadExists(
+                    f"cannot import thread {thread_id!r}: the target already holds it "
+                    f"({found}); nothing was imported",
+                    field="thread_id",
+                )
+    counting, counter = _counting(target_saver)
+    for item in source.threads(wanted):
+        if isinstance(item, TransferFormatError):
+            summary.refused += 1
+            summary.refusals.append(item.message)
+            continue
+        if _presence(target_saver, item.thread_id) is not None:
+            if on_conflict == "fail":
+                raise ThreadExists(
+                    f"cannot import thread {item.thread_id!r}: the target already holds it",
+                    field="thread_id",
+                )
+            summary.skipped += 1
+            continue
+        if not dry_run:
+            try:
+                write_thread(counting, item, owner_pk=owner_pk)
+            except (InvalidCheckpointInput, ValueError) as exc:
+                # A record the target refuses (a bad key, a value it cannot store): the
+                # thread's unit of work rolled back, so nothing of it is there.
+                at = f" (line {item.line})" if item.line else ""
+                summary.refused += 1
+                summary.refusals.append(f"thread {item.thread_id!r}{at}: {exc}")
+                continue
+            if verify:
+                again = source.thread(item.thread_id) if isinstance(source, SaverSource) else item
+                verify_thread(again, SaverSource(target_saver).thread(item.thread_id))
+        summary.threads += 1
+        summary.checkpoints += len(item.checkpoints)
+        summary.writes += item.writes
+        summary.bytes = counter[0]
+        if progress is not None:
+            progress(summary)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _presence(saver, thread_id: str) -> str | None:
+    if hasattr(saver, "thread_presence"):
+        from checkpoints.threads import thread_presence
+
+        return thread_presence(saver=saver, thread_id=thread_id)
+    found = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+    return "checkpoints" if found is not None else None
+
+
+def _owner_pk(target, owner: str) -> int:
+    from checkpoints.store.orm.ledger import find_user
+
+    found = find_user(owner, using=getattr(target, "using", "default"), only_pk=True)
+    if found is None:
+        raise InvalidCheckpointInput(f"--owner {owner!r} names no user", field="owner")
+    return found.pk
+
+
+def _counting(target):
+    """The target, its serializer counting the bytes it hands out; and the count."""
+    counter = [0]
+    serde = getattr(target, "serde", None)
+    if serde is None:
+        return target, counter
+    base = type(serde)
+
+    class Counting(base):
+        def dumps_typed(self, obj, *args, **kwargs):
+            typed = super().dumps_typed(obj, *args, **kwargs)
+            counter[0] += len(typed[1])
+            return typed
+
+    Counting.__name__ = base.__name__
+    counted = copy.copy(serde)
+    counted.__class__ = Counting
+    clone = copy.copy(target)
+    clone.serde = counted
+    return clone, counter
+
+
+# -- writing one thread -------------------------------------------------------------------
+def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -> None:
+    """Write the whole thread into the target as one unit (see the module's docstring)."""
+    provider = getattr(target, "provider", "")
+    if provider == "redis":
+        staging = STAGING_PREFIX + thread.thread_id
+        target.delete_thread(staging)  # what a killed import left
+        try:
+            _put_thread(target, thread, staging)
+            if thread.retention:
+                target.set_thread_retention(staging, ThreadRetention(**thread.retention))
+            target.copy_thread(staging, thread.thread_id)
+        finally:
+            target.delete_thread(staging)
+        _after(target, thread, thread.thread_id, owner_pk)
+        return
+    with _unit(target, thread.thread_id):
+        _put_thread(target, thread, thread.thread_id)
+        if thread.retention:
+            target.set_thread_retention(thread.thread_id, ThreadRetention(**thread.retention))
+        _after(target, thread, thread.thread_id, owner_pk)
+
+
+@contextmanager
+def _unit(target, thread_id: str):
+    using = getattr(target, "using", None)
+    if using is not None:
+        from django.db import transaction
+
+        with transaction.atomic(using=using):
+            yield
+        return
+    try:
+        yield
+    except BaseException:
+        if hasattr(target, "delete_thread"):
+            target.delete_thread(thread_id)
+        raise
+
+
+def _after(target, thread: ThreadRecord, thread_id: str, owner_pk: int | None) -> None:
+    if thread.finished and hasattr(target, "mark_finished"):
+        target.mark_finished(
+            thread_id,
+            datetime.fromisoformat(thread.finished["due_at"]),
+            thread.finished.get("owner") or "",
+        )
+    if owner_pk is not None and not thread.owner and hasattr(target, "set_owner"):
+        target.set_owner(thread_id, owner_pk)
+
+
+def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
+    written: set[tuple[str, str, str]] = set()
+    for cp in thread.checkpoints:
+        conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": cp.ns}
+        if cp.parent_id:
+            conf["checkpoint_id"] = cp.parent_id
+        user_id = cp.metadata.get("user_id")
+        if user_id not in (None, ""):
+            # Already in the metadata, so LangGraph's merge adds nothing: only the owner.
+            conf["user_id"] = user_id
+        versions = cp.checkpoint.get("channel_versions") or {}
+        new_versions = {}
+        for channel, version in versions.items():
+            key = (cp.ns, channel, str(version))
+            if key not in written:
+                written.add(key)
+                new_versions[channel] = version
+        stored = target.put({"configurable": conf}, cp.checkpoint, cp.metadata, new_versions)
+        at = {"configurable": {**stored["configurable"], "checkpoint_ns": cp.ns}}
+        for task_id, path, group in _write_groups(cp.writes):
+            target.put_writes(at, group, task_id, path)
+
+
+def _write_groups(writes):
+    """(task_id, task_path, writes) per task, specials apart: put_writes gives the others
+    indexes 0, 1, ... in order and each special its own, as the source held them."""
+    groups: dict[tuple[str, str, bool], list] = {}
+    for w in writes:
+        special = w.idx is not None and w.idx < 0
+        groups.setdefault((w.task_id, w.task_path, special), []).append((w.channel, w.value))
+    for (task_id, path, _), group in groups.items():
+        yield task_id, path, group
+
+
+# -- verifying ----------------------------------------------------------------------------
+def _shape(thread: ThreadRecord | None, *, paths: bool) -> list:
+    if thread is None:
+        return []
+    out = []
+    for cp in thread.checkpoints:
+        body = dict(cp.checkpoint)
+        values = body.pop("channel_values", {}) or {}
+        out.append(
+            (
+                cp.ns,
+                cp.checkpoint_id,
+                cp.parent_id,
+                json.loads(json.dumps(cp.metadata, default=str)),
+                json.loads(json.dumps({k: body.get(k) for k in ("v", "ts", "channel_versions")})),
+                json.loads(json.dumps(body.get("versions_seen"), default=str)),
+                values,
+                [(w.task_id, w.task_path if paths else "", w.channel, w.value) for w in cp.writes],
+            )
+        )
+    return out
+
+
+def verify_thread(source: ThreadRecord | None, target: ThreadRecord | None) -> None:
+    """Raise TransferVerifyError naming the first checkpoint that differs."""
+    name = (source or target).thread_id if (source or target) else "?"
+    paths = source is not None and target is not None
+    a, b = _shape(source, paths=paths), _shape(target, paths=paths)
+    if len(a) != len(b):
+        raise TransferVerifyError(
+            f"thread {name!r}: the source holds {len(a)} checkpoint(s), the target {len(b)}"
+        )
+    parts = ("ns", "id", "parent", "metadata", "versions", "versions_seen", "values", "writes")
+    for left, right in zip(a, b, strict=True):
+        for part, x, y in zip(parts, left, right, strict=True):
+            if x != y:
+                raise TransferVerifyError(
+                    f"thread {name!r}: checkpoint {left[1]!r} (ns {left[0]!r}) differs in its "
+                    f"{part}: source {_short(x)}, target {_short(y)}"
+                )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+# -- export -------------------------------------------------------------------------------
+def export_threads(
+    source: Any,
+    stream,
+    *,
+    thread_ids: Iterable[str] | None = None,
+    since: datetime | None = None,
+    progress: Callable[[TransferSummary], None] | None = None,
+) -> TransferSummary:
+    """Write the export format (`records`) of each thread to a binary ``stream``.
+
+    ``since``: only threads with a checkpoint written at or after it.
+    """
+    from checkpoints.codec.serde import store_serializer
+
+    src = as_source(source)
+    serde = store_serializer()
+    started = time.monotonic()
+    summary = TransferSummary()
+    wanted = None if thread_ids is None else [check_thread_id(t) for t in thread_ids]
+
+    def put(record: dict) -> None:
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        summary.bytes += len(line)
+        stream.write(line)
+
+    put(header(source=getattr(src, "name", "")))
+    for item in src.threads(wanted):
+        if isinstance(item, TransferFormatError):
+            summary.refused += 1
+            summary.refusals.append(item.message)
+            continue
+        if since is not None and not any(
+            datetime.fromisoformat(str(c.checkpoint.get("ts"))) >= since for c in item.checkpoints
+        ):
+            summary.skipped += 1
+            continue
+        for record in thread_lines(serde, item):
+            put(record)
+        summary.threads += 1
+        summary.checkpoints += len(item.checkpoints)
+        summary.writes += item.writes
+        if progress is not None:
+            progress(summary)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+__all__ = [
+    "TransferSummary",
+    "TransferVerifyError",
+    "copy_threads",
+    "export_threads",
+    "verify_thread",
+    "write_thread",
+]

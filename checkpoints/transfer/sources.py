@@ -1,0 +1,369 @@
+"""Where threads are read from: any LangGraph saver, an export file, or a SOURCE string.
+
+A saver is read through its own ``list`` (so LangGraph's PostgresSaver migrates pre-v4
+pending sends and decodes values exactly as it would for a graph); only what that
+interface leaves out (thread ids, and the path and index of each pending write) is read
+from the saver's own tables where we know them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.utils.module_loading import import_string
+from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, writes_sort_key
+from langgraph.constants import TASKS
+
+from checkpoints.errors import CheckpointConfigError
+from checkpoints.transfer.records import CheckpointRecord, ThreadRecord, WriteRecord, read_export
+
+PAGE = 1000
+# Threads a Redis target stages an import under before its atomic copy (see copy.py).
+STAGING_PREFIX = "__transfer_staging__:"
+
+
+class SaverSource:
+    """Threads read from a BaseCheckpointSaver."""
+
+    def __init__(self, saver: BaseCheckpointSaver, name: str = "") -> None:
+        self.saver = saver
+        self.name = name or type(saver).__name__
+
+    # -- thread ids -----------------------------------------------------------------------
+    def thread_ids(self) -> Iterator[str]:
+        saver = self.saver
+        if hasattr(saver, "threads") and hasattr(saver, "thread_holdings"):
+            ids = saver.threads()  # ours: ids only, newest first
+            yield from (t for t in ids if not t.startswith(STAGING_PREFIX))
+            return
+        kind = _lg_kind(saver)
+        if kind is not None:
+            yield from _keyset_ids(saver, kind)
+            return
+        seen: set[str] = set()  # any other saver: its list of everything, ids kept once
+        for tup in saver.list(None):
+            thread_id = str(tup.config["configurable"]["thread_id"])
+            if thread_id not in seen:
+                seen.add(thread_id)
+                yield thread_id
+
+    # -- one thread -----------------------------------------------------------------------
+    def thread(self, thread_id: str) -> ThreadRecord | None:
+        tuples = list(self.saver.list({"configurable": {"thread_id": thread_id}}))
+        if not tuples:
+            return None
+        tuples.sort(
+            key=lambda t: (t.config["configurable"].get("checkpoint_ns") or "", t.checkpoint["id"])
+        )
+        keys = self._write_keys(thread_id)
+        checkpoints = []
+        sends: dict[tuple[str, str], list] = {}
+        for tup in tuples:
+            conf = tup.config["configurable"]
+            ns = conf.get("checkpoint_ns") or ""
+            cid = str(tup.checkpoint["id"])
+            writes = _writes(tup.pending_writes or (), keys.get((ns, cid)))
+            checkpoint = dict(tup.checkpoint)
+            parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            _migrate_pending_sends(self.saver, checkpoint, sends.get((ns, parent or "")))
+            sends[(ns, cid)] = [w.value for w in writes if w.channel == TASKS]
+            checkpoints.append(
+                CheckpointRecord(ns, checkpoint, dict(tup.metadata or {}), parent, writes)
+            )
+        record = ThreadRecord(thread_id=thread_id, checkpoints=checkpoints)
+        if hasattr(self.saver, "thread_retention"):
+            declared = self.saver.thread_retention(thread_id)
+            if declared.waiting_minutes is not None or declared.finished_minutes is not None:
+                record.retention = {
+                    "waiting_minutes": declared.waiting_minutes,
+                    "finished_minutes": declared.finished_minutes,
+                }
+            mark = self.saver.finished_mark(thread_id)
+            if mark is not None:
+                record.finished = {"due_at": mark.due_at.isoformat(), "owner": mark.owner}
+        owners = {c.metadata.get("user_id") for c in checkpoints} - {None, ""}
+        if len(owners) == 1:
+            record.owner = str(owners.pop())
+        return record
+
+    def threads(self, thread_ids=None) -> Iterator[ThreadRecord]:
+        for thread_id in thread_ids if thread_ids is not None else self.thread_ids():
+            record = self.thread(thread_id)
+            if record is not None:
+                yield record
+
+    def _write_keys(self, thread_id: str) -> dict[tuple[str, str], list[tuple]]:
+        """(task_id, task_path, idx, channel) of each pending write, per checkpoint, in
+        read order: what ``pending_writes`` leaves out. Empty where we cannot read them."""
+        rows = _write_rows(self.saver, thread_id)
+        if rows is None:
+            return {}
+        keyed: dict[tuple[str, str], list[tuple]] = {}
+        for ns, cid, task_id, task_path, idx, channel in rows:
+            keyed.setdefault((ns or "", cid), []).append(
+                (task_id, task_path or "", int(idx), channel)
+            )
+        for found in keyed.values():
+            found.sort(key=lambda k: writes_sort_key(k[1], k[0], k[2]))
+        return keyed
+
+
+def _writes(pending, keys: list[tuple] | None) -> list[WriteRecord]:
+    """Pending writes with their path and index: from the table's keys when they line up
+    with what the saver returned, else the index LangGraph's put_writes would give."""
+    pending = list(pending)
+    if (
+        keys is not None
+        and len(keys) == len(pending)
+        and all(k[0] == p[0] and k[3] == p[1] for k, p in zip(keys, pending, strict=True))
+    ):
+        return [
+            WriteRecord(task_id=str(p[0]), channel=p[1], value=p[2], task_path=k[1], idx=k[2])
+            for k, p in zip(keys, pending, strict=True)
+        ]
+    counters: dict[str, int] = {}
+    out = []
+    for task_id, channel, value in pending:
+        if channel in WRITES_IDX_MAP:
+            idx = WRITES_IDX_MAP[channel]
+        else:
+            idx = counters.get(task_id, 0)
+            counters[task_id] = idx + 1
+        out.append(WriteRecord(task_id=str(task_id), channel=channel, value=value, idx=idx))
+    return out
+
+
+def _migrate_pending_sends(saver, checkpoint: dict, parent_sends: list | None) -> None:
+    """LangGraph's rule (PostgresSaver._migrate_pending_sends): a checkpoint written before
+    format v4 holds its parent's TASKS writes as the TASKS channel's value."""
+    if checkpoint.get("v", 4) >= 4 or not parent_sends:
+        return
+    values = checkpoint["channel_values"] = dict(checkpoint.get("channel_values") or {})
+    if TASKS in values:
+        return  # the saver migrated it as it read (PostgresSaver does)
+    values[TASKS] = list(parent_sends)
+    versions = checkpoint["channel_versions"] = dict(checkpoint.get("channel_versions") or {})
+    versions[TASKS] = max(versions.values()) if versions else saver.get_next_version(None, None)
+
+
+# -- the tables of LangGraph's savers -----------------------------------------------------
+def _lg_kind(saver) -> str | None:
+    module = type(saver).__module__
+    if module.startswith("langgraph.checkpoint.postgres"):
+        return "postgres"
+    if module.startswith("langgraph.checkpoint.sqlite"):
+        return "sqlite"
+    return None
+
+
+def _query(saver, kind: str, sql: str, args: tuple) -> list[tuple]:
+    if kind == "postgres":
+        with saver._cursor() as cur:
+            cur.execute(sql, args)
+            return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in cur.fetchall()]
+    with saver.cursor(transaction=False) as cur:
+        cur.execute(sql.replace("%s", "?"), args)
+        return [tuple(r) for r in cur.fetchall()]
+
+
+def _keyset_ids(saver, kind: str) -> Iterator[str]:
+    # Pages of ids by the primary key's order: memory stays flat however many threads.
+    last = ""
+    while True:
+        rows = _query(
+            saver,
+            kind,
+            "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > %s "
+            f"ORDER BY thread_id LIMIT {PAGE}",
+            (last,),
+        )
+        if not rows:
+            return
+        for (thread_id,) in rows:
+            yield str(thread_id)
+        last = rows[-1][0]
+
+
+def _write_rows(saver, thread_id: str) -> list[tuple] | None:
+    kind = _lg_kind(saver)
+    if kind is not None:
+        table = "checkpoint_writes" if kind == "postgres" else "writes"
+        if kind == "sqlite" and not getattr(saver, "_has_task_path", True):
+            path = "''"
+        else:
+            path = "task_path"
+        return _query(
+            saver,
+            kind,
+            f"SELECT checkpoint_ns, checkpoint_id, task_id, {path}, idx, channel FROM {table} "
+            "WHERE thread_id = %s",
+            (thread_id,),
+        )
+    if getattr(saver, "provider", "") in ("postgres", "sqlite") and hasattr(saver, "using"):
+        from checkpoints.models import PendingWrite
+
+        return list(
+            PendingWrite.objects.using(saver.using)
+            .filter(thread__thread_id=thread_id)
+            .values_list("checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel")
+        )
+    store = getattr(saver, "store", None)
+    if getattr(saver, "provider", "") == "memory" and store is not None:
+        with store.lock:
+            return [
+                (ns, cid, w[0], w[3], idx, w[1])
+                for (t, ns, cid), bucket in store.writes.items()
+                if t == thread_id
+                for (_, idx), w in bucket.items()
+            ]
+    if getattr(saver, "provider", "") == "redis" and hasattr(saver, "client"):
+        return _redis_write_rows(saver, thread_id)
+    return None
+
+
+def _redis_write_rows(saver, thread_id: str) -> list[tuple]:
+    # Each namespace's "w:" hash: field pack(checkpoint, task, idx) -> pack(task, path, ...).
+    from checkpoints.store.redis.keys import dec, thread_prefix, unpack
+
+    prefix = thread_prefix(thread_id)
+    rows = []
+    for hexed in saver.client.smembers(prefix + "n"):
+        ns = bytes.fromhex(dec(hexed)).decode()
+        for key, value in saver.client.hscan_iter(prefix + "w:" + dec(hexed)):
+            cid, task_id, idx = (dec(p) for p in unpack(key))
+            parts = unpack(value)
+            rows.append((ns, cid, task_id, dec(parts[1]), int(idx), dec(parts[2])))
+    return rows
+
+
+class FileSource:
+    """Threads read from an export file, one at a time."""
+
+    def __init__(self, path: str, serde=None) -> None:
+        from checkpoints.codec.serde import store_serializer
+
+        if not os.path.isfile(path):
+            raise CheckpointConfigError(f"export file {path!r} does not exist", field="source")
+        self.path = path
+        self.name = path
+        # The store's reader: revives the types the process knows, never imports a module
+        # a file names (checkpoints.codec.serde).
+        self.serde = serde or store_serializer()
+
+    def threads(self, thread_ids=None):
+        wanted = set(thread_ids) if thread_ids is not None else None
+        for item in read_export(self.path, self.serde):
+            thread_id = getattr(item, "thread_id", None)
+            if wanted is None or thread_id is None or thread_id in wanted:
+                yield item
+
+    def thread_ids(self) -> Iterator[str]:
+        for item in self.threads():
+            if isinstance(item, ThreadRecord):
+                yield item.thread_id
+
+
+# -- SOURCE strings -----------------------------------------------------------------------
+REDIS_MISSING = (
+    "langgraph+redis:// reads a langgraph-checkpoint-redis store, which needs the "
+    "langgraph-checkpoint-redis package (pip install langgraph-checkpoint-redis) and a "
+    "Redis with the RedisJSON and RediSearch modules"
+)
+
+
+@contextmanager
+def open_source(source: str | None, *, saver: str | None = None) -> Iterator[Any]:
+    """A SaverSource or FileSource for a SOURCE argument (see the README), closed after."""
+    if saver:
+        yield from _factory_source(saver)
+        return
+    if not source:
+        raise CheckpointConfigError("name a SOURCE or --saver module:callable", field="source")
+    scheme = source.split("://", 1)[0].lower() if "://" in source else ""
+    if scheme in ("langgraph+postgresql", "langgraph+postgres"):
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        url = source.split("+", 1)[1]
+        try:
+            cm = PostgresSaver.from_conn_string(url)
+            lg = cm.__enter__()
+        except Exception as exc:  # noqa: BLE001 - the driver's own error, named
+            raise CheckpointConfigError(
+                f"cannot open the PostgresSaver database {_safe(url)}: {exc}", field="source"
+            ) from exc
+        try:
+            yield SaverSource(lg, name=_safe(source))
+        finally:
+            cm.__exit__(None, None, None)
+        return
+    if scheme == "langgraph+sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        from checkpoints.dburl import parse_database_url
+
+        path = parse_database_url(source.split("+", 1)[1])["NAME"]
+        if not os.path.isfile(path):
+            # sqlite3 would create an empty file and import nothing.
+            raise CheckpointConfigError(f"SqliteSaver file {path!r} does not exist", field="source")
+        conn = sqlite3.connect(path, check_same_thread=False)
+        try:
+            yield SaverSource(SqliteSaver(conn), name=source)
+        finally:
+            conn.close()
+        return
+    if scheme in ("langgraph+redis", "langgraph+rediss"):
+        try:
+            from langgraph.checkpoint.redis import RedisSaver
+        except ImportError as exc:
+            raise CheckpointConfigError(REDIS_MISSING, field="source") from exc
+        with RedisSaver.from_conn_string(source.split("+", 1)[1]) as lg:
+            lg.setup()
+            yield SaverSource(lg, name=_safe(source))
+        return
+    if scheme:
+        from checkpoints import from_conn_string
+
+        with from_conn_string(source) as ours:
+            yield SaverSource(ours, name=_safe(source))
+        return
+    yield FileSource(source)
+
+
+def _factory_source(path: str):
+    if ":" not in path:
+        raise CheckpointConfigError(f"--saver {path!r} must be module:callable", field="saver")
+    module, name = path.split(":", 1)
+    try:
+        factory = import_string(f"{module}.{name}")
+    except ImportError as exc:
+        raise CheckpointConfigError(
+            f"--saver {path!r} cannot be imported: {exc}", field="saver"
+        ) from exc
+    made = factory()
+    if hasattr(made, "__enter__") and not isinstance(made, BaseCheckpointSaver):
+        with made as saver:
+            yield _as_source(saver, path)
+    else:
+        yield _as_source(made, path)
+
+
+def _as_source(saver, path: str) -> SaverSource:
+    if not isinstance(saver, BaseCheckpointSaver):
+        raise CheckpointConfigError(
+            f"--saver {path!r} returned a {type(saver).__name__}, not a BaseCheckpointSaver",
+            field="saver",
+        )
+    return SaverSource(saver, name=path)
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages and summaries."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    return f"{scheme}://{creds.split(':', 1)[0]}@{host}"

@@ -1,0 +1,56 @@
+"""LangGraph's own savers as the source of an import: PostgresSaver in a database of its
+own on the shared server (created and dropped here), SqliteSaver in a temp file."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from tests import settings
+from tests.conftest import need_service
+
+
+@pytest.fixture(scope="session")
+def lg_postgres_url():
+    need_service(settings.POSTGRES_UNAVAILABLE)
+    import psycopg
+
+    name = f"lg_transfer_{os.getpid()}"
+    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def lg_postgres(lg_postgres_url):
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(lg_postgres_url) as saver:
+        saver.setup()
+        saver.conn.execute("TRUNCATE checkpoints, checkpoint_blobs, checkpoint_writes")
+        yield saver
+
+
+@pytest.fixture
+def lg_sqlite(tmp_path):
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(tmp_path / "langgraph.sqlite3", check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.path = str(tmp_path / "langgraph.sqlite3")
+    yield saver
+    conn.close()
+
+
+@pytest.fixture(params=["PostgresSaver", "SqliteSaver"])
+def peer(request):
+    """LangGraph's own saver, holding nothing yet."""
+    return request.getfixturevalue(
+        "lg_postgres" if request.param == "PostgresSaver" else "lg_sqlite"
+    )
