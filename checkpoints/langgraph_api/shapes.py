@@ -1,0 +1,176 @@
+"""The Platform's JSON shapes (langgraph-sdk's ``schema.py``) built from what is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkpoints.codec.render import plain_mapping, to_plain
+from checkpoints.errors import CheckpointNotFound, ThreadNotFound
+from checkpoints.graphs import time_travel_for
+from checkpoints.langgraph_api.models import ThreadMetadata
+from checkpoints.selectors import ThreadInfo
+from checkpoints.timetravel.snapshot import thread_config
+
+THREAD_FIELDS = (
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+    "metadata",
+    "config",
+    "context",
+    "status",
+    "values",
+    "interrupts",
+)
+STATE_FIELDS = (
+    "values",
+    "next",
+    "tasks",
+    "checkpoint",
+    "metadata",
+    "created_at",
+    "parent_checkpoint",
+    "interrupts",
+)
+
+
+def iso(value) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def checkpoint_ref(config: dict | None) -> dict | None:
+    if not config:
+        return None
+    conf = config.get("configurable") or {}
+    return {
+        "thread_id": conf.get("thread_id"),
+        "checkpoint_ns": conf.get("checkpoint_ns") or "",
+        "checkpoint_id": conf.get("checkpoint_id"),
+        "checkpoint_map": conf.get("checkpoint_map") or {},
+    }
+
+
+def metadata_row(saver, thread_id: str) -> ThreadMetadata | None:
+    return ThreadMetadata.objects.filter(provider=saver.provider, thread_id=thread_id).first()
+
+
+def _interrupt(item: dict) -> dict:
+    return {"value": to_plain(item.get("value"), path="interrupts"), "id": item.get("id")}
+
+
+def tasks_of(snapshot) -> list[dict]:
+    return [
+        {
+            "id": task["id"],
+            "name": task["name"],
+            "error": task.get("error"),
+            "interrupts": [_interrupt(i) for i in task.get("interrupts") or []],
+            "checkpoint": None,
+            "state": None,
+            "result": None,
+        }
+        for task in snapshot.pending_tasks
+    ]
+
+
+def status_of(snapshot) -> str:
+    """What the stored head says: a failed task, a pending interrupt, a run mid-way, or none."""
+    if snapshot is None:
+        return "idle"
+    tasks = snapshot.pending_tasks
+    if any(task.get("error") for task in tasks):
+        return "error"
+    if any(task.get("interrupts") for task in tasks):
+        return "interrupted"
+    # A task's writes saved before its superstep's checkpoint: a run is mid-step.
+    if snapshot.pending_writes:
+        return "busy"
+    return "idle"
+
+
+def state_body(saver, snapshot, select=None) -> dict:
+    """A ``ThreadState``; ``metadata`` is the checkpoint's own, as LangGraph stored it."""
+    tup = saver.get_tuple(snapshot.config)
+    ts = snapshot.metadata.get("timestamp")
+    body = {
+        "values": plain_mapping(snapshot.values, path="values"),
+        "next": list(snapshot.next),
+        "tasks": tasks_of(snapshot),
+        "checkpoint": checkpoint_ref(snapshot.config),
+        "metadata": to_plain(dict(tup.metadata or {}), path="metadata") if tup else {},
+        "created_at": str(ts) if ts else None,
+        "parent_checkpoint": checkpoint_ref(tup.parent_config) if tup else None,
+        "interrupts": [_interrupt(i) for i in snapshot.interrupts],
+    }
+    return pick(body, select, STATE_FIELDS)
+
+
+def pick(body: dict, select, allowed) -> dict:
+    if not select:
+        return body
+    return {name: body[name] for name in allowed if name in select}
+
+
+def graph_name(saver, thread_id: str) -> str | None:
+    """The registered graph of the thread: its graph_id, else the only one registered."""
+    from checkpoints.graphs import graph_name_of, registered
+
+    graphs = registered()
+    if not graphs:
+        return None
+    row = metadata_row(saver, thread_id)
+    name = graph_name_of(row.metadata if row else None)
+    if name is None:
+        head = saver.get_tuple(root_config(thread_id))
+        name = graph_name_of(head.metadata if head else None)
+    if name is None and len(graphs) == 1:
+        name = next(iter(graphs))
+    return name if name in graphs else None
+
+
+def travel(saver, thread_id: str):
+    """Time travel knowing the thread's graph, so its channels' defaults show as LangGraph's."""
+    return time_travel_for(saver, thread_id, graph_name(saver, thread_id))
+
+
+def head_snapshot(saver, thread_id: str):
+    try:
+        return travel(saver, thread_id).get_state(thread_id)
+    except (ThreadNotFound, CheckpointNotFound):
+        return None
+
+
+def thread_body(saver, info: ThreadInfo, select=None) -> dict:
+    """A ``Thread``: metadata from its record, values, status and interrupts from the head."""
+    row = metadata_row(saver, info.thread_id)
+    snapshot = head_snapshot(saver, info.thread_id)
+    interrupts: dict[str, list] = {}
+    for task in snapshot.pending_tasks if snapshot else []:
+        if task.get("interrupts"):
+            interrupts[task["id"]] = [_interrupt(i) for i in task["interrupts"]]
+    created = info.created_at or (row.created_at if row else None) or info.last_write_at
+    body = {
+        "thread_id": info.thread_id,
+        "created_at": iso(created),
+        "updated_at": iso(info.last_write_at or created),
+        "state_updated_at": iso(info.last_write_at or created),
+        "metadata": dict(row.metadata) if row else {},
+        "config": {},
+        "context": {},
+        "status": status_of(snapshot),
+        # The Platform's null for a thread no state was written to.
+        "values": plain_mapping(snapshot.values, path="values")
+        if snapshot and snapshot.channel_versions
+        else None,
+        "interrupts": interrupts,
+    }
+    return pick(body, select, THREAD_FIELDS)
+
+
+def root_config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None):
+    return thread_config(thread_id, checkpoint_id, checkpoint_ns)
+
+
+def plain(value: Any) -> Any:
+    return to_plain(value)
