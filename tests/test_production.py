@@ -1,0 +1,420 @@
+"""Production: scripts/serve.sh behind gunicorn, the DEBUG=0 refusals, check --deploy,
+/health/ against stopped private servers, throttles, the CSP header and JSON logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import RequestFactory, override_settings
+
+from tests.reliability_fixtures import RedisServer, free_port
+from tests.standalone import ROOT
+
+SECRET = "test-only-" + "a1b2c3d4e5f6g7h8" * 4
+PROD_ENV = {"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": SECRET, "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
+
+
+def service_env(tmp_path, **extra: str) -> dict[str, str]:
+    """The environment an operator starts the service with: no test settings, no test vars."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "LLM_PROVIDER_CHECKPOINT", "CHECKPOINTS_", "PYTEST_"))
+    }
+    from django.conf import settings
+
+    env.update(
+        CHECKPOINTS_DATA_DIR=str(tmp_path),
+        REDIS_URL=settings.REDIS_TEST_URL,
+        DJANGO_LOG_FORMAT="json",
+        **extra,
+    )
+    return env
+
+
+def manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def get(url: str, **headers: str):
+    """(status, headers: case-insensitive as sent, body)."""
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def json_formatter() -> logging.Formatter:
+    """The service's JSON formatter, as its LOGGING builds it."""
+    from project.settings import LOGGING
+
+    options = dict(LOGGING["formatters"]["json"])
+    return options.pop("()")(**options)
+
+
+# --- the server ------------------------------------------------------------------------
+
+
+def readme_production_blocks() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Production\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```sh\n(.*?)^```$", section, flags=re.S | re.M)
+
+
+def test_serve_script_answers_the_admin_with_static_files_and_health(tmp_path):
+    """The README's "Production" commands, as written, on a free port."""
+    serve, probe = readme_production_blocks()
+    assert serve.strip().endswith("bash scripts/serve.sh")
+    port = free_port()
+    # The suite's own virtualenv (CI runs the suite in two).
+    env = service_env(tmp_path, PORT=str(port), SERVE_SKIP_INSTALL="1", VENV=sys.prefix)
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - the server writes it until stopped
+    server = subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", serve],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                status, _, _ = get(f"{base}/health/", Accept="application/json")
+                break
+            except OSError:
+                time.sleep(0.5)
+        probed = subprocess.run(
+            ["bash", "-c", probe.replace(":8000/", f":{port}/")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        checks = json.loads(probed.stdout)
+        assert set(checks.values()) == {"OK"}, checks
+        assert any(name.startswith("StoreFormat(provider='sqlite')") for name in checks)
+        assert any(name.startswith("PendingMigrations") for name in checks)
+        status, headers, page = get(f"{base}/admin/login/")
+        assert status == 200
+        assert "script-src 'self'" in headers["Content-Security-Policy"]
+        # collectstatic's hashed names, served by WhiteNoise with DEBUG off.
+        css = re.search(rb'href="(/static/admin/css/base\.[0-9a-f]{12}\.css)"', page)
+        assert css, page[:2000]
+        status, headers, _ = get(base + css.group(1).decode())
+        assert status == 200 and headers["Content-Type"].startswith("text/css")
+        assert "immutable" in headers.get("Cache-Control", "")
+        # Request lines are JSON, each with its request id.
+        lines = [
+            json.loads(line)
+            for line in (tmp_path / "server.log").read_text().splitlines()
+            if line.startswith("{")
+        ]
+        finished = [line for line in lines if line.get("event") == "request_finished"]
+        assert finished and all(line.get("request_id") for line in finished), lines[-5:]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+        log.close()
+
+
+@pytest.mark.parametrize(
+    ("unset", "named"),
+    [("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY"), ("DJANGO_ALLOWED_HOSTS", "DJANGO_ALLOWED_HOSTS")],
+)
+def test_debug_off_refuses_to_start_on_the_defaults(tmp_path, unset, named):
+    env = service_env(tmp_path, **{k: v for k, v in PROD_ENV.items() if k != unset})
+    done = manage(["check"], env)
+    assert done.returncode != 0
+    assert named in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
+
+
+def test_debug_off_refuses_a_short_secret_key(tmp_path):
+    done = manage(["check"], service_env(tmp_path, **{**PROD_ENV, "DJANGO_SECRET_KEY": "short"}))
+    assert done.returncode != 0 and "DJANGO_SECRET_KEY" in done.stderr
+
+
+def test_check_deploy_is_clean_with_the_documented_variables(tmp_path):
+    env = service_env(tmp_path, **PROD_ENV, DJANGO_HTTPS="1")
+    done = manage(["check", "--deploy", "--fail-level", "WARNING"], env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues" in done.stdout
+    # Without them the warnings name what is missing.
+    done = manage(
+        ["check", "--deploy", "--fail-level", "WARNING"], service_env(tmp_path, **PROD_ENV)
+    )
+    assert done.returncode != 0 and "SECURE_SSL_REDIRECT" in done.stderr + done.stdout
+
+
+# --- health ----------------------------------------------------------------------------
+
+
+def health(checks) -> tuple[int, dict]:
+    from checkpoints.health import HealthView
+
+    request = RequestFactory().get("/health/", HTTP_ACCEPT="application/json")
+    response = async_to_sync(HealthView.as_view(checks=checks))(request)
+    return response.status_code, json.loads(response.content)
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_health_names_a_stopped_redis_store_then_recovers():
+    from checkpoints.health import service_checks
+
+    redis = RedisServer()
+    redis.start()
+    try:
+        store = {"PROVIDER": "redis", "CONN_STRING": redis.url}
+        caches = {
+            "default": {
+                "BACKEND": "django_redis.cache.RedisCache",
+                "LOCATION": redis.url,
+                "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+            }
+        }
+        from django.conf import settings
+
+        with override_settings(CHECKPOINTS={**settings.CHECKPOINTS, **store}, CACHES=caches):
+            checks = service_checks(databases=["default"])
+            status, body = health(checks)
+            assert status == 200, body
+            redis.stop()
+            status, body = health(checks)
+            assert status == 503, body
+            failed = {name for name, result in body.items() if result != "OK"}
+            assert "StoreFormat(provider='redis')" in failed, body
+            assert f"Redis(db=0, host='127.0.0.1', port={redis.port})" in failed, body
+            assert body["Database(alias='default')"] == "OK"
+            redis.start()
+            status, body = health(checks)
+            assert status == 200, body
+    finally:
+        redis.stop()
+
+
+PENDING_THEN_MIGRATED = """
+import json
+import django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+
+def probe():
+    response = Client().get("/health/", HTTP_ACCEPT="application/json")
+    return response.status_code, response.json()
+
+print(json.dumps(probe()))
+call_command("migrate", verbosity=0)
+print(json.dumps(probe()))
+"""
+
+
+def test_health_fails_on_pending_migrations_until_migrate(tmp_path):
+    (tmp_path / "probe.py").write_text(PENDING_THEN_MIGRATED)
+    env = service_env(tmp_path, DJANGO_SETTINGS_MODULE="project.settings", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "probe.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (before, checks), (after, healed) = (json.loads(x) for x in done.stdout.splitlines()[-2:])
+    assert before == 503, checks
+    assert "not applied" in checks["PendingMigrations(alias='default')"], checks
+    assert "manage.py migrate" in checks["PendingMigrations(alias='default')"]
+    assert checks["Database(alias='default')"] == "OK"
+    assert after == 200, healed
+
+
+@pytest.mark.django_db(transaction=True)  # the probe reads on a thread of its own
+def test_health_refuses_a_store_in_another_format_generation():
+    from checkpoints.health import StoreFormat
+    from checkpoints.models import StoreFormat as StoreFormatRow
+    from checkpoints.store.planning import utcnow
+
+    assert health([StoreFormat])[0] == 200
+    StoreFormatRow.objects.create(generation=999, recorded_at=utcnow())
+    status, body = health([StoreFormat])
+    assert status == 503
+    assert "format generation 999" in body["StoreFormat(provider='sqlite')"]
+
+
+def test_health_names_a_celery_broker_that_does_not_answer():
+    from celery import Celery
+
+    from checkpoints.health import CeleryBroker
+
+    redis = RedisServer()
+    redis.start()
+    try:
+        app = Celery("health-probe", broker=redis.url)
+        assert health([(CeleryBroker, {"app": app})])[0] == 200
+        redis.stop()
+        status, body = health([(CeleryBroker, {"app": app})])
+        assert status == 503 and "Celery broker did not answer" in body["CeleryBroker()"], body
+    finally:
+        redis.stop()
+
+
+def test_the_pins_say_what_ci_runs():
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "django>=5.2,<6.1" in deps
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'PIN="django>=6.0,<6.1"' in ci and "/root/.pyenv/versions/3.12." in ci
+
+
+@pytest.mark.django_db
+def test_health_url_answers_json(client):
+    response = client.get("/health/", HTTP_ACCEPT="application/json")
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert "StoreFormat(provider='sqlite')" in body and "PendingMigrations(alias='default')" in body
+
+
+# --- throttles -------------------------------------------------------------------------
+
+
+RATES = {"DEFAULT_THROTTLE_RATES": {"checkpoints.sweep": "2/min", "checkpoints.delete": "1/min"}}
+
+
+@pytest.mark.usefixtures("threads")
+def test_destructive_calls_are_throttled_with_retry_after(clients):
+    from django.conf import settings
+    from django.core.cache import cache
+
+    cache.clear()
+    with override_settings(REST_FRAMEWORK={**settings.REST_FRAMEWORK, **RATES}):
+        sweeper = clients["sweeper"]
+        for _ in range(2):
+            ok = sweeper.post("/api/checkpoints/sweep/", {"dry_run": True}, format="json")
+            assert ok.status_code == 200, ok.content
+        limited = sweeper.post("/api/checkpoints/sweep/", {"dry_run": True}, format="json")
+        assert limited.status_code == 429, limited.content
+        assert 0 < int(limited["Retry-After"]) <= 60
+        assert limited.json()["error"]["code"] == "throttled"
+        # Reads of the same view family are not limited; deletes have their own scope.
+        for _ in range(3):
+            assert clients["alice"].get("/api/threads/alice-1/").status_code == 200
+        assert clients["alice"].delete("/api/threads/alice-1/").status_code == 204
+        again = clients["alice"].delete("/api/threads/a%2Fb%20c%3F%25%23%C3%BC/")
+        assert again.status_code == 429 and again["Retry-After"]
+    cache.clear()
+
+
+def test_the_service_sets_a_rate_for_every_destructive_scope():
+    from checkpoints.api.views import BulkUpdateView, ForkView, RollbackView, ThreadDetailView
+    from project import settings as service
+    from retention.api import SweepView
+
+    rates = service.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
+    for view in (SweepView, RollbackView, ForkView, BulkUpdateView, ThreadDetailView):
+        assert rates[view.throttle_scope], view
+
+
+# --- CSP and logs ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["/admin/login/", "/api/docs/"])
+def test_admin_and_docs_pages_carry_a_csp(client, page):
+    response = client.get(page)
+    assert response.status_code == 200
+    policy = response["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "default-src 'self'" in policy
+    assert b"<script>" not in response.content  # no inline script for the policy to block
+
+
+@pytest.mark.django_db
+def test_a_request_logs_a_json_line_with_its_request_id(client):
+
+    formatter = json_formatter()
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(formatter.format(record))
+    logger = logging.getLogger("django_structlog")
+    logger.addHandler(handler)
+    try:
+        client.get("/health/", HTTP_ACCEPT="application/json")
+    finally:
+        logger.removeHandler(handler)
+    events = [json.loads(line) for line in lines]
+    finished = [e for e in events if e["event"] == "request_finished"]
+    assert finished and re.fullmatch(r"[0-9a-f-]{36}", finished[0]["request_id"]), events
+    assert finished[0]["level"] in ("info", "error") and "timestamp" in finished[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweeps_spared_warning_is_a_json_line_with_the_thread_id(caplog):
+    from datetime import timedelta
+
+    from checkpoints.demo import build_demo_graph
+    from checkpoints.store.planning import utcnow
+    from checkpoints.store.registry import get_saver
+    from retention.runs import mark_finished
+    from retention.sweep import sweep_checkpoints
+    from tests.api_fixtures import run_demo
+
+    saver = get_saver()
+    run_demo("spared-1", None)
+    mark_finished(saver, "spared-1", now=utcnow() - timedelta(days=3))
+    # Written since it was marked: the sweep spares it.
+    build_demo_graph(saver).invoke({"topic": "again"}, {"configurable": {"thread_id": "spared-1"}})
+    with caplog.at_level(logging.WARNING, logger="retention.sweep"):
+        result = sweep_checkpoints(saver=saver, now=utcnow())
+    assert [s["thread_id"] for s in result.spared] == ["spared-1"]
+    formatter = json_formatter()
+    (record,) = [r for r in caplog.records if "spared thread" in r.getMessage()]
+    text = formatter.format(record)
+    line = json.loads(text)
+    assert line["thread_id"] == "spared-1" and line["level"] == "warning"
+    assert line["horizon"] == "finished" and "spared thread 'spared-1'" in line["event"]
+
+
+# --- dependencies ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_one_rule_turns_a_conn_string_into_a_database_alias(tmp_path, monkeypatch):
+    from django.db import connections
+
+    from checkpoints.connect import database_alias
+    from checkpoints.dburl import alias_for_conn_string
+
+    # A URL naming a configured database is that database, not a second connection to it.
+    default = connections.settings["default"]["NAME"]
+    assert alias_for_conn_string(f"sqlite:///{default}") == "default"
+    monkeypatch.chdir(tmp_path)
+    alias = alias_for_conn_string("sqlite:///relative-store.sqlite3")
+    assert alias == database_alias("sqlite:///relative-store.sqlite3")[0]
+    entry = connections.settings[alias]
+    # The same file whatever the working directory later, and the store's SQLite options.
+    assert entry["NAME"] == str(tmp_path / "relative-store.sqlite3")
+    assert entry["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
