@@ -6,6 +6,13 @@ Upstream's ``sync_checkpointer`` / ``async_checkpointer`` fixtures in its tests/
 are replaced, before pytest parses that conftest, by the two below; every other fixture
 and every test stays upstream's, unedited. Only tests that take one of the two fixtures
 are kept, so each test id appears once per provider and the runs compare id by id.
+
+LGSUITE_SUITE names a saver package's own suite instead (``checkpoint``, ``sqlite``,
+``postgres``; see `run.SUITES`). Those tests build the peer saver themselves
+(``InMemorySaver()``, ``SqliteSaver.from_conn_string(":memory:")``, ``PostgresSaver(conn)``),
+so for ours the plugin swaps those names, in each collected test module, for stand-ins that
+build our saver; ``Shallow*`` ones build ours with ``max_checkpoints=1``. The peer's
+PostgreSQL address is pointed at a database of this run's own on the shared server.
 """
 
 from __future__ import annotations
@@ -17,6 +24,19 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 PROVIDER = os.environ.get("LGSUITE_PROVIDER", "baseline")
+SUITE = os.environ.get("LGSUITE_SUITE", "langgraph")
+PEER = SUITE != "langgraph"
+TEST_TIMEOUT = int(os.environ.get("LGSUITE_TEST_TIMEOUT", "60"))
+# Peer saver names a package's tests construct -> (async flavour, shallow).
+STAND_INS = {
+    "InMemorySaver": (False, False),
+    "SqliteSaver": (False, False),
+    "AsyncSqliteSaver": (True, False),
+    "PostgresSaver": (False, False),
+    "AsyncPostgresSaver": (True, False),
+    "ShallowPostgresSaver": (False, True),
+    "AsyncShallowPostgresSaver": (True, True),
+}
 OURS = ("memory", "sqlite", "postgres", "redis")
 FIXTURES = ("sync_checkpointer", "async_checkpointer")
 REDIS_LOCK = b"lgsuite:owner"
@@ -36,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if "peer_pg" in _state:
+        _drop_peer_pg(_state.pop("peer_pg"))
     if "databases" in _state:
         from django.test.utils import teardown_databases
 
@@ -51,12 +73,47 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_plugin_registered(plugin, manager) -> None:
     # Upstream's conftest is parsed for fixtures only when its directory is collected, so
     # swapping the two functions now makes pytest see ours in their place.
-    if getattr(plugin, "__name__", "") == "tests.conftest" and hasattr(plugin, FIXTURES[0]):
+    if getattr(plugin, "__name__", "") != "tests.conftest":
+        return
+    if not PEER and hasattr(plugin, FIXTURES[0]):
         plugin.sync_checkpointer = sync_checkpointer
         plugin.async_checkpointer = async_checkpointer
+    if SUITE == "postgres":
+        # The test modules import these from the conftest, so set before they load (and
+        # before pytest_configure: the rootdir's conftest is registered first).
+        if "peer_pg" not in _state:
+            _create_peer_pg()
+        plugin.DEFAULT_POSTGRES_URI = _state["peer_pg"]["server"]
+        plugin.DEFAULT_URI = _state["peer_pg"]["uri"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """In a peer suite a test that never returns (a walk round a cycle) fails, not hangs."""
+    import signal
+
+    if not PEER:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise TimeoutError(f"{item.nodeid} still running after {TEST_TIMEOUT}s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(TEST_TIMEOUT)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    if PEER:
+        if PROVIDER in OURS:
+            for module in {id(i.module): i.module for i in items if i.module}.values():
+                _substitute(module)
+        return
     keep, drop = [], []
     for item in items:
         names = getattr(item, "fixturenames", ())
@@ -67,6 +124,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 
 
 # -- services -------------------------------------------------------------------------------
+def _peer_pg_server() -> str:
+    url = os.environ.get(
+        "CHECKPOINTS_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/checkpoint_store"
+    )
+    return url.rsplit("/", 1)[0] + "/"
+
+
+def _create_peer_pg() -> None:
+    """A database of this run's own for the peer's fixtures (they DELETE FROM its tables)."""
+    import psycopg
+
+    server = _peer_pg_server()
+    name = f"lgpeer_{os.environ.get('LGSUITE_RUN_TAG') or os.getpid()}"
+    with psycopg.connect(server + "postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    _state["peer_pg"] = {"server": server, "name": name, "uri": f"{server}{name}?sslmode=disable"}
+
+
+def _drop_peer_pg(peer: dict) -> None:
+    import psycopg
+
+    with psycopg.connect(peer["server"] + "postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{peer["name"]}" WITH (FORCE)')
+
+
 def _setup_django() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "lgsuite_settings"
     import django
@@ -152,23 +235,93 @@ def _empty_orm(alias: str) -> None:
 
 
 # -- the saver ------------------------------------------------------------------------------
-def _make():
+def _make(clean: bool = True, **options):
     """A saver on an empty store.
 
     Emptied here too, not only after the previous test: a graph's background work (a
     cancelled run's last write) can land after that test's teardown, and would otherwise
     show up in this test's thread "1".
     """
-    _clean()
+    if clean:
+        _clean()
     from checkpoints.store.registry import get_saver
 
     if PROVIDER == "memory":
         from checkpoints.store.memory import MemorySaver, MemoryStore
 
-        return MemorySaver(store=MemoryStore())
+        return MemorySaver(store=MemoryStore(), **options)
     if PROVIDER == "redis":
-        return get_saver("redis", conn_string=_state["redis_url"])
-    return get_saver(PROVIDER, using="pg" if PROVIDER == "postgres" else "default")
+        return get_saver("redis", conn_string=_state["redis_url"], **options)
+    return get_saver(PROVIDER, using="pg" if PROVIDER == "postgres" else "default", **options)
+
+
+class _StandInMeta(type):
+    """A peer saver class whose construction builds ours (in a worker thread: a test may
+    construct it inside its event loop, where Django refuses the ORM)."""
+
+    def __call__(cls, *args, serde=None, **kwargs):
+        import concurrent.futures
+
+        options = {"serde": serde} if serde is not None else {}
+        if cls.shallow:
+            options["max_checkpoints"] = 1
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            saver = pool.submit(_make, False, **options).result()
+        saver._lgpeer_kinds = {*getattr(saver, "_lgpeer_kinds", ()), cls.__name__}
+        if cls.is_async:
+
+            async def setup() -> None:
+                return None
+
+        else:
+
+            def setup() -> None:
+                return None
+
+        saver.setup = setup  # ours is set up by its migrations
+        return saver
+
+    def __instancecheck__(cls, obj) -> bool:
+        return cls.__name__ in getattr(obj, "_lgpeer_kinds", ())
+
+
+def _stand_in(name: str) -> type:
+    import contextlib
+
+    is_async, shallow = STAND_INS[name]
+
+    @contextlib.contextmanager
+    def from_conn_string(cls, *args, **kwargs):
+        yield cls()
+
+    @contextlib.asynccontextmanager
+    async def afrom_conn_string(cls, *args, **kwargs):
+        yield cls()
+
+    return _StandInMeta(
+        name,
+        (),
+        {
+            "is_async": is_async,
+            "shallow": shallow,
+            "from_conn_string": classmethod(afrom_conn_string if is_async else from_conn_string),
+        },
+    )
+
+
+def _substitute(module) -> None:
+    """Point the module's peer saver names at stand-ins that build ours."""
+    for name in STAND_INS:
+        if isinstance(module.__dict__.get(name), type):
+            setattr(module, name, _stand_in(name))
+
+
+@pytest.fixture(autouse=True)
+def _lgpeer_empty_store() -> Iterator[None]:
+    """Peer tests reuse thread ids and build savers mid-test: start each on an empty store."""
+    if PEER and PROVIDER in OURS:
+        _clean()
+    yield
 
 
 def _clean() -> None:

@@ -1,6 +1,10 @@
 """Run LangGraph's own suite on our savers and on its InMemorySaver, and compare.
 
     python -m tests.langgraph_upstream.run [--providers memory sqlite postgres redis]
+    python -m tests.langgraph_upstream.run --suite checkpoint sqlite postgres
+
+The second form runs the suites of LangGraph's saver packages (`SUITES`), each test once on
+the peer saver (``baseline``) and once on ours, and judges them with `peer_allowlist.toml`.
 
 Fetches the installed langgraph's sdist (see sdist.py), then runs every upstream test
 module that takes ``sync_checkpointer`` / ``async_checkpointer``: one pytest process per
@@ -30,6 +34,23 @@ REPO = HERE.parent.parent
 PROVIDERS = ("memory", "sqlite", "postgres", "redis")
 BASELINE = "baseline"
 FIXTURE_RE = re.compile(r"\b(sync_checkpointer|async_checkpointer)\b")
+ALLOWLIST = HERE / "peer_allowlist.toml"
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    package: str  # whose sdist's tests/ are run
+    providers: tuple[str, ...]  # ours, each compared with the baseline (the peer saver)
+
+
+SUITES = {
+    "langgraph": Suite("langgraph", "langgraph", PROVIDERS),
+    # InMemorySaver's tests on the two providers that keep no SQL.
+    "checkpoint": Suite("checkpoint", "langgraph-checkpoint", ("memory", "redis")),
+    "sqlite": Suite("sqlite", "langgraph-checkpoint-sqlite", ("sqlite",)),
+    "postgres": Suite("postgres", "langgraph-checkpoint-postgres", ("postgres",)),
+}
 
 
 @dataclass
@@ -45,13 +66,48 @@ class Result:
         return sum(1 for o in self.outcomes.values() if o == outcome)
 
 
-def modules(root: Path) -> list[str]:
-    """Upstream test modules that take a checkpointer through the two fixtures."""
+def modules(root: Path, suite: str = "langgraph") -> list[str]:
+    """Upstream test modules that take a checkpointer through the two fixtures.
+
+    For a saver package's suite: its test modules less those the allow-list marks as not
+    applicable as a whole (its BaseStore tests, say).
+    """
+    if suite != "langgraph":
+        skip = {e["module"] for e in allowlist(suite)["not_applicable_modules"]}
+        return sorted(
+            f"tests/{p.name}"
+            for p in (root / "tests").glob("test_*.py")
+            if f"tests/{p.name}" not in skip
+        )
     return sorted(
         f"tests/{p.name}"
         for p in (root / "tests").glob("test_*.py")
         if FIXTURE_RE.search(p.read_text(encoding="utf-8"))
     )
+
+
+def allowlist(suite: str) -> dict[str, list[dict]]:
+    """The suite's entries of peer_allowlist.toml: allowed differences and not-applicable tests.
+
+    Each ``allow`` entry names a test, why ours differs and the test of ours that shows ours
+    is right; each ``not_applicable`` entry a test of the peer's own API and why.
+    """
+    import tomllib
+
+    data = tomllib.loads(ALLOWLIST.read_text(encoding="utf-8"))
+    out = {"allow": [], "not_applicable": [], "not_applicable_modules": []}
+    for kind in out:
+        for entry in data.get(kind, []):
+            if entry["suite"] == suite:
+                out[kind].append(entry)
+    return out
+
+
+def _matches(test_id: str, pattern: str) -> bool:
+    """An entry names a test id, or ends in ``*`` for every parametrization of one."""
+    if pattern.endswith("*"):
+        return test_id.startswith(pattern[:-1])
+    return test_id == pattern
 
 
 def command(root: Path, junit: Path, tests: list[str]) -> list[str]:
@@ -66,13 +122,16 @@ def command(root: Path, junit: Path, tests: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
-def env_for(provider: str, root: Path, tag: str) -> dict[str, str]:
+def env_for(provider: str, root: Path, tag: str, suite: str = "langgraph") -> dict[str, str]:
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     # Upstream's `tests` package must win over ours; then the plugin, then our code.
     env["PYTHONPATH"] = os.pathsep.join([str(root), str(HERE), str(REPO)])
     env["LGSUITE_PROVIDER"] = provider
-    env["LGSUITE_RUN_TAG"] = f"{tag}_{provider}"
+    env["LGSUITE_SUITE"] = suite
+    env["LGSUITE_RUN_TAG"] = (
+        f"{tag}_{provider}" if suite == "langgraph" else f"{tag}_{suite}_{provider}"
+    )
     env["NO_DOCKER"] = "true"  # upstream's own postgres/redis store and cache fixtures
     return env
 
@@ -99,44 +158,77 @@ def parse_junit(path: Path) -> dict[str, str]:
     return outcomes
 
 
-def _start(provider: str, root: Path, junit: Path, log_path: Path, tag: str, tests: list[str]):
+def _start(
+    provider: str,
+    root: Path,
+    junit: Path,
+    log_path: Path,
+    tag: str,
+    tests: list[str],
+    suite: str = "langgraph",
+):
     log = log_path.open("w")
     proc = subprocess.Popen(
         command(root, junit, tests),
         cwd=root,
-        env=env_for(provider, root, tag),
+        env=env_for(provider, root, tag, suite),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     return proc, log, time.monotonic()
 
 
-def run(providers: list[str], extra: list[str], workdir: Path) -> dict[str, Result]:
-    root = upstream_root()
+def _root(suite: str) -> Path:
+    return upstream_root(package=SUITES[suite].package)
+
+
+def _name(suite: str, provider: str) -> str:
+    """A result's key and file stem: the provider alone for LangGraph's suite."""
+    return provider if suite == "langgraph" else f"{suite}.{provider}"
+
+
+def run(
+    providers: list[str], extra: list[str], workdir: Path, suites: tuple[str, ...] = ("langgraph",)
+) -> dict[str, Result]:
+    """Every suite's processes side by side: its baseline and each of its providers."""
     tag = str(os.getpid())
-    procs = {
-        provider: _start(
-            provider,
-            root,
-            workdir / f"{provider}.xml",
-            workdir / f"{provider}.log",
-            tag,
-            [*extra, *modules(root)],
-        )
-        for provider in [BASELINE, *providers]
-    }
+    procs = {}
+    for suite in suites:
+        root = _root(suite)
+        chosen = providers if suite == "langgraph" else SUITES[suite].providers
+        for provider in [BASELINE, *chosen]:
+            name = _name(suite, provider)
+            procs[name] = _start(
+                provider,
+                root,
+                workdir / f"{name}.xml",
+                workdir / f"{name}.log",
+                tag,
+                [*extra, *modules(root, suite)],
+                suite,
+            )
     results = {}
-    for provider, (proc, log, started) in procs.items():
+    for name, (proc, log, started) in procs.items():
         proc.wait()
         log.close()
-        results[provider] = Result(
-            provider,
-            parse_junit(workdir / f"{provider}.xml"),
+        results[name] = Result(
+            name,
+            parse_junit(workdir / f"{name}.xml"),
             proc.returncode,
             time.monotonic() - started,
-            str(workdir / f"{provider}.log"),
+            str(workdir / f"{name}.log"),
         )
     return results
+
+
+def _split(name: str) -> tuple[str, str]:
+    suite, _, provider = name.rpartition(".")
+    return suite or "langgraph", provider
+
+
+def _baseline(results: dict[str, Result], name: str) -> Result:
+    suite, _ = _split(name)
+    return results[_name(suite, BASELINE)]
 
 
 def rerun_differential(results: dict[str, Result], extra: list[str], workdir: Path) -> None:
@@ -146,21 +238,22 @@ def rerun_differential(results: dict[str, Result], extra: list[str], workdir: Pa
     fail now and then under load (the baseline too). A test that passes when run again is
     reported as flaky rather than counted; one that fails again stays a failure.
     """
-    root = upstream_root()
     tag = f"{os.getpid()}r"
     procs = {}
     for name in results:
-        if name == BASELINE:
+        suite, provider = _split(name)
+        if provider == BASELINE:
             continue
         again = differential(results, name)
         if again:
             procs[name] = _start(
-                name,
-                root,
+                provider,
+                _root(suite),
                 workdir / f"{name}.rerun.xml",
                 workdir / f"{name}.rerun.log",
                 tag,
                 [*extra, *again],
+                suite,
             )
     for name, (proc, log, _started) in procs.items():
         proc.wait()
@@ -173,11 +266,75 @@ def rerun_differential(results: dict[str, Result], extra: list[str], workdir: Pa
 
 
 def differential(results: dict[str, Result], provider: str) -> list[str]:
-    base = results[BASELINE].outcomes
+    base = _baseline(results, provider).outcomes
     return sorted(
         t
         for t, o in results[provider].outcomes.items()
         if o == "failed" and base.get(t) == "passed"
+    )
+
+
+def judged(results: dict[str, Result], name: str) -> dict[str, list]:
+    """A peer suite's differential failures sorted by the allow-list.
+
+    ``unexplained`` fails the run; ``allowed`` and ``not_applicable`` are (test, reason);
+    ``stale`` are allow entries whose test no longer fails only on ours.
+    """
+    suite, _ = _split(name)
+    entries = allowlist(suite)
+    out: dict[str, list] = {"unexplained": [], "allowed": [], "not_applicable": [], "stale": []}
+    diff = differential(results, name)
+    for test_id in diff:
+        na = next((e for e in entries["not_applicable"] if _matches(test_id, e["test"])), None)
+        ok = next((e for e in entries["allow"] if _matches(test_id, e["test"])), None)
+        if na:
+            out["not_applicable"].append((test_id, na["reason"]))
+        elif ok:
+            out["allowed"].append((test_id, ok["why"]))
+        else:
+            out["unexplained"].append(test_id)
+    for e in entries["allow"]:
+        if not any(_matches(t, e["test"]) for t in diff):
+            out["stale"].append(e["test"])
+    return out
+
+
+def peer_table(results: dict[str, Result]) -> str:
+    """The issue's table: per suite and provider, tests / pass on both / fail only on ours."""
+    rows = [
+        (
+            "suite -> ours",
+            "tests",
+            "pass on both",
+            "fail only on ours",
+            "allowed",
+            "n/a",
+            "unexplained",
+            "seconds",
+        )
+    ]
+    for name, r in results.items():
+        suite, provider = _split(name)
+        if suite == "langgraph" or provider == BASELINE:
+            continue
+        base = _baseline(results, name).outcomes
+        both = sum(1 for t, o in r.outcomes.items() if o == "passed" and base.get(t) == "passed")
+        j = judged(results, name)
+        rows.append(
+            (
+                f"{suite} -> {provider}",
+                str(len(r.outcomes)),
+                str(both),
+                str(len(differential(results, name))),
+                str(len(j["allowed"])),
+                str(len(j["not_applicable"])),
+                str(len(j["unexplained"])),
+                f"{r.seconds:.0f}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows
     )
 
 
@@ -186,7 +343,7 @@ def table(results: dict[str, Result]) -> str:
         ("provider", "tests", "passed", "failed", "skipped", "differential", "flaky", "seconds")
     ]
     for name, r in results.items():
-        diff = "-" if name == BASELINE else str(len(differential(results, name)))
+        diff = "-" if _split(name)[1] == BASELINE else str(len(differential(results, name)))
         rows.append(
             (
                 name,
@@ -208,6 +365,9 @@ def table(results: dict[str, Result]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--providers", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
+    parser.add_argument(
+        "--suite", nargs="+", choices=list(SUITES), default=["langgraph"], help="whose tests"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", type=Path, help="folder for the logs and junit files")
     parser.add_argument(
@@ -218,12 +378,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="lgsuite-run-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    results = run(args.providers, args.pytest_args, workdir)
+    results = run(args.providers, args.pytest_args, workdir, tuple(args.suite))
     if not args.no_rerun:
         rerun_differential(results, args.pytest_args, workdir)
     wall = time.monotonic() - started
-    print(f"LangGraph {installed_version()} suite on our savers (logs in {workdir})")
+    versions = ", ".join(
+        f"{SUITES[s].package} {installed_version(SUITES[s].package)}" for s in args.suite
+    )
+    print(f"{versions}: suites on our savers (logs in {workdir})")
     print(table(results))
+    if any(s != "langgraph" for s in args.suite):
+        print()
+        print(peer_table(results))
     print(f"wall time: {wall:.0f}s")
     failed_runs = []
     total = 0
@@ -231,13 +397,34 @@ def main(argv: list[str] | None = None) -> int:
         if not r.outcomes:
             failed_runs.append(name)
             print(f"\n{name}: no results (exit {r.returncode}); see {r.log}")
-    for name in args.providers:
+    verdicts = {}
+    for name in results:
+        suite, provider = _split(name)
+        if provider == BASELINE:
+            continue
         diff = differential(results, name)
-        total += len(diff)
-        if diff:
-            print(f"\n{name}: {len(diff)} differential failure(s)")
-            for t in diff:
-                print(f"  {t}")
+        if suite == "langgraph":
+            total += len(diff)
+            if diff:
+                print(f"\n{name}: {len(diff)} differential failure(s)")
+                for t in diff:
+                    print(f"  {t}")
+        else:
+            verdicts[name] = j = judged(results, name)
+            total += len(j["unexplained"])
+            if j["unexplained"]:
+                print(f"\n{name}: {len(j['unexplained'])} fail only on ours, not on the allow-list")
+                for t in j["unexplained"]:
+                    print(f"  {t}")
+            for kind in ("allowed", "not_applicable"):
+                if j[kind]:
+                    print(f"\n{name}: {len(j[kind])} {kind.replace('_', ' ')}")
+                    for t, why in j[kind]:
+                        print(f"  {t}: {why}")
+            if j["stale"]:
+                print(f"\n{name}: allow-list entries that no longer fail only on ours")
+                for t in j["stale"]:
+                    print(f"  {t}")
         if results[name].flaky:
             print(f"\n{name}: {len(results[name].flaky)} flaky (failed, passed when run again)")
             for t in results[name].flaky:
@@ -247,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps(
                 {
                     "langgraph": installed_version(),
+                    "suites": {s: installed_version(SUITES[s].package) for s in args.suite},
                     "wall_seconds": round(wall),
                     "results": {
                         n: {
@@ -254,7 +442,12 @@ def main(argv: list[str] | None = None) -> int:
                             "passed": r.count("passed"),
                             "failed": r.count("failed"),
                             "skipped": r.count("skipped"),
-                            "differential": [] if n == BASELINE else differential(results, n),
+                            "differential": []
+                            if _split(n)[1] == BASELINE
+                            else differential(results, n),
+                            **(
+                                {"unexplained": verdicts[n]["unexplained"]} if n in verdicts else {}
+                            ),
                             "flaky": r.flaky,
                             "log": r.log,
                         }
