@@ -16,6 +16,9 @@ import time
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 os.environ.setdefault("DJANGO_DEBUG", "0")
+# DEBUG off refuses the dev key and "*" hosts; a benchmark serves no one.
+os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "0123456789abcdef" * 4)
+os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1")
 os.environ.setdefault("LOG_LEVEL", "ERROR")
 
 TARGET_MS = 100.0

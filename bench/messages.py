@@ -31,6 +31,9 @@ def configure(family: str) -> None:
     os.makedirs(base, exist_ok=True)
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
     os.environ["DJANGO_DEBUG"] = "0"
+    # DEBUG off refuses the dev key and "*" hosts; a benchmark serves no one.
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "0123456789abcdef" * 4)
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1")
     os.environ.setdefault("LOG_LEVEL", "ERROR")
     if family == "sqlite":
         path = os.path.abspath(os.path.join(base, "messages.sqlite3"))

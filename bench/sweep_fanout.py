@@ -29,6 +29,9 @@ def deployment_env(database: dict, **extra: str) -> dict[str, str]:
     env.update(
         DJANGO_SETTINGS_MODULE="project.settings",
         DJANGO_DEBUG="0",
+        # DEBUG off refuses the dev key and "*" hosts; the benchmark's workers serve no one.
+        DJANGO_SECRET_KEY="bench-only-" + "0123456789abcdef" * 4,
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
         LOG_LEVEL="WARNING",
         DATABASE_URL=url,
         LLM_PROVIDER_CHECKPOINT="postgres",

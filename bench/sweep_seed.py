@@ -27,6 +27,9 @@ def configure(provider: str) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
     os.environ["DJANGO_DEBUG"] = "0"
+    # DEBUG off refuses the dev key and "*" hosts; a benchmark serves no one.
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "0123456789abcdef" * 4)
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1")
     os.environ["LOG_LEVEL"] = "ERROR"
     os.environ["LLM_PROVIDER_CHECKPOINT"] = provider
     os.environ.pop("LLM_PROVIDER_CHECKPOINT_CONN_STRING", None)

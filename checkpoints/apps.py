@@ -6,6 +6,8 @@ from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
 from django.db import OperationalError
 
+from checkpoints.conf import setting
+
 
 class CheckpointsConfig(AppConfig):
     name = "checkpoints"
@@ -52,7 +54,36 @@ def tune_sqlite(sender, connection, **kwargs) -> None:
     with connection.cursor() as cursor:
         if "timeout" not in options:
             cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        _incremental_if_new(cursor)
         _switch_to_wal(cursor)
+        # The project's own init_command, if it names synchronous, has the last word.
+        if "synchronous" not in str(options.get("init_command") or "").lower():
+            level = str(setting("SQLITE_SYNCHRONOUS")).upper()
+            if level in SQLITE_SYNCHRONOUS_LEVELS:  # anything else is refused at boot
+                cursor.execute(f"PRAGMA synchronous = {level}")
+
+
+# PRAGMA synchronous's values, weakest first.
+SQLITE_SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def _incremental_if_new(cursor) -> None:
+    """A database without tables gets ``auto_vacuum = INCREMENTAL``, so a sweep can give
+    freed pages back to the file system (`incremental_vacuum`).
+
+    The mode only takes without a VACUUM before the first page is written; an init_command
+    switching to WAL writes one, so an empty file that has it is vacuumed (at no cost).
+    """
+    cursor.execute("PRAGMA auto_vacuum")
+    if cursor.fetchone()[0] != 0:
+        return
+    cursor.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+    if cursor.fetchone() is not None:
+        return  # an existing store: `compact_checkpoint_store` converts it
+    cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    cursor.execute("PRAGMA page_count")
+    if cursor.fetchone()[0] > 0:
+        cursor.execute("VACUUM")
 
 
 def _switch_to_wal(cursor) -> None:

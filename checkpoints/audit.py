@@ -26,6 +26,8 @@ ACTIONS = (
     "fork",
     "bulk_update",
     "delete_thread",
+    "prune",
+    "copy_thread",
     "mark_finished",
     "unmark_finished",
     "declare_retention",

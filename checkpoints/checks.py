@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 
 from django.core.checks import Error, Tags, Warning, register
 
+from checkpoints.apps import SQLITE_SYNCHRONOUS_LEVELS
 from checkpoints.conf import store_settings
 from checkpoints.store.registry import path_errors, providers
 
@@ -32,6 +34,7 @@ ENV_NAMES = {
     "SWEEP_BATCH_RETRY_SECONDS": "CHECKPOINTS_SWEEP_BATCH_RETRY_SECONDS",
     "DURABILITY_RECHECK_SECONDS": "CHECKPOINTS_DURABILITY_RECHECK_SECONDS",
     "PG_STANDBY_WAIT_SECONDS": "CHECKPOINTS_PG_STANDBY_WAIT_SECONDS",
+    "SQLITE_SYNCHRONOUS": "CHECKPOINTS_SQLITE_SYNCHRONOUS",
 }
 
 
@@ -99,6 +102,16 @@ def configuration_errors() -> list[Error]:
     errors.extend(_binding_errors(conf))
     errors.extend(_graph_errors(conf.get("GRAPHS")))
     errors.extend(_read_bound_errors(conf))
+    synchronous = conf.get("SQLITE_SYNCHRONOUS")
+    if str(synchronous).upper() not in SQLITE_SYNCHRONOUS_LEVELS:
+        errors.append(
+            Error(
+                f"{_name('SQLITE_SYNCHRONOUS')} is {synchronous!r}, not a SQLite synchronous "
+                "level.",
+                hint="Use FULL (each commit synced), EXTRA, NORMAL or OFF.",
+                id="checkpoints.E010",
+            )
+        )
     if numbers_ok:
         waiting = conf["RETENTION_WAITING_MINUTES"]
         finished = conf["RETENTION_FINISHED_MINUTES"]
@@ -317,6 +330,46 @@ def sqlite_mode_warnings(databases: dict) -> list[Warning]:
                 "first tries to write.",
                 hint=f"Set DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] = 'IMMEDIATE'.",
                 id="checkpoints.W002",
+            )
+        )
+    return found
+
+
+@register(Tags.compatibility)
+def check_sqlite_synchronous(app_configs=None, **kwargs):
+    from django.conf import settings
+
+    return sqlite_synchronous_warnings(settings.DATABASES)
+
+
+def sqlite_synchronous_level(entry: dict) -> str:
+    """The synchronous level a SQLite database's connections run with: its init_command's,
+    else CHECKPOINTS["SQLITE_SYNCHRONOUS"] (see checkpoints.apps.tune_sqlite)."""
+    init = str((entry.get("OPTIONS") or {}).get("init_command") or "")
+    found = re.search(r"synchronous\s*=\s*['\"]?(\w+)", init, re.IGNORECASE)
+    if found is None:
+        return str(store_settings().get("SQLITE_SYNCHRONOUS")).upper()
+    level = found.group(1).upper()
+    return SQLITE_SYNCHRONOUS_LEVELS[int(level)] if level in "0123" else level
+
+
+def sqlite_synchronous_warnings(databases: dict) -> list[Warning]:
+    """A SQLite database whose commits are not synced: a power loss can take the last ones."""
+    found = []
+    for alias, entry in databases.items():
+        if not entry.get("ENGINE", "").endswith("sqlite3"):
+            continue
+        level = sqlite_synchronous_level(entry)
+        if level not in ("NORMAL", "OFF"):
+            continue
+        found.append(
+            Warning(
+                f"DATABASES[{alias!r}] runs SQLite at synchronous={level}: commits are not "
+                "synced to disk, so a power loss or an OS crash can take the last ones (the "
+                "durability stamp says 'os', not 'disk').",
+                hint="Set CHECKPOINTS_SQLITE_SYNCHRONOUS (CHECKPOINTS['SQLITE_SYNCHRONOUS']) to "
+                f"FULL, or drop synchronous from DATABASES[{alias!r}]['OPTIONS']['init_command'].",
+                id="checkpoints.W003",
             )
         )
     return found

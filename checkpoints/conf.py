@@ -21,6 +21,10 @@ DEFAULTS: dict[str, Any] = {
     "PG_POOL": True,
     # How long a store's durability level is trusted before it is read again (seconds).
     "DURABILITY_RECHECK_SECONDS": 30,
+    # PRAGMA synchronous for the store's SQLite connections, unless the database's own
+    # init_command sets it: FULL syncs every commit (the stamp says "disk"); NORMAL in WAL
+    # mode does not (a power loss can take the last commits: the stamp says "os").
+    "SQLITE_SYNCHRONOUS": "FULL",
     # How long a write waits for a synchronous standby's confirmation before it fails with
     # StandbyWaitTimeout (None: as long as PostgreSQL waits, which is forever).
     "PG_STANDBY_WAIT_SECONDS": None,

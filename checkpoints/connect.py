@@ -235,11 +235,16 @@ def from_conn_string(conn_string: str, **options: Any) -> Iterator[Any]:
     ``options`` go to the saver (``max_checkpoints``, ``serde``). Works with or without a
     configured Django; see the module's docstring.
     """
-    saver, alias = _open(conn_string, options)
+    from checkpoints.store.orm.aio import off_loop, on_loop_thread
+
+    # In a notebook cell (a running loop on this thread) the set-up touches the database
+    # on the thread the saver's sync calls then use (aio.off_loop), and so does the close.
+    via = off_loop if on_loop_thread() else (lambda func, *args: func(*args))
+    saver, alias = via(_open, conn_string, options)
     try:
         yield saver
     finally:
-        _close(saver, alias)
+        via(_close, saver, alias)
 
 
 @asynccontextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -55,22 +54,15 @@ _alias_lock = threading.Lock()
 
 
 def alias_for_conn_string(conn_string: str) -> str:
-    """A Django database alias for a connection string, registered on first use."""
-    from django.db import connections
-
+    """The Django database alias for a connection string: the configured database it names,
+    else one registered for it on first use. The one rule, `checkpoints.connect`'s."""
+    from checkpoints.connect import database_alias
     from checkpoints.errors import CheckpointConfigError
 
-    alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
     with _alias_lock:
-        if alias not in connections.settings:
-            try:
-                entry = parse_database_url(conn_string)
-            except ValueError as exc:
-                raise CheckpointConfigError(
-                    f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
-                ) from exc
-            merged = connections.configure_settings(
-                {"default": dict(connections.settings["default"]), alias: entry}
-            )
-            connections.settings[alias] = merged[alias]
-    return alias
+        try:
+            return database_alias(conn_string)[0]
+        except ValueError as exc:
+            raise CheckpointConfigError(
+                f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
+            ) from exc

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from checkpoints.channels import ERROR, INTERRUPT, RESUME
+
 
 class Thread(models.Model):
     """One LangGraph thread: its owner, last write and declared retention."""
@@ -136,7 +138,7 @@ class PendingWrite(models.Model):
             models.Index(
                 fields=["channel", "thread"],
                 name="write_status_channel",
-                condition=models.Q(channel__in=["__interrupt__", "__resume__", "__error__"]),
+                condition=models.Q(channel__in=[INTERRUPT, RESUME, ERROR]),
             )
         ]
 

@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 
 from django.utils.timesince import timeuntil
 
+from checkpoints.channels import ERROR, INTERRUPT, RESUME  # noqa: F401 - status names them
+
 # Written within this long ago: someone (a graph, a person) is probably still at it.
 RECENT = timedelta(minutes=15)
 
@@ -25,9 +27,6 @@ KINDS = {
     "recent": "Recently written",
     "idle": "Idle",
 }
-INTERRUPT = "__interrupt__"
-RESUME = "__resume__"
-ERROR = "__error__"
 
 
 @dataclass(frozen=True)

@@ -4,5 +4,8 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from project.otel import setup as setup_tracing  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+setup_tracing()  # before the app loads, so Django's middleware is instrumented
 application = get_asgi_application()

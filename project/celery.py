@@ -5,10 +5,21 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 app = Celery("project")
+
+
+@worker_process_init.connect(weak=False)
+def _trace_worker(**kwargs) -> None:
+    # Per worker process: spans from a forked pool would share the parent's exporter.
+    from project.otel import setup
+
+    setup()
+
+
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

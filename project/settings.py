@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import django
+from django.core.exceptions import ImproperlyConfigured
+
 from checkpoints.dburl import parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -12,9 +15,41 @@ DATA_DIR = Path(os.environ.get("CHECKPOINTS_DATA_DIR", BASE_DIR / "var"))
 # The embedded SQLite file lives here; a fresh clone has no such folder yet.
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h]
+if not DEBUG:
+    # A production process refuses to start on the demo's defaults rather than run with them.
+    if (
+        SECRET_KEY == DEV_SECRET_KEY
+        or len(SECRET_KEY) < 50
+        or len(set(SECRET_KEY)) < 5
+        or SECRET_KEY.startswith("django-insecure-")
+    ):
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set to a secret of your own (50 or more random "
+            "characters) when DJANGO_DEBUG=0; make one with: python -c 'import secrets; "
+            "print(secrets.token_urlsafe(50))'"
+        )
+    if not os.environ.get("DJANGO_ALLOWED_HOSTS", "").strip():
+        raise ImproperlyConfigured(
+            "DJANGO_ALLOWED_HOSTS must name the host names this service answers to "
+            "(comma-separated, e.g. checkpoints.example.com) when DJANGO_DEBUG=0"
+        )
+CSRF_TRUSTED_ORIGINS = [
+    o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+# Behind a TLS-terminating proxy: redirect to https, secure cookies, HSTS. The proxy must set
+# X-Forwarded-Proto (and strip a client's own); /health/ answers plain http for probes.
+if os.environ.get("DJANGO_HTTPS", "0") == "1":
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^health/"]
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", 31536000))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+    SECURE_HSTS_PRELOAD = os.environ.get("DJANGO_HSTS_PRELOAD", "1") == "1"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -26,21 +61,49 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "django_prometheus",
+    "health_check",
+    "django_structlog",
     "checkpoints.apps.CheckpointsConfig",
     "retention.apps.RetentionConfig",
+    "checkpoints.langgraph_api.apps.LangGraphApiConfig",
 ]
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Django 6 has its own CSP middleware; on 5.2 django-csp's reads CONTENT_SECURITY_POLICY.
+    "django.middleware.csp.ContentSecurityPolicyMiddleware"
+    if django.VERSION >= (6, 0)
+    else "csp.middleware.CSPMiddleware",
+    "django_structlog.middlewares.RequestMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
+
+# The admin, the console and Swagger UI run no inline script and load nothing from elsewhere;
+# inline styles stay allowed (the admin's templates and Swagger UI set them).
+CSP_DIRECTIVES = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:"],
+    "font-src": ["'self'", "data:"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'self'"],
+}
+if django.VERSION >= (6, 0):
+    SECURE_CSP = CSP_DIRECTIVES
+else:
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": CSP_DIRECTIVES}
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
@@ -49,7 +112,8 @@ ASGI_APPLICATION = "project.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The service's own overrides (the admin's name and index); the apps keep theirs.
+        "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -73,7 +137,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         {
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            # synchronous comes from CHECKPOINTS["SQLITE_SYNCHRONOUS"] (checkpoints.apps).
+            "init_command": "PRAGMA journal_mode=WAL;",
         }
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -96,6 +161,16 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns of a missing one before collectstatic
+# WhiteNoise serves STATIC_ROOT; in production with hashed, compressed names (collectstatic).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
 LOGIN_URL = "/admin/login/"
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("CHECKPOINTS_MAX_BODY_BYTES", 10 * 1024 * 1024))
 
@@ -129,6 +204,7 @@ CHECKPOINTS = {
     "PG_POOL": os.environ.get("CHECKPOINTS_PG_POOL", "1") != "0",
     "SWEEP_LEASE_SECONDS": _env_number("CHECKPOINTS_SWEEP_LEASE_SECONDS", 60),
     "DURABILITY_RECHECK_SECONDS": _env_number("CHECKPOINTS_DURABILITY_RECHECK_SECONDS", 30),
+    "SQLITE_SYNCHRONOUS": os.environ.get("CHECKPOINTS_SQLITE_SYNCHRONOUS", "FULL").strip().upper(),
     "PG_STANDBY_WAIT_SECONDS": _env_number("CHECKPOINTS_PG_STANDBY_WAIT_SECONDS", None),
     "ENCRYPTION_KEYS": [
         k.strip() for k in os.environ.get("CHECKPOINTS_ENCRYPTION_KEYS", "").split(",") if k.strip()
@@ -160,16 +236,75 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Per caller, for the API's destructive calls (checkpoints.api.throttles); "off" lifts one.
+    "DEFAULT_THROTTLE_RATES": {
+        scope: (None if rate.strip().lower() in ("off", "none", "") else rate.strip())
+        for scope, rate in {
+            "checkpoints.sweep": os.environ.get("CHECKPOINTS_THROTTLE_SWEEP", "6/min"),
+            "checkpoints.rollback": os.environ.get("CHECKPOINTS_THROTTLE_ROLLBACK", "30/min"),
+            "checkpoints.fork": os.environ.get("CHECKPOINTS_THROTTLE_FORK", "30/min"),
+            "checkpoints.bulk_update": os.environ.get("CHECKPOINTS_THROTTLE_BULK_UPDATE", "30/min"),
+            "checkpoints.delete": os.environ.get("CHECKPOINTS_THROTTLE_DELETE", "60/min"),
+        }.items()
+    },
 }
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
+# /health/ checks the broker and a worker's answer when Celery is in use (a broker named, or
+# the sweep scheduled); CHECKPOINTS_HEALTH_CELERY=0/1 says so outright.
+HEALTH_CHECK_CELERY = (
+    os.environ.get(
+        "CHECKPOINTS_HEALTH_CELERY",
+        "1" if os.environ.get("CELERY_BROKER_URL") or CHECKPOINTS["SWEEP_SCHEDULE"] else "0",
+    )
+    == "1"
+)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
+# The apps log with the stdlib; here the service renders every record as one JSON line (or
+# console text with DJANGO_LOG_FORMAT=console), with django-structlog's request_id, user_id
+# and a record's own fields (the sweep's thread_id).
+import structlog  # noqa: E402
+
+_LOG_CHAIN = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+LOG_FORMAT = os.environ.get("DJANGO_LOG_FORMAT", "json").strip().lower()
+if LOG_FORMAT not in ("json", "console"):
+    raise ImproperlyConfigured(f"DJANGO_LOG_FORMAT must be json or console, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "json": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "foreign_pre_chain": [*_LOG_CHAIN, structlog.stdlib.ExtraAdder()],
+            "processors": [
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(),
+            ],
+        },
+        "console": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "foreign_pre_chain": [*_LOG_CHAIN, structlog.stdlib.ExtraAdder()],
+            "processors": [
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.dev.ConsoleRenderer(colors=False),
+            ],
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
+structlog.configure(
+    processors=[*_LOG_CHAIN, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+    logger_factory=structlog.stdlib.LoggerFactory(),
+    wrapper_class=structlog.stdlib.BoundLogger,
+    cache_logger_on_first_use=True,
+)

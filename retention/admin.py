@@ -462,4 +462,3 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
             horizon: [thread_link(t) for t in ids[:SAMPLE]]
             for horizon, ids in result.deleted_ids.items()
         }
-

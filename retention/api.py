@@ -165,6 +165,7 @@ class RetentionView(StoreAPIView):
 
 class SweepView(StoreAPIView):
     pagination_class = None
+    throttle_scope = "checkpoints.sweep"
 
     @extend_schema(
         operation_id="checkpoints_sweep",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from checkpoints.store.capabilities import INTERRUPT
+from checkpoints.channels import INTERRUPT
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import utcnow
 from retention.models import Park

@@ -38,6 +38,7 @@ class SweepRun(models.Model):
         "waiting_swept",
         "written_during",
         "skipped",
+        "bytes_freed",
         "error",
         "triggered_by",
     )
@@ -69,6 +70,9 @@ class SweepRun(models.Model):
     # Threads past a horizon it kept because they were written after it judged them.
     written_during = models.PositiveIntegerField(default=0)
     skipped = models.TextField(null=True, blank=True)
+    # Bytes the store gave back to the file system after the deletes (SQLite's
+    # incremental_vacuum); null where the store does not measure it.
+    bytes_freed = models.BigIntegerField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     triggered_by = models.CharField(max_length=150, blank=True, default="")
     # A fanned-out run: the token its lease is held under, and how many batches it queued.

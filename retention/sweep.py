@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import router, transaction
 from django.utils.module_loading import import_string
 
-from checkpoints import audit
+from checkpoints import audit, tracing
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.store.contract import StoreSaver
@@ -90,12 +90,12 @@ class SweepResult:
     written_during: int = 0
     written_during_ids: list[str] = field(default_factory=list)
     # horizon -> the ids this sweep deleted (a dry run: would delete), in the order it did.
-    deleted_ids: dict[str, list[str]] = field(
-        default_factory=lambda: {FINISHED: [], WAITING: []}
-    )
+    deleted_ids: dict[str, list[str]] = field(default_factory=lambda: {FINISHED: [], WAITING: []})
     skipped: str | None = None
     dry_run: bool = False
     sweep_run_id: int | None = None
+    # Bytes the store gave back after the deletes; None where it does not measure them.
+    bytes_freed: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,6 +250,18 @@ class _Sweeper:
 
     def handle(self, horizon: str, ids: list[str]) -> list[str]:
         """Spare what the filters claim, delete the rest; return the spared ids."""
+        provider = getattr(self.saver, "provider", "")
+        with tracing.span("sweep batch", provider=provider, horizon=horizon) as span:
+            spared = self._handle(horizon, ids)
+            tracing.set_attributes(
+                span,
+                thread_count=len(ids),
+                spared_count=len(spared),
+                dry_run=bool(self.dry_run),
+            )
+            return spared
+
+    def _handle(self, horizon: str, ids: list[str]) -> list[str]:
         ids = [t for t in dict.fromkeys(ids) if t not in self.handled]
         spared = []
         if horizon == FINISHED:
@@ -289,8 +301,15 @@ class _Sweeper:
             raise
         if doomed and not self.dry_run:
             metrics.SWEEP_DELETED.labels(horizon=horizon).inc(len(doomed))
+            self.reclaim_space()
         self.handled.update(ids)
         return spared
+
+    def reclaim_space(self, *, final: bool = False) -> None:
+        """The store's hook giving the deleted rows' space back, bounded per call."""
+        freed = self.saver.reclaim_space(final=final)
+        if freed is not None:
+            self.result.bytes_freed = (self.result.bytes_freed or 0) + freed
 
     def _tally(self, horizon: str, doomed: list[str]) -> None:
         deleted = len(doomed)
@@ -368,7 +387,14 @@ class _Sweeper:
         if owner == WRITTEN_DURING:
             why = "it was written after the sweep judged it"
             self.result.written_during_ids.append(thread_id)
-        logger.warning("sweep spared thread %r past the %s horizon: %s", thread_id, horizon, why)
+        logger.warning(
+            "sweep spared thread %r past the %s horizon: %s",
+            thread_id,
+            horizon,
+            why,
+            # Fields of their own for a structured log (the service's JSON lines).
+            extra={"thread_id": thread_id, "horizon": horizon, "owner": owner},
+        )
         if not self.dry_run:
             metrics.SWEEP_SPARED.labels(horizon=horizon, owner=owner).inc()
         self.spared_ids.add(thread_id)
@@ -445,6 +471,7 @@ def _close_run(run: SweepRun, result: SweepResult, triggered_by: str, error: str
         status=SweepRun.FAILED if error else SweepRun.OK,
         finished_at=utcnow(),
         error=error,
+        bytes_freed=result.bytes_freed,
         **_counts(result),
     )
     audit.record(
@@ -481,6 +508,8 @@ def _run(
             sweeper.keep_alive = keep_alive
             try:
                 work(sweeper)
+                if not dry_run:
+                    sweeper.reclaim_space(final=True)
             except Exception as exc:
                 metrics.SWEEP_RUNS.labels(outcome="failed", dry_run=label).inc()
                 logger.error("checkpoint sweep on %s failed: %s", saver.provider, exc)
@@ -617,3 +646,17 @@ def candidate_batches(
         idle = saver.idle_threads(now, waiting, limit=(limit - len(ids)) if limit else None)
         ids += [t for t in idle if t not in seen]
     return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def compact_store(saver: StoreSaver | None = None) -> dict[str, Any]:
+    """Compact the store under its sweep lease, so no sweep deletes meanwhile; the store's
+    report of the space before and after (`StoreSaver.compact`).
+
+    Raises SweepAlreadyRunning while a sweep holds the lease.
+    """
+    if saver is None:
+        from checkpoints.store.registry import get_saver
+
+        saver = get_saver()
+    with sweep_lock(saver):
+        return saver.compact()

@@ -5,15 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${DEMO_PORT:-8000}"
 base="http://127.0.0.1:${port}"
-[ -n "${DEMO_SKIP_INSTALL:-}" ] || bash scripts/install.sh   # the tests set it
-.venv/bin/python manage.py migrate --verbosity 0
-seeded="$(.venv/bin/python manage.py seed_demo --no-color "$@")"
+venv="${VENV:-.venv}"
+[ -n "${DEMO_SKIP_INSTALL:-}" ] || bash scripts/install.sh prod   # the tests set it
+"$venv/bin/python" manage.py migrate --verbosity 0
+seeded="$("$venv/bin/python" manage.py seed_demo --no-color "$@")"
 
-.venv/bin/python manage.py runserver "127.0.0.1:${port}" &
+"$venv/bin/python" manage.py runserver "127.0.0.1:${port}" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT INT TERM
 for _ in $(seq 60); do
-  .venv/bin/python -c "import urllib.request; urllib.request.urlopen('${base}/admin/login/', timeout=1)" \
+  "$venv/bin/python" -c "import urllib.request; urllib.request.urlopen('${base}/admin/login/', timeout=1)" \
     2>/dev/null && break
   kill -0 "$server" 2>/dev/null || { echo "the server did not start" >&2; exit 1; }
   sleep 0.5

@@ -173,6 +173,8 @@ def start_pg_server(tmp_path: Path) -> PgServer:
     env.update(
         DJANGO_SETTINGS_MODULE="tests.fuzz_settings",
         DJANGO_DEBUG="0",
+        DJANGO_SECRET_KEY="fuzz-" + "k" * 20 + "-only-for-the-fuzz-server-" + "x" * 10,
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         DATABASE_URL=pg_url(),
         LLM_PROVIDER_CHECKPOINT="postgres",
         REDIS_URL=settings.REDIS_TEST_URL,

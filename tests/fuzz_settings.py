@@ -5,12 +5,19 @@ points both at the PostgreSQL test database); request errors go to the server's 
 """
 
 from project.settings import *  # noqa: F403
-from project.settings import MIDDLEWARE
+from project.settings import MIDDLEWARE, REST_FRAMEWORK
 
 # Outermost, so the fingerprint spans authentication and every other middleware too.
 MIDDLEWARE = ["tests.fuzz_fixtures.StoredRowsGuard", *MIDDLEWARE]
 # The test process creates the users with the test settings' fast hasher.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The fuzzer's many destructive calls must reach the store, not the throttle.
+REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {}}
+# DEBUG is off but nothing ran collectstatic: the admin's pages name unhashed files.
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -52,6 +53,7 @@ def test_demo_script_prints_login_docs_token_and_stop_last(tmp_path):
         "CHECKPOINTS_DATA_DIR": str(tmp_path),
         "DEMO_PORT": str(port),
         "DEMO_SKIP_INSTALL": "1",  # the suite's environment is installed already
+        "VENV": sys.prefix,  # and it is this one (CI runs the suite in two)
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
     demo = subprocess.Popen(

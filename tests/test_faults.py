@@ -21,7 +21,7 @@ from retention.models import SweepRun
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.conftest import need_service
 from tests.reliability_fixtures import RedisServer, put_value
-from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
+from tests.retention_fixtures import holds
 
 WAIT_SECONDS = 30
 

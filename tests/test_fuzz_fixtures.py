@@ -10,13 +10,7 @@ from django.test import RequestFactory
 
 from checkpoints.models import FinishedMark
 from checkpoints.store.planning import utcnow
-from tests.fuzz_fixtures import (
-    CHANGED_HEADER,
-    StoredRowsGuard,
-    changed_tables,
-    fingerprint,
-    pg_seed,  # noqa: F401 - fixture
-)
+from tests.fuzz_fixtures import CHANGED_HEADER, StoredRowsGuard, changed_tables, fingerprint
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "pg"])
 

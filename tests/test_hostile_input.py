@@ -33,8 +33,9 @@ FUZZ = hsettings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 # Real modules no test imports and the allowlist does not hold: reviving data must never
-# import them, whatever an envelope names.
-BAIT_MODULES = ["antigravity", "this", "turtle", "smtplib", "ftplib", "xmlrpc.server", "poplib"]
+# import them, whatever an envelope names. (smtplib was one until the service's own
+# dependencies began to import it at setup.)
+BAIT_MODULES = ["antigravity", "this", "turtle", "imaplib", "ftplib", "xmlrpc.server", "poplib"]
 
 
 def _decode(data) -> None:

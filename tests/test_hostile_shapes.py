@@ -18,7 +18,6 @@ from checkpoints.errors import InvalidCheckpointInput, UnreadableValue
 from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.redis.keys import dec, ns_hex, pack, thread_prefix, unpack
 from checkpoints.timetravel import TimeTravel
-from tests.admin_fixtures import superuser  # noqa: F401 - fixture
 from tests.reliability_fixtures import put_value
 
 # name -> (what the stored body becomes, words the refusal must say)

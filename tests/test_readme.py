@@ -20,7 +20,9 @@ README = ROOT / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", README.read_text(), flags=re.S | re.M)
 STORE_URL = "sqlite:///checkpoints.sqlite3"
 HOST_FILES = ("# settings.py", "# urls.py")
-SCRIPTS = [block for block in BLOCKS if not block.startswith(HOST_FILES)]
+# Blocks that talk to the running service through langgraph-sdk: the test serves it.
+SDK_SCRIPTS = [block for block in BLOCKS if "langgraph_sdk" in block]
+SCRIPTS = [b for b in BLOCKS if not b.startswith(HOST_FILES) and b not in SDK_SCRIPTS]
 
 
 def block_id(block: str) -> str:
@@ -48,6 +50,21 @@ def test_readme_has_the_blocks_this_file_knows():
 def test_block_runs_on_sqlite(block, tmp_path):
     (tmp_path / "example.py").write_text(block)
     run_python(["example.py"], cwd=tmp_path)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("block", SDK_SCRIPTS, ids=[block_id(b) for b in SDK_SCRIPTS])
+def test_sdk_block_runs_against_the_service(block, tmp_path, live_server, settings):
+    """The service on a live server (its SQLite store), a user's token in the environment."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PROVIDER": "sqlite", "CONN_STRING": None}
+    token = Token.objects.create(user=User.objects.create_user("reader")).key
+    (tmp_path / "example.py").write_text(block)
+    env = plain_env(LANGGRAPH_URL=f"{live_server.url}/langgraph", LANGGRAPH_API_KEY=token)
+    done = run_python(["example.py"], cwd=tmp_path, env=env)
+    assert '"channel_values"' in done.stdout.replace("'", '"')
 
 
 STORE_SCRIPTS = [block for block in SCRIPTS if STORE_URL in block]
@@ -112,6 +129,9 @@ for page in ("/admin/checkpoints/thread/", "/admin/retention/sweeprun/sweep/",
              "/checkpoints/api/docs/"):
     status = client.get(page).status_code
     assert status == 200, (page, status)
+# The LangGraph-compatible routes, included as the urls.py block has them.
+status = client.post("/langgraph/threads/count", "{}", content_type="application/json").status_code
+assert status == 200, status
 print("host ok")
 """
 
@@ -129,6 +149,7 @@ def test_embedding_blocks_make_a_working_host(tmp_path):
 
 def test_block_ids_are_unique():
     assert len({block_id(b) for b in SCRIPTS}) == len(SCRIPTS)
+    assert SDK_SCRIPTS, "the LangGraph-compatible API section shows an SDK example"
 
 
 def test_readme_keeps_the_two_setup_commands():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from django.test import override_settings
 from checkpoints.dburl import database_url, parse_database_url
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = str(ROOT / ".venv" / "bin" / "python")
+PYTHON = sys.executable  # the suite's own interpreter (CI runs it in two virtualenvs)
 WAITING = "LLM_PROVIDER_CHECKPOINT_RETENTION_WAITING_MINUTES"
 FINISHED = "LLM_PROVIDER_CHECKPOINT_RETENTION_FINISHED_MINUTES"
 REMOVED = ("LLM_PROVIDER_CHECKPOINT_TTL_MINUTES", "FLOW_CHECKPOINT_RETENTION_DAYS")

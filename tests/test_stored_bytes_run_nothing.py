@@ -237,9 +237,6 @@ def test_no_admin_page_or_api_call_runs_what_a_row_names(saver_factory, canaries
     assert_nothing_ran(folder)
 
 
-from tests.admin_fixtures import superuser  # noqa: E402,F401 - fixture
-
-
 @pytest.mark.redis
 @pytest.mark.parametrize("provider", ["redis"])
 def test_no_redis_saver_read_runs_or_imports_what_a_row_names(saver_factory, canaries):

@@ -188,7 +188,13 @@ class SourceFilter(ChoiceListFilter):
 class DurabilityFilter(ChoiceListFilter):
     title = "durability"
     parameter_name = "durability"
-    known = (("replicated", "replicated"), ("disk", "disk"), ("memory", "memory"))
+    # os: committed to the OS, not synced (SQLite at synchronous=NORMAL).
+    known = (
+        ("replicated", "replicated"),
+        ("disk", "disk"),
+        ("os", "os"),
+        ("memory", "memory"),
+    )
 
 
 class ProviderNameFilter(ChoiceListFilter):

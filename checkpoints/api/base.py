@@ -16,6 +16,7 @@ from checkpoints import audit, permissions
 from checkpoints.api.errors import exception_handler
 from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
+from checkpoints.api.throttles import DestructiveRateThrottle
 from checkpoints.codec.compression import reading_response
 from checkpoints.selectors import ThreadInfo, thread_get
 from checkpoints.store.contract import StoreSaver
@@ -35,6 +36,8 @@ class StoreAPIView(GenericAPIView):
     renderer_classes = [JSONRenderer]
     parser_classes = [BoundedJSONParser]
     pagination_class = StrictLimitOffsetPagination
+    # Destructive views name a throttle_scope; its rate is the host's (none: no limit).
+    throttle_classes = [DestructiveRateThrottle]
     # No OPTIONS introspection: it would answer with DRF's form metadata, not our schema.
     metadata_class = None
     # drf-spectacular's, whatever the host's DEFAULT_SCHEMA_CLASS is.

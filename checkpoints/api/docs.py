@@ -23,6 +23,10 @@ ASSETS = (
     "swagger-ui-standalone-preset.js",
     "favicon-32x32.png",
 )
+# Ours: the page's start-up script (a file, so a CSP of script-src 'self' lets it run).
+OWN_ASSETS = {
+    "api-docs.js": Path(__file__).resolve().parent.parent / "static/checkpoints/api-docs.js"
+}
 
 
 def _asset_dir() -> Path:
@@ -57,8 +61,8 @@ def api_docs(request):
 @cache_control(max_age=86400, public=True)
 def api_docs_asset(request, name: str):
     """One of Swagger UI's files from the sidecar package."""
-    if name not in ASSETS:
+    if name not in ASSETS and name not in OWN_ASSETS:
         raise Http404(f"no API docs asset named {name!r}")
-    path = _asset_dir() / name
+    path = OWN_ASSETS.get(name) or _asset_dir() / name
     content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
     return FileResponse(path.open("rb"), content_type=content_type)

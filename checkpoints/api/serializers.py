@@ -215,7 +215,7 @@ class StateSnapshotSerializer(serializers.Serializer):
     durability = DurabilitySerializer(
         allow_null=True,
         help_text="What the store guaranteed when it committed this checkpoint: "
-        "level (memory, disk or replicated) and the time it was stamped.",
+        "level (memory, os, disk or replicated) and the time it was stamped.",
     )
 
     def to_representation(self, snapshot):

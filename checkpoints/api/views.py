@@ -82,6 +82,7 @@ class ThreadListView(StoreAPIView):
 class ThreadDetailView(StoreAPIView):
     serializer_class = s.ThreadDetailSerializer
     pagination_class = None
+    throttle_scope = "checkpoints.delete"
 
     @extend_schema(
         operation_id="threads_retrieve",
@@ -252,6 +253,7 @@ def if_match_version(request) -> int | None:
 
 class RollbackView(StoreAPIView):
     pagination_class = None
+    throttle_scope = "checkpoints.rollback"
     serializer_class = s.RollbackRequestSerializer
 
     @extend_schema(
@@ -296,6 +298,7 @@ class RollbackView(StoreAPIView):
 
 class ForkView(StoreAPIView):
     pagination_class = None
+    throttle_scope = "checkpoints.fork"
     serializer_class = s.ForkRequestSerializer
 
     @extend_schema(
@@ -326,6 +329,7 @@ class ForkView(StoreAPIView):
 
 class BulkUpdateView(StoreAPIView):
     pagination_class = None
+    throttle_scope = "checkpoints.bulk_update"
     serializer_class = s.BulkUpdateRequestSerializer
 
     @extend_schema(

@@ -16,12 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
+from checkpoints.channels import INTERRUPT
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
 from checkpoints.store.planning import FinishedEntry
-
-# The channel a paused node's interrupt is written to. LangGraph 1.x made its constant
-# private (importing it warns); the value is part of the stored format, so it is stable.
-INTERRUPT = "__interrupt__"
 
 HOST = socket.gethostname()
 # Leases of stores without a server (memory): this process's, by store and name.
@@ -117,6 +114,23 @@ class Capabilities:
         A store that cannot tell (`supports_idle_sweep` false) answers none.
         """
         return []
+
+    def reclaim_space(self, *, final: bool = False) -> int | None:
+        """Give the space deletes freed back to the file system, a bounded amount a call:
+        the sweep calls it after each batch and once more, ``final``, at the end of its run.
+
+        The bytes given back; None where the store does not measure them (the default:
+        a store without a file of its own).
+        """
+        return None
+
+    def compact(self) -> dict:
+        """Compact the store (its caller holds the sweep lease) and report the space before
+        and after; a store with nothing of its own on disk refuses."""
+        raise CheckpointConfigError(
+            f"the {self.provider or 'memory'} store has no database file to compact",
+            field="provider",
+        )
 
     def interrupted(self, thread_ids: Iterable[str]) -> set[str]:
         """Threads whose latest root checkpoint holds a pending interrupt (a paused graph)."""

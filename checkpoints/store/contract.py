@@ -35,6 +35,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from checkpoints import tracing
 from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
@@ -47,6 +48,7 @@ from checkpoints.store.planning import (
     PutPlan,
     ThreadHoldings,
     ThreadRetention,
+    ThreadStorage,
     WritesPlan,
     check_prune_args,
     check_thread_id,
@@ -63,6 +65,11 @@ logger = logging.getLogger(__name__)
 # Where checkpoints written before the stamp moved beside them carried it in their metadata.
 DURABILITY_KEY = "_durability"
 __all__ = ["DURABILITY_KEY", "Call", "StoreSaver", "strict_serializer"]
+
+
+def _tuple_key(tup) -> tuple[str, str]:
+    c = tup.config["configurable"]
+    return (c.get("checkpoint_ns", ""), c["checkpoint_id"])
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,10 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     def _encode(self, value: Any, where: str) -> tuple[str, bytes]:
         """The serializer's bytes for ``value``; a refusal names where the value was."""
         try:
-            return self.serde.dumps_typed(value)
+            typed = self.serde.dumps_typed(value)
+            if tracing.tracer is not None:
+                tracing.count_bytes(len(typed[1]))
+            return typed
         except CheckpointCodecError:
             raise
         except (TypeError, ValueError, OverflowError) as exc:
@@ -115,11 +125,39 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         """Run one storage primitive without blocking the event loop (savers override)."""
         return self._call(name, args)
 
+    # Every write and maintenance call of every saver passes here: the one place its span
+    # opens (checkpoints.tracing; without OpenTelemetry, one None test and nothing else).
     def _run(self, flow: Flow) -> Any:
+        if tracing.tracer is not None:
+            perform = lambda call: self._call(call.name, call.args)  # noqa: E731
+            return tracing.run_flow("saver", self.provider, flow, perform, run)
         return run(flow, lambda call: self._call(call.name, call.args))
 
     async def _arun(self, flow: Flow) -> Any:
+        if tracing.tracer is not None:
+            aperform = lambda call: self._acall(call.name, call.args)  # noqa: E731
+            return await tracing.arun_flow("saver", self.provider, flow, aperform, arun)
         return await arun(flow, lambda call: self._acall(call.name, call.args))
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if tracing.tracer is not None:
+            # Each saver writes its own reads; their spans are added here, once per class.
+            tracing.traced_reads(cls)
+
+    # InMemorySaver's `with saver:` / `async with saver:`; the saver owns nothing to close
+    # (connections belong to Django, the pools or the Redis client), so both hand it back.
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        return None
 
     def with_allowlist(self, extra_allowlist):
         """LangGraph's hook for a graph's schema types; our Redis codec takes them too."""
@@ -371,11 +409,56 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         """Copy as one unit, unless there is no source or the target holds checkpoints."""
         ...
 
+    # -- delta-channel history --------------------------------------------------------------
+    def _flow_delta_history(self, config: RunnableConfig, channels: Sequence[str]) -> Flow:
+        """LangGraph's default parent-chain walk, stopping at a checkpoint seen before.
+
+        A re-put can re-point a parent so the chain cycles; the inherited walk would then
+        never return (SqliteSaver's stops too). Yields configs, is sent their tuples.
+        """
+        if not channels:
+            return {}
+        collected: dict[str, list] = {c: [] for c in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        target = yield config
+        seen = {_tuple_key(target)} if target else set()
+        cursor = target.parent_config if target else None
+        while cursor is not None and remaining:
+            tup = yield cursor
+            if tup is None or _tuple_key(tup) in seen:
+                break
+            seen.add(_tuple_key(tup))
+            for write in reversed(tup.pending_writes or ()):
+                if write[1] in remaining:
+                    collected[write[1]].append(write)
+            for ch in list(remaining):
+                if ch in tup.checkpoint["channel_values"]:
+                    seeds[ch] = tup.checkpoint["channel_values"][ch]
+                    remaining.discard(ch)
+            cursor = tup.parent_config
+        result = {}
+        for ch in channels:
+            result[ch] = {"writes": list(reversed(collected[ch]))}
+            if ch in seeds:
+                result[ch]["seed"] = seeds[ch]
+        return result
+
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]):
+        return run(self._flow_delta_history(config, channels), self.get_tuple)
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]):
+        return await arun(self._flow_delta_history(config, channels), self.aget_tuple)
+
     # -- prune ----------------------------------------------------------------------------
     def _flow_prune(self, thread_ids, strategy: str, keep_last: int | None) -> Flow:
         check_prune_args(strategy, keep_last)
-        if isinstance(thread_ids, str):
-            thread_ids = [thread_ids]
+        if isinstance(thread_ids, (str, bytes)):
+            # "ab" is not the ids "a" and "b", nor surely the one id: refuse, as the peers do.
+            raise InvalidCheckpointInput(
+                f"thread_ids must be a list of thread ids, not the string {thread_ids!r}",
+                field="thread_ids",
+            )
         deleted = 0
         for thread_id in thread_ids:
             if strategy == "delete":
@@ -431,6 +514,13 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
 
     def thread_holdings(self, thread_id: str) -> ThreadHoldings:
         return self._count(str(thread_id))
+
+    def thread_storage(self, thread_id: str) -> ThreadStorage:
+        """Bytes the thread's stored payloads take, by table and by channel."""
+        return self._storage(str(thread_id))
+
+    @abstractmethod
+    def _storage(self, thread_id: str) -> ThreadStorage: ...
 
     # -- finished-marks ledger ------------------------------------------------------------
     @abstractmethod

@@ -24,6 +24,7 @@ from checkpoints.store.planning import (
     PutPlan,
     ThreadHoldings,
     ThreadRetention,
+    ThreadStorage,
     WritesPlan,
     body_shape,
     check_limit,
@@ -32,6 +33,7 @@ from checkpoints.store.planning import (
     list_bounds,
     metadata_matches,
     prune_plan,
+    thread_storage,
     utcnow,
     validate_filter,
 )
@@ -262,6 +264,20 @@ class MemorySaver(StoreSaver):
             checkpoints = sum(len(v) for v in self.store.checkpoints.get(thread_id, {}).values())
             writes = sum(len(v) for k, v in self.store.writes.items() if k[0] == thread_id)
         return ThreadHoldings(checkpoints, writes)
+
+    def _storage(self, thread_id: str) -> ThreadStorage:
+        s = self.store
+        with s.lock:
+            spaces = s.checkpoints.get(thread_id, {})
+            bodies = [len(saved.body[1]) for ns in spaces.values() for saved in ns.values()]
+            values = [(k[2], len(v[1])) for k, v in s.blobs.items() if k[0] == thread_id and v]
+            writes = [
+                (w[1], len(w[2][1]))
+                for k, by_task in s.writes.items()
+                if k[0] == thread_id
+                for w in by_task.values()
+            ]
+        return thread_storage(bodies, values, writes)
 
     def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
         s = self.store

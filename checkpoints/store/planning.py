@@ -34,7 +34,12 @@ from checkpoints.errors import (
 
 # Bumped whenever stored bytes change shape; a store written by another generation is refused.
 FORMAT_GENERATION = 3
-FORMAT_ERROR_HINT = "reset the checkpoint store before starting this version"
+FORMAT_ERROR_HINT = (
+    "reset the checkpoint store before starting this version; to keep its threads, export "
+    "them with the version that wrote them (manage.py export_checkpoints --output FILE), "
+    "reset (manage.py reset_checkpoint_store), then import FILE with this version "
+    "(manage.py import_checkpoints FILE)"
+)
 DELETE_ROUNDS = 100
 # Every provider's key index can hold this much; a longer thread id is refused up front.
 MAX_THREAD_ID_BYTES = 1024
@@ -80,6 +85,36 @@ class ThreadHoldings:
 
     def __str__(self) -> str:
         return f"{self.checkpoints} checkpoint(s) and {self.writes} pending write(s)"
+
+
+STORAGE_TABLES = ("checkpoints", "channel_values", "pending_writes")
+
+
+@dataclass(frozen=True)
+class ThreadStorage:
+    """Stored bytes of a thread's payloads (after compression and sealing), by table and
+    by channel; keys, ids and metadata are not counted, so every provider sizes alike."""
+
+    tables: dict[str, int]
+    channels: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.tables.values())
+
+
+def thread_storage(
+    bodies: Iterable[int], values: Iterable[tuple[str, int]], writes: Iterable[tuple[str, int]]
+) -> ThreadStorage:
+    """Sum the sizes of checkpoint bodies, (channel, size) values and (channel, size) writes."""
+    tables = dict.fromkeys(STORAGE_TABLES, 0)
+    channels: dict[str, int] = {}
+    tables["checkpoints"] = sum(bodies)
+    for table, rows in (("channel_values", values), ("pending_writes", writes)):
+        for channel, size in rows:
+            tables[table] += size
+            channels[channel] = channels.get(channel, 0) + size
+    return ThreadStorage(tables, dict(sorted(channels.items())))
 
 
 class _Missing:
@@ -293,10 +328,11 @@ def _json_shape(value: Any) -> Any:
 
 
 def json_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
-    """The metadata to store: LangGraph's merge of config keys, cleaned for JSON columns."""
-    merged = get_checkpoint_metadata(config, metadata)
-    merged.pop("writes", None)
-    return _clean_json(merged, "metadata")
+    """The metadata to store: LangGraph's merge of config keys, cleaned for JSON columns.
+
+    A ``writes`` key stays, as InMemorySaver and SqliteSaver keep it (issue 30).
+    """
+    return _clean_json(get_checkpoint_metadata(config, metadata), "metadata")
 
 
 def _clean_json(value: Any, path: Any) -> Any:

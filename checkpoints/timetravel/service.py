@@ -24,7 +24,7 @@ from langgraph.channels.base import BaseChannel
 from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.base import CheckpointTuple
 
-from checkpoints import audit
+from checkpoints import audit, tracing
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.flows import Emit, Flow, arun, astream, run, stream
 from checkpoints.threads import refuse_existing
@@ -523,12 +523,18 @@ class TimeTravel:
 
     # -- I/O: the only code that differs between sync and async ------------------------------
     def _run(self, flow: Flow[T]) -> T:
+        if tracing.tracer is not None:
+            provider = getattr(self.saver, "provider", "") or ""
+            return tracing.run_flow("timetravel", provider, flow, self._perform, run)
         return run(flow, self._perform)
 
     def _stream(self, flow: Flow[None]) -> Iterator[Any]:
         return stream(flow, self._perform)
 
     async def _arun(self, flow: Flow[T]) -> T:
+        if tracing.tracer is not None:
+            provider = getattr(self.saver, "provider", "") or ""
+            return await tracing.arun_flow("timetravel", provider, flow, self._aperform, arun)
         return await arun(flow, self._aperform)
 
     def _astream(self, flow: Flow[None]) -> AsyncIterator[Any]:

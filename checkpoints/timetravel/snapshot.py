@@ -22,15 +22,15 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.types import Send
 from xxhash import xxh3_128_hexdigest
 
+from checkpoints.channels import ERROR as ERROR_CHANNEL
+from checkpoints.channels import INTERRUPT as INTERRUPT_CHANNEL
+from checkpoints.channels import TASKS as TASKS_CHANNEL
 from checkpoints.errors import InvalidCheckpointInput
 
 ROOT_NS = ""
-TASKS_CHANNEL = "__pregel_tasks"
 SNAPSHOT_BUMPS_KEY = "__snapshot_bumps__"
 PULL = "__pregel_pull"
 PUSH = "__pregel_push"
-INTERRUPT_CHANNEL = "__interrupt__"
-ERROR_CHANNEL = "__error__"
 START_CHANNEL = "__start__"
 
 

@@ -11,13 +11,7 @@ from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.planning import utcnow
 from retention.models import Park, SparedThread, SweepRun
 from retention.runs import mark_finished
-from tests.admin_fixtures import (  # noqa: F401 - fixtures
-    run_chat,
-    run_paused,
-    saver,
-    staff_user,
-    superuser,
-)
+from tests.admin_fixtures import run_chat, run_paused, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

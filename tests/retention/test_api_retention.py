@@ -14,7 +14,6 @@ from checkpoints.store.registry import get_saver
 from retention.models import SweepRun
 from retention.runs import mark_finished
 from retention.sweep import register_live_thread_filter, unregister_live_thread_filter
-from tests.api_fixtures import clients, threads, users  # noqa: F401
 from tests.checkpoints.api.test_api import assert_error, listed, url
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")

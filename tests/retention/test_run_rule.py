@@ -23,18 +23,9 @@ from retention.fanout import fan_out, run_batch
 from retention.models import SparedThread, SweepRun
 from retention.runs import mark_finished
 from retention.sweep import WRITTEN_SINCE, sweep_checkpoints, sweep_threads
-from tests.admin_fixtures import (
-    chat_graph,
-    run_chat,
-    superuser,  # noqa: F401
-)
-from tests.admin_fixtures import saver as deployment_saver  # noqa: F401
-from tests.retention_fixtures import (
-    FINISHED,
-    WAITING,
-    _forget_registered_filters,  # noqa: F401
-    holds,
-)
+from tests.admin_fixtures import chat_graph, run_chat
+from tests.admin_fixtures import saver as deployment_saver  # noqa: F401 - the fixture, renamed
+from tests.retention_fixtures import FINISHED, WAITING, holds
 
 DUE = timedelta(minutes=FINISHED + 5)  # past the finished horizon, inside the waiting one
 

@@ -18,7 +18,7 @@ from retention.locks import LOCK_NAME
 from retention.models import SparedThread, SweepBatch, SweepRun
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.retention.test_sweep import batch_size, finished_past_due
-from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
+from tests.retention_fixtures import holds
 
 
 def seeded(store, count: int, now) -> list[str]:

@@ -21,7 +21,7 @@ from checkpoints.store.planning import utcnow
 from retention.locks import LOCK_NAME, sweep_lock
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.retention.test_sweep import finished_past_due
-from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
+from tests.retention_fixtures import holds
 
 ORM = ("sqlite", "postgres")
 

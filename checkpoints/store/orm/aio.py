@@ -10,7 +10,12 @@ not yet looked up), runs the sync method in Django's sync thread, as before.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextvars
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +28,42 @@ from checkpoints.flows import astream
 from checkpoints.store.planning import PutPlan, ThreadHoldings, WritesPlan, config_keys, utcnow
 
 _MISSING = object()
+
+# Sync calls made on a thread whose event loop runs (a Jupyter cell) would meet Django's
+# SynchronousOnlyOperation: they run on this one thread instead, the caller waiting as the
+# peers' savers block. One thread: Django's connections are per thread, and a list's pages
+# and a flow's primitives then share one, as they do on the caller's thread otherwise.
+_off_loop: tuple[int, ThreadPoolExecutor] | None = None
+_off_loop_lock = threading.Lock()
+
+
+def on_loop_thread() -> bool:
+    """Whether this thread runs an event loop (the cheap check, no exception raised)."""
+    return asyncio._get_running_loop() is not None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _off_loop
+    entry = _off_loop
+    if entry is None or entry[0] != os.getpid():  # a forked child has no such thread
+        with _off_loop_lock:
+            entry = _off_loop
+            if entry is None or entry[0] != os.getpid():
+                pool = ThreadPoolExecutor(1, thread_name_prefix="checkpoints-off-loop")
+                entry = _off_loop = (os.getpid(), pool)
+    return entry[1]
+
+
+def off_loop(func: Callable, *args, **kwargs):
+    """``func(*args, **kwargs)`` on the off-loop thread, in the caller's context; blocks."""
+    context = contextvars.copy_context()
+    return _executor().submit(context.run, func, *args, **kwargs).result()
+
+
+def iter_off_loop(items: Iterator) -> Iterator:
+    """``items`` advanced on the off-loop thread, one step per ``next``."""
+    while (item := off_loop(next, items, _MISSING)) is not _MISSING:
+        yield item
 
 
 class OrmAsync:

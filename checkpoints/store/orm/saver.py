@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections, transaction
+from django.db.models import Sum
+from django.db.models.functions import Length
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
@@ -31,17 +33,19 @@ from checkpoints.flows import Emit, stream
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.contract import StoreSaver
-from checkpoints.store.orm.aio import OrmAsync
+from checkpoints.store.orm.aio import OrmAsync, iter_off_loop, off_loop, on_loop_thread
 from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
+from checkpoints.store.orm.space import OrmSpace
 from checkpoints.store.orm.sqlite import SqlitePaths, warm_connection, write_transaction
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
     PutPlan,
     ThreadHoldings,
+    ThreadStorage,
     WritesPlan,
     body_shape,
     check_limit,
@@ -49,6 +53,7 @@ from checkpoints.store.planning import (
     list_bounds,
     metadata_matches,
     metadata_shape,
+    thread_storage,
     utcnow,
     validate_filter,
 )
@@ -57,7 +62,7 @@ from checkpoints.store.sealing import rebind_orm_row
 PAGE = 100
 
 
-class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreSaver):
+class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpace, StoreSaver):
     """Checkpoints, blobs and writes as Django models; one transaction per write."""
 
     def __init__(
@@ -86,7 +91,7 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         self._durability_session: int | None = None
         self._owner_cache: dict[str, int | None] = {}
         if check_format:
-            self.ensure_format()
+            off_loop(self.ensure_format) if on_loop_thread() else self.ensure_format()
 
     @classmethod
     def build(
@@ -110,6 +115,13 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         if self.provider != "sqlite":
             return nullcontext()
         return warm_connection(self.using, write=write)
+
+    def _run(self, flow) -> Any:
+        # A sync call from a running loop's thread (a notebook cell): the whole flow, its
+        # transactions as on any thread, on the off-loop thread (aio.off_loop).
+        if on_loop_thread():
+            return off_loop(super()._run, flow)
+        return super()._run(flow)
 
     def _call(self, name: str, args: tuple) -> Any:
         # The primitives run by flows are the writes (and a few small reads).
@@ -293,6 +305,8 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
     )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if on_loop_thread():
+            return off_loop(self.get_tuple, config)
         thread_id, ns, checkpoint_id = config_keys(config)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         get_rows = self._get_rows_pg if self.provider == "postgres" else self._get_rows_sqlite
@@ -471,7 +485,10 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        for page in self._list_pages(config, filter=filter, before=before, limit=limit):
+        pages = self._list_pages(config, filter=filter, before=before, limit=limit)
+        if on_loop_thread():
+            pages = iter_off_loop(pages)
+        for page in pages:
             yield from page
 
     def _list_pages(self, config, *, filter=None, before=None, limit=None) -> Iterator[list]:
@@ -528,6 +545,30 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, StoreS
             CheckpointRow.objects.using(self.using).filter(thread_id=pk).count(),
             PendingWrite.objects.using(self.using).filter(thread_id=pk).count(),
         )
+
+    def _storage(self, thread_id: str) -> ThreadStorage:
+        pk = self._thread_pk(thread_id)
+        if pk is None:
+            return thread_storage((), (), ())
+        db = self.using
+        bodies = (
+            CheckpointRow.objects.using(db)
+            .filter(thread_id=pk)
+            .annotate(size=Length("checkpoint"))
+            .values_list("size", flat=True)
+        )
+        by_channel = []
+        for model in (ChannelBlob, PendingWrite):
+            by_channel.append(
+                model.objects.using(db)
+                .filter(thread_id=pk)
+                .values("channel")
+                .order_by()
+                .annotate(size=Sum(Length("blob")))
+                .values_list("channel", "size")
+            )
+        values, writes = ([(c, n or 0) for c, n in rows] for rows in by_channel)
+        return thread_storage((n or 0 for n in bodies), values, writes)
 
     def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
         return self._delete_threads_round([thread_id]).get(thread_id, ThreadHoldings(0, 0))

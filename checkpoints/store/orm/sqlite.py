@@ -362,8 +362,15 @@ class SqlitePaths:
             cur.close()
 
     def _sqlite_durability(self) -> str:
-        """ "disk" for a database file, "memory" for an in-memory database."""
+        """What this connection's ``synchronous`` gives a commit: "disk" when each commit is
+        synced (FULL, EXTRA), else "os" (it survives the process, not a power loss or an OS
+        crash); "memory" for an in-memory database."""
         conn = connections[self.using]
         name = str(conn.settings_dict.get("NAME") or "")
-        in_memory = name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db()
-        return "memory" if in_memory else "disk"
+        if name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db():
+            return "memory"
+        with conn.cursor() as cur:
+            cur.execute("PRAGMA synchronous")
+            level = cur.fetchone()[0]
+        # 2 is FULL, 3 EXTRA; NORMAL (1) syncs the WAL only at checkpoints.
+        return "disk" if level >= 2 else "os"

@@ -52,6 +52,7 @@ import redis.cluster
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
+from checkpoints import tracing
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
 from checkpoints.codec.compression import reading_checkpoint, reserve
 from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
@@ -65,6 +66,7 @@ from checkpoints.store.planning import (
     CopyOutcome,
     PutPlan,
     ThreadHoldings,
+    ThreadStorage,
     WritesPlan,
     body_shape,
     check_limit,
@@ -73,6 +75,7 @@ from checkpoints.store.planning import (
     metadata_matches,
     metadata_shape,
     prune_plan,
+    thread_storage,
     validate_filter,
 )
 from checkpoints.store.redis.clients import (
@@ -256,7 +259,10 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
     def _dump(self, value: Any, at: Place, path: str = "value") -> tuple[str, bytes]:
         if isinstance(self.serde, FaithfulJSONCodec):
             # The codec names the refused value's path, such as channel_values.messages[3].
-            return seal_typed(self.serde.dumps_typed(value, path=path), at=at)
+            typed = self.serde.dumps_typed(value, path=path)
+            if tracing.tracer is not None:
+                tracing.count_bytes(len(typed[1]))
+            return seal_typed(typed, at=at)
         return seal_typed(compress_typed(self._encode(value, path)), at=at)
 
     def _load(self, type_: bytes, data: bytes, at: Place) -> Any:
@@ -501,6 +507,24 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
                     yield Emit(item)
 
     # -- deletes, copies, prune -----------------------------------------------------------
+    def _storage(self, thread_id: str) -> ThreadStorage:
+        return self._drive(self._io_storage(thread_id))
+
+    def _io_storage(self, thread_id: str):
+        p = thread_prefix(thread_id)
+        (nsets,) = yield Batch([cmd("SMEMBERS", p + "n")])
+        hexes = [dec(h) for h in nsets]
+        found = yield Batch(
+            [cmd("HGETALL", f"{p}{kind}{h}") for h in hexes for kind in ("c:", "b:", "w:")]
+        )
+        bodies, values, writes = [], [], []
+        for n in range(len(hexes)):
+            records, blobs, pending = found[3 * n : 3 * n + 3]
+            bodies += [len(unpack(rec)[4]) for rec in records.values()]
+            values += [(dec(unpack(f)[0]), len(unpack(v)[1])) for f, v in blobs.items()]
+            writes += [(dec(unpack(v)[2]), len(unpack(v)[4])) for v in pending.values()]
+        return thread_storage(bodies, values, writes)
+
     def _io_count(self, thread_id: str):
         (counts,) = yield Batch([Eval(COUNT, thread_id, ())])
         return ThreadHoldings(int(counts[0]), int(counts[1]))

@@ -10,13 +10,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Checkpoint, FinishedMark, Thread
-from tests.admin_fixtures import (  # noqa: F401 - fixtures
-    run_chat,
-    run_paused,
-    saver,
-    staff_user,
-    superuser,
-)
+from tests.admin_fixtures import run_chat, run_paused, staff_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

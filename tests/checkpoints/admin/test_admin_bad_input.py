@@ -12,7 +12,7 @@ from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.planning import utcnow
 from retention.models import Park
 from retention.runs import mark_finished
-from tests.admin_fixtures import CHANGELISTS, run_chat, saver, superuser  # noqa: F401
+from tests.admin_fixtures import CHANGELISTS, run_chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

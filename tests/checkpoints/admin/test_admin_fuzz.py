@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from checkpoints.models import Checkpoint, FinishedMark, Thread
 from retention.models import Park, SweepRun
-from tests.fuzz_fixtures import changed_tables, fingerprint, pg_seed, pg_server  # noqa: F401
+from tests.fuzz_fixtures import changed_tables, fingerprint
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "pg"])
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from checkpoints.models import Checkpoint, Thread
-from tests.admin_fixtures import run_chat, saver  # noqa: F401
+from tests.admin_fixtures import run_chat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CHECKPOINTS = "/admin/checkpoints/checkpoint/"

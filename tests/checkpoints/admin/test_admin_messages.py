@@ -9,7 +9,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
 from checkpoints.models import Checkpoint
-from tests.admin_fixtures import saver, superuser  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

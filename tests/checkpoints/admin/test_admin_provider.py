@@ -10,7 +10,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, FinishedMark, Thread
-from tests.admin_fixtures import superuser  # noqa: F401 - fixture
 from tests.conftest import need_service
 from tests.store_helpers import put_chain
 

@@ -13,13 +13,7 @@ from checkpoints.status import thread_status
 from checkpoints.store.planning import utcnow
 from retention.models import Park
 from retention.runs import mark_finished
-from tests.admin_fixtures import (  # noqa: F401
-    run_chat,
-    run_failing,
-    run_paused,
-    saver,
-    superuser,
-)
+from tests.admin_fixtures import run_chat, run_failing, run_paused
 
 pytestmark = pytest.mark.django_db(transaction=True)
 THREADS = "/admin/checkpoints/thread/"

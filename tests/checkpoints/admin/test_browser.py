@@ -10,8 +10,7 @@ import pytest
 from checkpoints.models import Checkpoint, FinishedMark, Thread
 from checkpoints.store.planning import utcnow
 from retention.runs import mark_finished
-from tests.admin_fixtures import run_chat, run_paused, saver  # noqa: F401 - fixture
-from tests.browser_fixtures import browser, page, screenshots, shot  # noqa: F401 - fixtures
+from tests.admin_fixtures import run_chat, run_paused
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -16,14 +16,7 @@ from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.runs import mark_finished
-from tests.admin_fixtures import (  # noqa: F401 - fixture
-    run_chat,
-    run_failing,
-    run_paused,
-    run_tools,
-    saver,
-)
-from tests.browser_fixtures import browser, page, screenshots, shot  # noqa: F401 - fixtures
+from tests.admin_fixtures import run_chat, run_failing, run_paused, run_tools
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 THREADS = "/admin/checkpoints/thread/"

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from checkpoints.models import Thread
 from checkpoints.store.registry import get_saver
-from tests.api_fixtures import clients, run_demo, threads, users  # noqa: F401
+from tests.api_fixtures import run_demo
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

@@ -8,8 +8,6 @@ import pytest
 from django.test import Client
 from django.test.utils import override_settings
 
-from tests.api_fixtures import clients, threads, users  # noqa: F401
-
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 

@@ -9,7 +9,6 @@ from langgraph.types import Command
 
 from checkpoints.models import Thread
 from checkpoints.store.registry import get_saver
-from tests.api_fixtures import clients, users  # noqa: F401
 from tests.checkpoints.timetravel.test_timetravel_parity import one_interrupt
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")

@@ -8,7 +8,6 @@ import pytest
 
 from checkpoints.models import Thread
 from checkpoints.store.registry import get_saver
-from tests.api_fixtures import clients, users  # noqa: F401
 from tests.checkpoints.admin.test_admin_messages import PAGE, TOTAL, long_thread
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")

@@ -8,7 +8,6 @@ from rest_framework.test import APIClient
 
 from checkpoints.api.limits import MAX_JSON_DEPTH, json_depth
 from checkpoints.api.pagination import MAX_OFFSET
-from tests.api_fixtures import clients, threads, users  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

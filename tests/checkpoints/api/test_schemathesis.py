@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tests.api_fixtures import run_demo, threads, users  # noqa: F401
-from tests.fuzz_fixtures import ROOT, pg_seed, pg_server  # noqa: F401
+from tests.api_fixtures import run_demo
+from tests.fuzz_fixtures import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

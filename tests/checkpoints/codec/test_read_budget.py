@@ -26,7 +26,6 @@ from checkpoints.errors import UnreadableValue
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
 from checkpoints.store.memory import MemorySaver
 from checkpoints.store.redis.keys import ns_hex, thread_prefix
-from tests.api_fixtures import clients, threads, users  # noqa: F401
 from tests.checkpoints.store.test_unreadable import corrupt_values
 from tests.reliability_fixtures import put_value
 

@@ -21,7 +21,6 @@ from checkpoints.codec.encryption import SUFFIX, _key_id, sealed_format
 from checkpoints.conf import store_settings
 from checkpoints.errors import UndecryptableValue
 from checkpoints.models import ChannelBlob, PendingWrite
-from tests.api_fixtures import threads, users  # noqa: F401 - fixtures
 from tests.store_helpers import put_chain
 
 KEY = base64.urlsafe_b64encode(os.urandom(32)).decode()

@@ -30,7 +30,7 @@ from tests.checkpoints.store.test_graphs import config_for, interrupt_graph
 from tests.pgbouncer import bounced_url, pgbouncer_port  # noqa: F401
 from tests.retention.test_sweep import finished_past_due
 from tests.retention.test_sweep_lease import SWEEPER, start_together
-from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
+from tests.retention_fixtures import holds
 from tests.standalone import plain_env, run_graph
 
 pytestmark = [

@@ -40,7 +40,7 @@ from tests.retention.test_sweep_written_during import (  # noqa: F401  (on the c
     test_a_write_during_the_sweep_survives_the_finished_horizon,
     test_the_store_deletes_only_threads_still_at_their_judged_write,
 )
-from tests.retention_fixtures import _forget_registered_filters, holds  # noqa: F401
+from tests.retention_fixtures import holds
 
 pytestmark = pytest.mark.redis
 

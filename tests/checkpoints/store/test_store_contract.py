@@ -353,7 +353,10 @@ def test_store_without_recorded_format_is_refused(orm_saver):
             get_saver(orm_saver.provider, using=alias)
         assert FORMAT_ERROR_HINT in str(caught.value)
         assert "records no format generation" in str(caught.value)
-        assert FORMAT_ERROR_HINT == "reset the checkpoint store before starting this version"
+        assert FORMAT_ERROR_HINT.startswith("reset the checkpoint store before starting")
+        assert (
+            "export_checkpoints" in FORMAT_ERROR_HINT and "import_checkpoints" in FORMAT_ERROR_HINT
+        )
 
         StoreFormat.objects.using(alias).create(
             generation=FORMAT_GENERATION - 1, recorded_at=datetime.now().astimezone()
@@ -758,3 +761,24 @@ def test_owner_comes_from_configurable_user_id(orm_saver):
     assert owner_after_put("by-name", "ada") == user.pk
     assert owner_after_put("nobody", "grace") is None
     assert owner_after_put("no-user", "") is None
+
+
+def test_thread_storage_sizes_by_table_and_channel(store):
+    import os
+
+    blob = os.urandom(20_000)  # incompressible: its stored size stays near its length
+    first = put(store, "sized", {"blob": blob, "small": "s"})
+    second = put(store, "sized", {"blob": os.urandom(20_000)}, parent=cid(first))
+    store.put_writes(second, [("small", "w" * 5_000)], task_id="t1")
+    put(store, "neighbour", {"blob": os.urandom(50_000)})
+
+    sized = store.thread_storage("sized")
+    assert set(sized.tables) == {"checkpoints", "channel_values", "pending_writes"}
+    assert 40_000 <= sized.channels["blob"] < 60_000  # both versions, none of the neighbour's
+    assert 5_000 <= sized.channels["small"] < 6_000  # its value and the pending write
+    assert sized.tables["pending_writes"] >= 5_000 and sized.tables["checkpoints"] > 0
+    values = sized.tables["channel_values"] + sized.tables["pending_writes"]
+    assert values == sum(sized.channels.values())
+    assert sized.total == sum(sized.tables.values()) < 70_000
+    empty = store.thread_storage("never-written")
+    assert empty.total == 0 and empty.channels == {}

@@ -21,7 +21,6 @@ from checkpoints.store.planning import ThreadRetention, utcnow
 from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 from retention.models import Park
-from tests.api_fixtures import clients, threads, users  # noqa: F401
 from tests.reliability_fixtures import put_value
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,7 +9,6 @@ import pytest
 from checkpoints.errors import UndecryptableValue, UnreadableValue
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
 from checkpoints.store.redis.keys import ns_hex, pack, thread_prefix, unpack
-from tests.api_fixtures import clients, threads, users  # noqa: F401
 from tests.reliability_fixtures import put_value
 
 PICKLED = ("pickle", b"\x80\x04K\x01.")
