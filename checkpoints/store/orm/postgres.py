@@ -173,6 +173,16 @@ PUT_WRITES_REPLACE = PUT_WRITES.format(
 )
 
 
+# What goes with the deleted thread rows ``t``: one place for both deletes below.
+_WITH_THEIR_ROWS = """\
+), w AS (
+    DELETE FROM checkpoints_pendingwrite x USING t WHERE x.thread_id = t.id
+), b AS (
+    DELETE FROM checkpoints_channelblob x USING t WHERE x.thread_id = t.id
+), c AS (
+    DELETE FROM checkpoints_checkpoint x USING t WHERE x.thread_id = t.id
+"""
+
 # Deletes threads whole, and their finished-marks, in one statement (one round trip, one
 # commit). Django's foreign keys are DEFERRABLE INITIALLY DEFERRED, so the thread rows may
 # go first. The children join the deleted keys (USING): with ``IN (SELECT ...)`` the
@@ -183,20 +193,18 @@ PUT_WRITES_REPLACE = PUT_WRITES.format(
 # statement looking for threads re-created between the two (the old AFTER_DELETE) cost a
 # round trip and a commit, 0.4 ms of a 2 ms delete_thread, and only narrowed that window,
 # never closed it: a put landing just after the check survived all the same.
-DELETE_THREADS = """
+DELETE_THREADS = (
+    """
 WITH t AS (
     DELETE FROM checkpoints_thread WHERE thread_id = ANY(%(ids)s) RETURNING id, thread_id
-), w AS (
-    DELETE FROM checkpoints_pendingwrite x USING t WHERE x.thread_id = t.id
-), b AS (
-    DELETE FROM checkpoints_channelblob x USING t WHERE x.thread_id = t.id
-), c AS (
-    DELETE FROM checkpoints_checkpoint x USING t WHERE x.thread_id = t.id
-), marks AS (
+"""
+    + _WITH_THEIR_ROWS
+    + """), marks AS (
     DELETE FROM checkpoints_finishedmark WHERE thread_id = ANY(%(ids)s)
 )
 SELECT thread_id FROM t
 """
+)
 
 # The sweep's delete (`StoreSaver.delete_threads_unwritten`): a thread goes only if its row
 # still carries the last write the sweep judged it on. A put racing it either commits first
@@ -204,7 +212,8 @@ SELECT thread_id FROM t
 # version, so it is kept) or waits on the row lock and re-creates the thread afterwards.
 # ``absent`` are threads judged with no row: their marks go unless a row exists now.
 # Returns (thread id, deleted): deleted ones, then absent ones that now have a row.
-DELETE_UNWRITTEN = """
+DELETE_UNWRITTEN = (
+    """
 WITH j AS (
     SELECT x.thread_id, x.last_write::timestamptz AS last_write_at
     FROM unnest(%(ids)s::text[], %(writes)s::text[]) AS x(thread_id, last_write)
@@ -212,13 +221,9 @@ WITH j AS (
     DELETE FROM checkpoints_thread x USING j
     WHERE x.thread_id = j.thread_id AND x.last_write_at = j.last_write_at
     RETURNING x.id, x.thread_id
-), w AS (
-    DELETE FROM checkpoints_pendingwrite x USING t WHERE x.thread_id = t.id
-), b AS (
-    DELETE FROM checkpoints_channelblob x USING t WHERE x.thread_id = t.id
-), c AS (
-    DELETE FROM checkpoints_checkpoint x USING t WHERE x.thread_id = t.id
-), now_present AS (
+"""
+    + _WITH_THEIR_ROWS
+    + """), now_present AS (
     SELECT thread_id FROM checkpoints_thread WHERE thread_id = ANY(%(absent)s::text[])
 ), marks AS (
     DELETE FROM checkpoints_finishedmark m
@@ -229,6 +234,7 @@ WITH j AS (
 SELECT thread_id, true FROM t
 UNION ALL SELECT thread_id, false FROM now_present
 """
+)
 
 
 class PostgresPaths:
