@@ -17,8 +17,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.retry
 import redis.asyncio.sentinel
+import redis.backoff
 import redis.cluster
+import redis.retry
 import redis.sentinel
 
 from checkpoints.errors import CheckpointConfigError
@@ -96,17 +99,25 @@ def cluster_address(url: str) -> str:
     return "cluster " + ",".join(f"{h}:{p}" for h, p in _cluster_options(url)[0])
 
 
+# The cluster client's own retry loop is off: the saver's (``?retries=N``, RedisDriver) is the
+# one that decides how long a failover is ridden out. redis-py 8 made the client retry 10
+# times with backoff by default, which rode out a whole failover even at ``?retries=0``; a
+# redirection (MOVED, ASK) is followed either way, it is not a retry.
 def cluster_client(url: str) -> redis.cluster.RedisCluster:
     nodes, options = _cluster_options(url)
     return redis.cluster.RedisCluster(
-        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in nodes], **options
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in nodes],
+        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+        **options,
     )
 
 
 def async_cluster_client(url: str) -> redis.asyncio.cluster.RedisCluster:
     nodes, options = _cluster_options(url)
     return redis.asyncio.cluster.RedisCluster(
-        startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in nodes], **options
+        startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in nodes],
+        retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0),
+        **options,
     )
 
 

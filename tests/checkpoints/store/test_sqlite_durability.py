@@ -53,18 +53,23 @@ def test_normal_in_wal_stamps_os(settings, reconnect):
     assert saver.durability == "os"
 
 
-def test_the_projects_init_command_chooses_over_the_setting(settings, reconnect):
-    entry = settings.DATABASES["default"]
-    options = {**entry["OPTIONS"], "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=1;"}
-    settings.DATABASES["default"] = {**entry, "OPTIONS": options}
-    connections["default"].settings_dict["OPTIONS"] = options
+def test_the_projects_init_command_chooses_over_the_setting(reconnect):
+    # Only this connection's own settings change, and they are put back: settings.DATABASES
+    # is the dict every later connection (another thread's too) is made from, so writing into
+    # it leaked NORMAL into the rest of the suite.
+    settings_dict = connections["default"].settings_dict
+    kept = settings_dict["OPTIONS"]
+    settings_dict["OPTIONS"] = {
+        **kept,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=1;",
+    }
     try:
         connections["default"].close()
         saver = get_saver("sqlite", using="default")
         assert synchronous() == 1
         assert stamp_of_new_write(saver, "init-command") == "os"
     finally:
-        connections["default"].settings_dict["OPTIONS"] = entry["OPTIONS"]
+        settings_dict["OPTIONS"] = kept
 
 
 MEMORY = """
