@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import quote
+
+import dj_database_url
 
 SCHEMES = {
     "postgres": "django.db.backends.postgresql",
@@ -14,30 +16,33 @@ SCHEMES = {
 
 
 def parse_database_url(url: str) -> dict:
-    """Parse ``url``; raises ValueError naming the URL when the scheme is unknown."""
+    """Parse ``url``; raises ValueError naming the URL when the scheme is unknown.
+
+    dj-database-url reads the URL (Unix-socket hosts, IPv6, ``currentSchema``, the sqlite
+    path forms); only the engines the store runs on are accepted, with or without a driver
+    suffix (``postgres+psycopg://``), and a PostgreSQL URL without a database names
+    ``postgres``, as libpq does for the postgres user.
+    """
     if "://" not in url:
         raise ValueError(f"database URL {url!r} has no scheme (expected postgres:// or sqlite://)")
-    parts = urlsplit(url)
-    scheme = parts.scheme.split("+", 1)[0].lower()
+    given = url.split("://", 1)[0]
+    scheme = given.split("+", 1)[0].lower()
     if scheme not in SCHEMES:
         raise ValueError(
-            f"database URL {url!r} has scheme {parts.scheme!r}; expected one of "
+            f"database URL {url!r} has scheme {given!r}; expected one of "
             + ", ".join(sorted(SCHEMES))
         )
+    parsed = dj_database_url.parse(scheme + url[len(given) :])
     if scheme == "sqlite":
-        # sqlite:///relative.db and sqlite:////absolute/path.db, as dj-database-url reads them.
-        path = url.split("://", 1)[1]
-        path = path[1:] if path.startswith("/") else path
-        return {"ENGINE": SCHEMES[scheme], "NAME": unquote(path) or ":memory:"}
-    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        return {"ENGINE": SCHEMES[scheme], "NAME": parsed["NAME"] or ":memory:"}
     return {
         "ENGINE": SCHEMES[scheme],
-        "NAME": unquote(parts.path.lstrip("/")) or "postgres",
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": parts.hostname or "",
-        "PORT": str(parts.port or ""),
-        "OPTIONS": options,
+        "NAME": parsed["NAME"] or "postgres",
+        "USER": parsed["USER"],
+        "PASSWORD": parsed["PASSWORD"],
+        "HOST": parsed["HOST"],
+        "PORT": str(parsed["PORT"] or ""),
+        "OPTIONS": parsed.get("OPTIONS", {}),
     }
 
 
@@ -47,6 +52,10 @@ def database_url(entry: dict) -> str:
     user = quote(entry.get("USER") or "", safe="")
     auth = user + (f":{quote(entry['PASSWORD'], safe='')}" if entry.get("PASSWORD") else "")
     host = entry.get("HOST") or "127.0.0.1"
+    if host.startswith("/"):
+        host = quote(host, safe="")  # a Unix socket's directory
+    elif ":" in host:
+        host = f"[{host}]"  # IPv6
     return f"postgres://{auth}@{host}:{entry.get('PORT') or 5432}/{quote(entry['NAME'])}"
 
 

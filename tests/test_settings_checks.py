@@ -252,6 +252,23 @@ def test_a_database_entry_turns_back_into_the_url_that_reads_as_it():
     assert database_url(bare) == "postgres://postgres@127.0.0.1:5432/store"
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # Cases from dj-database-url's own tests that a hand-written parser got wrong.
+        ("postgres://%2Fvar%2Frun%2Fpostgresql/db", {"HOST": "/var/run/postgresql", "NAME": "db"}),
+        ("postgres://[::1]:5433/db", {"HOST": "::1", "PORT": "5433"}),
+        ("postgres://h/db?currentSchema=s", {"OPTIONS": {"options": "-c search_path=s"}}),
+        ("postgres://h/db?sslmode=verify-full", {"OPTIONS": {"sslmode": "verify-full"}}),
+    ],
+)
+def test_parse_postgres_url_forms(url, expected):
+    entry = parse_database_url(url)
+    assert {k: entry[k] for k in expected} == expected
+    if not expected.get("OPTIONS"):
+        assert parse_database_url(database_url(entry))["HOST"] == entry["HOST"]
+
+
 def test_parse_sqlite_url():
     assert parse_database_url("sqlite:////var/lib/store.db") == {
         "ENGINE": "django.db.backends.sqlite3",

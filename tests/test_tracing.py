@@ -154,19 +154,36 @@ def test_without_opentelemetry_nothing_is_imported_or_wrapped(tmp_path):
     assert done.stdout.strip().endswith("untraced ok")
 
 
-WIRED = """
-import json, sys
+WIRED = {
+    # A request through each entry point serve.sh and a WSGI host use; Django's own
+    # instrumentation drops ASGI requests silently unless the ASGI instrumentation is there.
+    "wsgi": """
 from project.wsgi import application  # noqa: F401 - instruments before the app loads
 from django.test import Client
 
 assert Client().get("/health/", HTTP_ACCEPT="application/json").status_code in (200, 503)
+""",
+    "asgi": """
+import asyncio
+from project.asgi import application  # noqa: F401 - instruments before the app loads
+from django.test import AsyncClient
+
+async def main():
+    response = await AsyncClient().get("/health/", headers={"accept": "application/json"})
+    assert response.status_code in (200, 503)
+
+asyncio.run(main())
+""",
+}
+FLUSH = """
 from opentelemetry import trace
 
 trace.get_tracer_provider().force_flush()
 """
 
 
-def test_the_service_wires_the_standard_instrumentations(tmp_path):
+@pytest.mark.parametrize("entry", ["wsgi", "asgi"])
+def test_the_service_wires_the_standard_instrumentations(tmp_path, entry):
     from django.conf import settings
 
     env = {
@@ -178,7 +195,7 @@ def test_the_service_wires_the_standard_instrumentations(tmp_path):
         "DJANGO_LOG_FORMAT": "console",
     }
     done = subprocess.run(
-        [sys.executable, "-c", WIRED],
+        [sys.executable, "-c", WIRED[entry] + FLUSH],
         cwd=tmp_path,
         env=env,
         capture_output=True,

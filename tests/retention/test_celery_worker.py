@@ -174,3 +174,38 @@ def test_one_fanned_out_run_is_swept_by_two_workers_under_its_lease(store, tmp_p
     assert run.swept_count == run.finished_swept == sum(b.deleted for b in batches) == len(gone)
     assert [b.deleted for b in batches] == [3, 3, 3, 3, 0]
     assert not StoreLease.objects.using("pg").exists()  # the closing batch released it
+
+
+@pytest.mark.parametrize("provider", ["postgres"])
+def test_health_pings_the_worker_and_fails_without_one(store, tmp_path):
+    """`service_checks(celery=True)` asks a worker for a pong on the deployment's queue:
+    503 naming the check while none answers, 200 with one, 503 again once it stops."""
+    from health_check.contrib.celery import Ping
+
+    from checkpoints.health import CeleryBroker, service_checks
+    from tests.test_production import health
+
+    need_service(_broker_unavailable())
+    assert {CeleryBroker, Ping} <= {c if isinstance(c, type) else c[0] for c in
+                                    service_checks(celery=True, databases=[])}  # fmt: skip
+    queue = f"health-test-{uuid.uuid4().hex}"
+    app = Celery("health-probe", broker=BROKER, backend=BROKER)
+    app.conf.task_default_queue = queue
+    checks = [(CeleryBroker, {"app": app}), (Ping, {"app": app, "timeout": timedelta(seconds=2)})]
+    try:
+        status, body = health(checks)
+        ping = next(name for name in body if name.startswith("Ping("))
+        assert status == 503 and "Celery workers unavailable" in body[ping], body
+        worker, log = start_worker(tmp_path, queue, f"health-{uuid.uuid4().hex[:8]}")
+        try:
+            deadline = time.monotonic() + 60
+            while (status := health(checks)[0]) != 200 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert status == 200, worker_logs(tmp_path)
+        finally:
+            stop_worker(worker, log)
+        status, body = health(checks)
+        assert status == 503 and "Celery workers unavailable" in body[ping], body
+        assert body["CeleryBroker()"] == "OK", body
+    finally:
+        app.close()
