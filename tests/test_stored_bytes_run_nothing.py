@@ -29,6 +29,7 @@ from checkpoints.codec.serde import StoreSerializer
 from checkpoints.errors import UnreadableValue
 from checkpoints.models import Checkpoint, Thread
 from tests.api_fixtures import token_client
+from tests.standalone import plain_env, run_python
 
 BAIT_MODULE = "zz_canary_bait_module"
 
@@ -151,7 +152,8 @@ def test_an_unknown_ext_code_is_unreadable_not_none(saver_factory, canaries):
         saver.get_tuple(config)
 
 
-@pytest.mark.parametrize("provider", ["sqlite", "postgres", "memory"])
+# Not memory: the sweep leaves a memory store's idle threads alone (they go with the process).
+@pytest.mark.parametrize("provider", ["sqlite", "postgres"])
 def test_the_sweep_dry_run_reads_the_planted_rows_and_runs_nothing(saver_factory, canaries):
     from retention.sweep import sweep_checkpoints
 
@@ -160,6 +162,10 @@ def test_the_sweep_dry_run_reads_the_planted_rows_and_runs_nothing(saver_factory
     plant(saver_factory, "bait-sweep", payloads)
     result = sweep_checkpoints(dry_run=True, saver=saver, now=timezone.now() + timedelta(days=3650))
     assert result.dry_run
+    # The planted thread was judged: past its horizon, and spared by the interrupts filter
+    # for its planted __interrupt__ write (the sweep asks whether one exists, decoding none).
+    spared = {(s["thread_id"], s["owner"]) for s in result.spared}
+    assert ("bait-sweep", "interrupts") in spared, result
     assert_nothing_ran(folder)
 
 
@@ -273,3 +279,33 @@ def test_no_redis_saver_read_runs_or_imports_what_a_row_names(saver_factory, can
         with pytest.raises(UnreadableValue):
             list(saver.list(config))
     assert_nothing_ran(folder)
+
+
+LC_UNLOADED = """
+import json, sys
+import django
+from django.conf import settings
+settings.configure(INSTALLED_APPS=["checkpoints.apps.CheckpointsConfig"], USE_TZ=True)
+django.setup()
+from checkpoints.codec import FaithfulJSONCodec
+from checkpoints.errors import CheckpointCodecError
+
+module = "langchain_core.prompt_values"
+assert module not in sys.modules
+envelope = {"$type": "lc", "id": ["langchain", "prompts", "chat", "ChatPromptValue"],
+            "kwargs": {"messages": []}}
+try:
+    FaithfulJSONCodec().loads_typed(("json", json.dumps(envelope).encode()))
+    print(json.dumps(["read", module in sys.modules]))
+except CheckpointCodecError as exc:
+    print(json.dumps([str(exc), module in sys.modules]))
+"""
+
+
+def test_the_redis_codec_never_imports_a_langchain_module(tmp_path):
+    """A LangChain class on LangChain's own allowlist, in a module this process never loaded:
+    its module is not imported to revive it (its import-time code would run)."""
+    done = run_python(["-c", LC_UNLOADED], cwd=tmp_path, env=plain_env())
+    refusal, imported = json.loads(done.stdout.splitlines()[-1])
+    assert not imported
+    assert "reading never imports" in refusal and "langchain_core.prompt_values" in refusal

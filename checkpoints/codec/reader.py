@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import sys
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -309,6 +310,12 @@ class _Reader:
             raise _Refusal(
                 f"LangChain class {'.'.join(key)} is in module {module!r}, {_NOT_ALLOWED};"
                 " it was not imported"
+            )
+        if module not in sys.modules:
+            # LangChain's loader imports the class's module; reading never imports.
+            raise _Refusal(
+                f"LangChain class {'.'.join(key)} is in module {module!r}, which this process"
+                " has not imported; reading never imports"
             )
         kwargs = self.fields(env, "kwargs", depth)
         # The reviver checks the id and kwargs again, then builds the object; kwargs are

@@ -151,6 +151,15 @@ class MemorySaver(StoreSaver):
                 if idx >= 0 and key in bucket:
                     continue
                 bucket[key] = (plan.task_id, channel, typed, plan.task_path)
+            # A write is a write: the sweep keeps a thread written after it judged it.
+            now = utcnow()
+            record = self.store.threads.get(plan.thread_id)
+            if record is None:
+                self.store.threads[plan.thread_id] = _ThreadRecord(
+                    created_at=now, last_write_at=now
+                )
+            elif record.last_write_at < now:
+                record.last_write_at = now
 
     # -- reads ----------------------------------------------------------------------------
     def _tuple(self, thread_id: str, ns: str, checkpoint_id: str, saved: _Saved) -> CheckpointTuple:

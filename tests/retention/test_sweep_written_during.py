@@ -147,6 +147,28 @@ def test_the_store_deletes_only_threads_still_at_their_judged_write(store):
     assert store.delete_threads_unwritten({}) == set()
 
 
+def test_a_task_write_after_the_judgment_keeps_the_thread(store):
+    """An interrupt or a resume stored with put_writes, and no checkpoint after it, is a
+    write like any other: the thread it lands on after the sweep judged it is kept, and the
+    acknowledged write with it."""
+    now = utcnow()
+    for thread_id in ("quiet", "interrupted"):
+        finished_past_due(store, thread_id, now)
+    judged = store.last_writes(["quiet", "interrupted"])
+    head = store.get_tuple({"configurable": {"thread_id": "interrupted"}})
+    store.put_writes(head.config, [("__interrupt__", {"question": "publish?"})], "task-1")
+
+    kept = store.delete_threads_unwritten(judged)
+
+    assert kept == {"interrupted"}
+    assert not holds(store, "quiet")
+    after = store.get_tuple({"configurable": {"thread_id": "interrupted"}})
+    assert [(w[1], w[2]) for w in after.pending_writes] == [
+        ("__interrupt__", {"question": "publish?"})
+    ]
+    assert store.last_writes(["interrupted"])["interrupted"] > judged["interrupted"]
+
+
 # -- a sweep killed between a batch's delete and its record -------------------------------
 KILLER = """
 import os, signal, sys

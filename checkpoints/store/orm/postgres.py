@@ -148,6 +148,12 @@ def list_page(
 PUT_WRITES = """
 WITH found AS (
     SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s
+), touched AS (
+    -- A write moves the thread's last write, so a sweep that judged the thread before it
+    -- keeps it (DELETE_UNWRITTEN); one that deleted it first fails this statement's
+    -- foreign key instead, and nothing is acknowledged.
+    UPDATE checkpoints_thread SET last_write_at = %(now)s
+    WHERE id = (SELECT id FROM found) AND last_write_at < %(now)s
 ), made AS (
     INSERT INTO checkpoints_thread (thread_id, created_at, last_write_at, version)
     SELECT %(thread_id)s, %(now)s, %(now)s, 1 WHERE NOT EXISTS (SELECT 1 FROM found)

@@ -103,14 +103,16 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     created_at = excluded.created_at
 """
 
-# A thread's row, made by the writes that come before its first checkpoint (LangGraph may
-# store a run's input writes first); an existing row is left as it is.
-MAKE_THREAD = """
+# The thread's row for a task's writes: made when they come before its first checkpoint
+# (LangGraph may store a run's input writes first), else its last write moved to now, so a
+# sweep that judged the thread before these writes keeps it (DELETE_UNWRITTEN's rule).
+TOUCH_THREAD = """
 INSERT INTO checkpoints_thread (thread_id, created_at, last_write_at, version)
-VALUES (:thread_id, :now, :now, 1) ON CONFLICT (thread_id) DO NOTHING
+VALUES (:thread_id, :now, :now, 1) ON CONFLICT (thread_id) DO UPDATE
+SET last_write_at = excluded.last_write_at WHERE last_write_at < excluded.last_write_at
 """
 
-# A task's writes; nothing is written while the thread has no row (MAKE_THREAD first).
+# A task's writes, after TOUCH_THREAD in the same transaction.
 _PUT_WRITE = """
 INSERT INTO checkpoints_pendingwrite (
     thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
@@ -302,23 +304,18 @@ class SqlitePaths:
         return thread_pk
 
     def _put_writes_sqlite(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
-        """One statement per write, in one transaction with the thread's row if it has none."""
+        """One statement per write, in one transaction with its thread's row (TOUCH_THREAD)."""
         sql = PUT_WRITE_REPLACE if special else PUT_WRITE_KEEP
         args = [
             (ns, checkpoint_id, task_id, task_path, idx, channel, type_, blob, thread_id)
             for idx, channel, type_, blob in rows
         ]
+        now = connections[self.using].ops.adapt_datetimefield_value(utcnow())
         cur = self._sqlite_cursor()
         try:
             with write_transaction(self.using):
+                cur.execute(TOUCH_THREAD, {"thread_id": thread_id, "now": now})
                 cur.executemany(sql, args)
-                if cur.rowcount > 0:
-                    return
-                # Nothing written: the thread has no row yet, or every slot was kept.
-                now = connections[self.using].ops.adapt_datetimefield_value(utcnow())
-                cur.execute(MAKE_THREAD, {"thread_id": thread_id, "now": now})
-                if cur.rowcount > 0:
-                    cur.executemany(sql, args)
         finally:
             cur.close()
 

@@ -74,6 +74,8 @@ return redis.call('ZCARD', p .. 'i:' .. nh)
 _LUA_PUT_WRITES = r"""
 local p, nh = ARGV[1], ARGV[3]
 touch_meta(p, ARGV[5], ARGV[4])
+-- A write moves the thread's last write, so a sweep that judged it before keeps it.
+redis.call('HSET', p .. 'm', 'lw', ARGV[4])
 redis.call('SADD', p .. 'n', nh)
 local w, x = p .. 'w:' .. nh, p .. 'x:' .. nh
 for j = 6, #ARGV, 3 do
