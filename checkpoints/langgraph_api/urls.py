@@ -50,6 +50,14 @@ urlpatterns = [
         views.StorageView.as_view(),
         name="lg-thread-storage",
     ),
+    # A thread's runs and crons, whatever follows (runs.wait, runs.get, .../join, .../cancel,
+    # .../stream): not served, rather than read as a thread id holding "/runs/" (the
+    # detail route's converter lets ids hold slashes, so such an id is not reachable here).
+    re_path(
+        r"^threads/[\s\S]+/(?:runs|crons)(?:/[\s\S]*)?$",
+        views.not_served,
+        name="lg-thread-runs-not-served",
+    ),
     path("threads/<lg_thread_id:thread_id>", views.ThreadView.as_view(), name="lg-thread"),
     re_path(r"^[\s\S]*$", views.not_served, name="lg-not-served"),
 ]

@@ -180,6 +180,22 @@ def test_auth_and_errors_are_json(lg):
     for path in ("/runs", "/assistants/search", "/threads/x/runs", "/threads/x/stream", "/crons"):
         r = httpx.post(f"{url}{path}", headers=token)
         assert r.status_code == 404 and "does not run graphs" in r.json()["detail"], path
+    # Every route of a thread's runs, as the SDK's runs client calls them.
+    for method, path in (
+        ("POST", "/threads/x/runs/wait"),
+        ("POST", "/threads/x/runs/stream"),
+        ("GET", "/threads/x/runs/run-1"),
+        ("GET", "/threads/x/runs/run-1/join"),
+        ("POST", "/threads/x/runs/run-1/cancel"),
+        ("POST", "/threads/x/runs/crons"),
+        ("GET", "/threads/x/runs"),
+    ):
+        r = httpx.request(method, f"{url}{path}", headers=token)
+        assert r.status_code == 404 and "does not run graphs" in r.json()["detail"], path
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        lg.sync("alice").runs.wait("x", "agent", input={})
+    assert caught.value.response.status_code == 404
+    assert "does not run graphs" in caught.value.response.json()["detail"]
 
 
 def test_async_client(lg):
