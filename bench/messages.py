@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     from checkpoints.store.registry import get_saver
 
     call_command("migrate", verbosity=0)
+    # DEBUG off serves hashed static names: the admin pages need the manifest.
+    call_command("collectstatic", interactive=False, verbosity=0)
     user = get_user_model().objects.create_superuser("bench-admin", "b@example.com", "pw")
     saver = get_saver()
     start = time.perf_counter()
@@ -129,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     seeded_s = time.perf_counter() - start
     thread = Thread.objects.get(thread_id="big")
     head = Checkpoint.objects.filter(thread=thread).order_by("-checkpoint_id").first()
-    client = Client()
+    # DEBUG is off, so the host must be an allowed one (the test Client's "testserver" is not:
+    # every page answered 400 in a few microseconds).
+    client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user)
     print(
         f"{args.family}: thread of {args.checkpoints} checkpoints, head holds "
@@ -155,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     for what, url, params in pages:
         ms, status, runs = median_ms(client, url, params, args.repeat)
         label = "&".join(f"{k}={v}" for k, v in params.items()) or "-"
+        if status != 200:
+            # A refused page is no timing of the page: stop rather than print it as one.
+            raise SystemExit(f"{what} {url} {label}: answered {status}, not 200")
         rows.append((what, label, round(ms, 1), status, runs))
         print(f"  {what:<22} {label:<28} {ms:9.1f} ms {status} x{runs}", file=sys.stderr)
     print(json.dumps({"family": args.family, "messages": args.messages, "rows": rows}))

@@ -20,6 +20,8 @@ from checkpoints.transfer.records import header, thread_lines
 from tests.checkpoints.transfer.graphs import THREADS, seed
 
 ROOT = Path(__file__).resolve().parents[3]
+# The commands write the deployment's store (the default database) from this process.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -56,6 +58,96 @@ def test_export_command_then_import_file(lg_sqlite, sqlite_store, tmp_path, caps
     assert sqlite_store.thread_presence("t-done") is None
     call_command("import_checkpoints", str(out), "--verify")
     assert sqlite_store.get_tuple({"configurable": {"thread_id": "t-done"}}) is not None
+
+
+def test_import_command_from_postgres_saver(lg_postgres, lg_postgres_url, sqlite_store, capsys):
+    seed(lg_postgres)
+    call_command("import_checkpoints", f"langgraph+{lg_postgres_url}", "--verify")
+    out = capsys.readouterr().out
+    assert f"Imported {len(THREADS)} thread(s)" in out and "0 refused" in out
+    assert sqlite_store.get_tuple({"configurable": {"thread_id": "t-done"}}) is not None
+
+
+def test_import_command_from_a_saver_factory(lg_sqlite, sqlite_store, capsys, monkeypatch):
+    seed(lg_sqlite)
+    # Any saver a factory returns (here a context manager yielding SqliteSaver).
+    monkeypatch.setenv("TRANSFER_TEST_SQLITE", lg_sqlite.path)
+    factory = "tests.checkpoints.transfer.factories:sqlite_saver"
+    call_command("import_checkpoints", "--saver", factory, "--thread", "t-done", "--verify")
+    assert "Imported 1 thread(s)" in capsys.readouterr().out
+    call_command("import_checkpoints", "--saver", factory, "--verify")
+    out = capsys.readouterr().out
+    assert f"Imported {len(THREADS) - 1} thread(s)" in out and "1 skipped" in out
+
+
+DEVELOPMENT_STORE = """
+import sqlite3, sys
+from langgraph.checkpoint.sqlite import SqliteSaver
+from checkpoints import from_conn_string
+from checkpoints.transfer import copy_threads
+
+with from_conn_string("sqlite:///" + sys.argv[2]) as ours:
+    copy_threads(SqliteSaver(sqlite3.connect(sys.argv[1])), ours, thread_ids=["t-done", "t-big"])
+"""
+
+
+def test_import_command_from_a_store_of_ours(lg_sqlite, tmp_path):
+    """A development SQLite store of ours into the deployment's store (another database)."""
+    seed(lg_sqlite)
+    development = tmp_path / "development.sqlite3"
+    plain = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CHECKPOINTS"))}
+    subprocess.run(
+        [sys.executable, "-c", DEVELOPMENT_STORE, lg_sqlite.path, str(development)],
+        env={**plain, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+        check=True,
+    )
+    db = tmp_path / "deployment.sqlite3"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{db}",
+        "LLM_PROVIDER_CHECKPOINT": "sqlite",
+        "CHECKPOINTS_DATA_DIR": str(tmp_path),
+    }
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=tmp_path)
+    done = subprocess.run(
+        [*manage, "import_checkpoints", f"sqlite:///{development}", "--verify"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Imported 2 thread(s)" in done.stdout and "0 refused" in done.stdout
+    assert set(_held(db)) == {"t-done", "t-big"}
+
+
+def test_export_to_stdout_of_chosen_threads_and_since(lg_sqlite, sqlite_store, capsys):
+    from checkpoints.transfer.records import FORMAT_NAME, FORMAT_VERSION
+
+    seed(lg_sqlite)
+    call_command("import_checkpoints", f"langgraph+sqlite:///{lg_sqlite.path}")
+    capsys.readouterr()
+
+    def exported(*options: str) -> tuple[list[dict], str]:
+        call_command("export_checkpoints", "--output", "-", *options)
+        captured = capsys.readouterr()
+        return [json.loads(line) for line in captured.out.splitlines()], captured.err
+
+    lines, summary = exported("--thread", "t-done")
+    assert lines[0]["format"] == FORMAT_NAME
+    assert lines[0]["version"] == FORMAT_VERSION
+    assert {line["thread_id"] for line in lines if line.get("kind") == "thread"} == {"t-done"}
+    assert "Exported 1 thread(s)" in summary  # on stderr, so stdout stays the file
+    lines, _ = exported("--since", "2999-01-01")
+    assert len(lines) == 1  # the header alone: nothing was written since
+    lines, summary = exported("--since", "2000-01-01T00:00:00+00:00")
+    assert {line["thread_id"] for line in lines if line.get("kind") == "thread"} == set(THREADS)
+    with pytest.raises(CommandError, match="--since 'soon' is not an ISO"):
+        call_command("export_checkpoints", "--output", "-", "--since", "soon")
 
 
 def test_unknown_owner_and_missing_sources_are_named(sqlite_store, tmp_path):
