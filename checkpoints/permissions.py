@@ -21,6 +21,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     # The marks list lets delete_finishedmark holders unmark too.
     "unfinish": ("checkpoints.change_thread", "checkpoints.delete_finishedmark"),
     "retention": ("checkpoints.change_thread",),
+    # A thread's metadata in the LangGraph API (threads.update): a change to the thread.
+    "metadata": ("checkpoints.change_thread",),
     "sweep": ("retention.run_sweep",),
 }
 

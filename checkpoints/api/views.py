@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
@@ -18,6 +19,7 @@ from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
 from checkpoints.selectors import history, thread_list
 from checkpoints.store.planning import MAX_THREAD_ID_BYTES
+from checkpoints.store.projection import values_unread
 from checkpoints.threads import delete_thread
 
 THREAD_ID = OpenApiParameter(
@@ -169,17 +171,20 @@ class ThreadHistoryView(StoreAPIView):
         info = self.thread(thread_id)
         params = s.read_query(HistoryQuerySerializer, request.query_params)
         limit = params["limit"]
-        snapshots = list(
-            history(
-                saver=self.saver,
-                thread_id=info.thread_id,
-                limit=limit + 1,
-                before=params.get("before"),
-                source=params.get("source"),
-                metadata=metadata_filter(request.query_params),
-                checkpoint_ns=params.get("checkpoint_ns") or "",
+        select = params.get("select") or s.HISTORY_DEFAULT
+        # Values not asked for are not decoded either (a long message list per row).
+        with nullcontext() if "values" in select else values_unread():
+            snapshots = list(
+                history(
+                    saver=self.saver,
+                    thread_id=info.thread_id,
+                    limit=limit + 1,
+                    before=params.get("before"),
+                    source=params.get("source"),
+                    metadata=metadata_filter(request.query_params),
+                    checkpoint_ns=params.get("checkpoint_ns") or "",
+                )
             )
-        )
         next_before = None
         if len(snapshots) > limit:
             snapshots = snapshots[:limit]
@@ -187,9 +192,7 @@ class ThreadHistoryView(StoreAPIView):
         return Response(
             {
                 "results": s.HistoryItemSerializer(
-                    snapshots,
-                    many=True,
-                    context={"select": params.get("select") or s.HISTORY_DEFAULT},
+                    snapshots, many=True, context={"select": select}
                 ).data,
                 "next_before": next_before,
             }

@@ -240,7 +240,8 @@ class ThreadView(LangGraphView):
         data = body_of(request)
         metadata = field(data, "metadata", dict, {})
         minutes = ttl_minutes(data)
-        info = self.thread(thread_id, "retention" if minutes is not None else None)
+        # Staff change another user's thread only with the permission (the owner needs none).
+        info = self.thread(thread_id, "retention" if minutes is not None else "metadata")
         check_ttl(minutes)
         row, _ = ThreadMetadata.objects.get_or_create(
             provider=self.saver.provider, thread_id=info.thread_id

@@ -37,6 +37,7 @@ from checkpoints.store.planning import (
     utcnow,
     validate_filter,
 )
+from checkpoints.store.projection import NOT_READ, read_now, skipping
 
 
 @dataclass
@@ -176,10 +177,13 @@ class MemorySaver(StoreSaver):
             for channel, version in checkpoint.get("channel_versions", {}).items()
             if (typed := self.store.blobs.get((thread_id, ns, channel, str(version)))) is not None
         ]
+        values: dict[str, Any] = {}
+        if skipping():
+            values.update((channel, NOT_READ) for channel, _ in blobs)
+            blobs = [(channel, typed) for channel, typed in blobs if read_now(channel)]
         bucket = self.store.writes.get((thread_id, ns, checkpoint_id), {})
         # Frames stating more than this checkpoint may expand to: refused before any is read.
         reserve([*(typed for _, typed in blobs), *(w[2] for w in bucket.values())])
-        values = {}
         for channel, typed in blobs:
             values[channel] = decode_at(
                 lambda t=typed: self.serde.loads_typed(t), part=f"channel {channel!r}", **at

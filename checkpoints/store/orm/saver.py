@@ -57,6 +57,7 @@ from checkpoints.store.planning import (
     utcnow,
     validate_filter,
 )
+from checkpoints.store.projection import NOT_READ, read_now, skipping
 from checkpoints.store.sealing import rebind_orm_row
 
 PAGE = 100
@@ -395,6 +396,9 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
                 )
                 versions = checkpoint["channel_versions"]
                 values = checkpoint["channel_values"] = {}
+                if blobs and skipping():
+                    values.update((_text(b[0]), NOT_READ) for b in blobs)
+                    blobs = [b for b in blobs if read_now(_text(b[0]))]
                 loaded = (
                     self._plain_loads([b[1:] for b in blobs], seen) if plain and blobs else None
                 )

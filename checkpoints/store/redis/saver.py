@@ -78,6 +78,7 @@ from checkpoints.store.planning import (
     thread_storage,
     validate_filter,
 )
+from checkpoints.store.projection import NOT_READ, read_now, skipping
 from checkpoints.store.redis.clients import (
     cluster_address,
     cluster_client,
@@ -363,6 +364,13 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
             for blob_field, value in zip(unpack(blob_fields), found[2], strict=False)
             if value is not None
         ]
+        unread = {}
+        if skipping():
+            for blob_field, _ in blobs:
+                channel = dec(unpack(blob_field)[0])
+                if not read_now(channel):
+                    unread[channel] = NOT_READ
+            blobs = [(f, t) for f, t in blobs if dec(unpack(f)[0]) not in unread]
         pending = []
         for write_field, value in zip(found[3], found[4], strict=False):
             if value is None:
@@ -380,7 +388,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
             part="the body",
             **at,
         )
-        values = {}
+        values = dict(unread)
         for blob_field, typed in blobs:
             channel, version = (dec(f) for f in unpack(blob_field)[:2])
             values[channel] = decode_at(

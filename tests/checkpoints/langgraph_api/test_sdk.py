@@ -198,6 +198,26 @@ def test_auth_and_errors_are_json(lg):
     assert "does not run graphs" in caught.value.response.json()["detail"]
 
 
+def test_staff_change_metadata_only_with_the_permission(lg):
+    from django.contrib.auth.models import User
+    from langgraph_sdk import get_sync_client
+    from rest_framework.authtoken.models import Token
+
+    lg.run_graph("alice-1", owner=lg.owner())
+    clerk = User.objects.create_user("clerk", password="pw", is_staff=True)
+    sdk = get_sync_client(url=lg.url, api_key=Token.objects.create(user=clerk).key)
+    assert sdk.threads.get("alice-1")["thread_id"] == "alice-1"  # staff see every thread
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        sdk.threads.update("alice-1", metadata={"x": 1})
+    assert caught.value.response.status_code == 403
+    assert "checkpoints.change_thread" in caught.value.response.json()["detail"]
+    assert "x" not in lg.sync("staff").threads.get("alice-1")["metadata"]
+    # Staff holding it may; so may the owner, who needs none.
+    assert lg.sync("staff").threads.update("alice-1", metadata={"x": 1})["metadata"]["x"] == 1
+    owner = lg.sync(lg.owner())
+    assert owner.threads.update("alice-1", metadata={"y": 2})["metadata"]["y"] == 2
+
+
 def test_async_client(lg):
     lg.run_graph("async-1")
 

@@ -14,22 +14,23 @@ from tests.reliability_fixtures import put_value
 PICKLED = ("pickle", b"\x80\x04K\x01.")
 
 
-def corrupt_values(saver, thread_id: str, typed: tuple[str, bytes]) -> None:
-    """Overwrite every stored channel value of the thread with ``typed``, as a person with
-    access to the database could."""
+def corrupt_values(saver, thread_id: str, typed: tuple[str, bytes], channel: str = "") -> None:
+    """Overwrite every stored channel value of the thread (or of ``channel`` alone) with
+    ``typed``, as a person with access to the database could."""
     if saver.provider in ("sqlite", "postgres"):
-        ChannelBlob.objects.using(saver.db_alias).filter(thread__thread_id=thread_id).update(
-            type=typed[0], blob=typed[1]
-        )
+        rows = ChannelBlob.objects.using(saver.db_alias).filter(thread__thread_id=thread_id)
+        (rows.filter(channel=channel) if channel else rows).update(type=typed[0], blob=typed[1])
     elif saver.provider == "memory":
         blobs = saver.store.blobs
         for key in [k for k, v in blobs.items() if k[0] == thread_id and v is not None]:
-            blobs[key] = typed
+            if not channel or key[2] == channel:
+                blobs[key] = typed
     else:
         client = saver.client
         key = f"{thread_prefix(thread_id)}b:{ns_hex('')}"
         for field in client.hgetall(key):
-            client.hset(key, field, pack(*typed))
+            if not channel or unpack(field)[0].decode() == channel:
+                client.hset(key, field, pack(*typed))
 
 
 @pytest.mark.parametrize(
@@ -80,12 +81,39 @@ def test_the_api_answers_409_naming_the_place(clients, threads, typed):
     from checkpoints.store.registry import get_saver
 
     corrupt_values(get_saver(), "alice-1", typed)
-    for path in ("state", "history"):
-        response = clients["alice"].get(f"/api/threads/alice-1/{path}/")
+    for path in ("state/", "history/?select=values"):
+        response = clients["alice"].get(f"/api/threads/alice-1/{path}")
         assert response.status_code == 409, response.content
         error = response.json()["error"]
         assert error["code"] in ("codec_error", "encryption_error")
         assert "in thread 'alice-1'" in error["message"] and "channel '" in error["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_history_without_values_decodes_none_of_them(clients, threads):
+    """A value history does not show is not decoded either: a corrupt one does not fail it."""
+    from checkpoints.store.registry import get_saver
+
+    corrupt_values(get_saver(), "alice-1", PICKLED, channel="messages")
+    without = clients["alice"].get("/api/threads/alice-1/history/")
+    assert without.status_code == 200, without.content
+    assert without.json()["results"] and "values" not in without.json()["results"][0]
+    assert clients["alice"].get("/api/threads/alice-1/history/?select=values").status_code == 409
+
+
+def test_reads_inside_values_unread_leave_the_graphs_values_undecoded(store):
+    from checkpoints.store.projection import NOT_READ, values_unread
+
+    config = put_value(store, "skim", None, {"secret": "value", "branch:to:x": "go"})
+    corrupt_values(store, "skim", PICKLED, channel="secret")
+    latest = {"configurable": {"thread_id": "skim"}}
+    with values_unread():
+        for tup in (store.get_tuple(latest), store.get_tuple(config), *store.list(latest)):
+            values = tup.checkpoint["channel_values"]
+            assert values["secret"] is NOT_READ
+            assert values["branch:to:x"] == "go"  # LangGraph's own channels are still read
+    with pytest.raises(UnreadableValue):
+        store.get_tuple(latest)
 
 
 @pytest.mark.django_db(transaction=True)
