@@ -80,6 +80,22 @@ def test_import_command_from_a_saver_factory(lg_sqlite, sqlite_store, capsys, mo
     assert f"Imported {len(THREADS) - 1} thread(s)" in out and "1 skipped" in out
 
 
+def deployment(db: Path, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """manage.py and the environment of a service whose store is the SQLite file ``db``,
+    migrated: the commands run as a deployment runs them, in processes of their own."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{db}",
+        "LLM_PROVIDER_CHECKPOINT": "sqlite",
+        "CHECKPOINTS_DATA_DIR": str(tmp_path),
+    }
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=tmp_path)
+    return manage, env
+
+
 DEVELOPMENT_STORE = """
 import sqlite3, sys
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -103,16 +119,7 @@ def test_import_command_from_a_store_of_ours(lg_sqlite, tmp_path):
         check=True,
     )
     db = tmp_path / "deployment.sqlite3"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": f"sqlite:///{db}",
-        "LLM_PROVIDER_CHECKPOINT": "sqlite",
-        "CHECKPOINTS_DATA_DIR": str(tmp_path),
-    }
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=tmp_path)
+    manage, env = deployment(db, tmp_path)
     done = subprocess.run(
         [*manage, "import_checkpoints", f"sqlite:///{development}", "--verify"],
         env=env,
@@ -209,16 +216,7 @@ def test_kill_9_mid_import_leaves_whole_threads_then_rerun_completes(lg_sqlite, 
     export = tmp_path / "many.jsonl"
     counts = _many_threads_file(lg_sqlite, export, copies=300)
     db = tmp_path / "target.sqlite3"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": f"sqlite:///{db}",
-        "LLM_PROVIDER_CHECKPOINT": "sqlite",
-        "CHECKPOINTS_DATA_DIR": str(tmp_path),
-    }
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=tmp_path)
+    manage, env = deployment(db, tmp_path)
     importer = subprocess.Popen(
         [*manage, "import_checkpoints", str(export)],
         env=env,
