@@ -371,6 +371,25 @@ def test_a_request_logs_a_json_line_with_its_request_id(client):
     assert finished[0]["level"] in ("info", "error") and "timestamp" in finished[0]
 
 
+@pytest.mark.django_db
+def test_a_signed_in_request_logs_its_user_id(client, django_user_model):
+    formatter = json_formatter()
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(formatter.format(record))
+    logger = logging.getLogger("django_structlog")
+    logger.addHandler(handler)
+    user = django_user_model.objects.create_user("logged", password="pw")
+    client.force_login(user)
+    try:
+        client.get("/health/", HTTP_ACCEPT="application/json")
+    finally:
+        logger.removeHandler(handler)
+    events = [json.loads(line) for line in lines]
+    finished = [e for e in events if e["event"] == "request_finished"]
+    assert finished and finished[0]["user_id"] == user.pk, events
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_sweeps_spared_warning_is_a_json_line_with_the_thread_id(caplog):
     from datetime import timedelta
