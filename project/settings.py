@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "checkpoints.apps.CheckpointsConfig",
     "retention.apps.RetentionConfig",
     "checkpoints.langgraph_api.apps.LangGraphApiConfig",
+    "project.apps.ServiceConfig",
 ]
 
 MIDDLEWARE = [

@@ -388,6 +388,27 @@ def test_a_signed_in_request_logs_its_user_id(client, django_user_model):
     events = [json.loads(line) for line in lines]
     finished = [e for e in events if e["event"] == "request_finished"]
     assert finished and finished[0]["user_id"] == user.pk, events
+    assert "thread_id" not in finished[0]  # no thread in play
+
+
+@pytest.mark.django_db
+def test_a_request_on_a_thread_logs_its_thread_id(client, django_user_model):
+    formatter = json_formatter()
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(formatter.format(record))
+    logger = logging.getLogger("django_structlog")
+    logger.addHandler(handler)
+    client.force_login(django_user_model.objects.create_user("reader", password="pw"))
+    try:
+        # A thread the user may not see: a 404, and the line still says which thread.
+        assert client.get("/api/threads/chat%2F42/state/").status_code == 404
+        assert client.get("/langgraph/threads/chat-43").status_code in (401, 404)
+    finally:
+        logger.removeHandler(handler)
+    events = [json.loads(line) for line in lines]
+    finished = [e for e in events if e["event"] == "request_finished"]
+    assert [e.get("thread_id") for e in finished] == ["chat/42", "chat-43"], events
 
 
 @pytest.mark.django_db(transaction=True)
