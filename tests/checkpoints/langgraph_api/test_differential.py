@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
+from langgraph_sdk.errors import NotFoundError
 
 from tests.checkpoints.langgraph_api.conftest import pytestmark  # noqa: F401
 
@@ -119,10 +120,6 @@ def same_shape(ours, theirs, path="") -> list[str]:
     return [] if ours == theirs else [f"{path}: {ours!r} vs {theirs!r}"]
 
 
-THREAD_KEYS = ("metadata", "status", "values", "interrupts")
-STATE_KEYS = ("values", "next", "checkpoint", "created_at", "parent_checkpoint", "interrupts")
-
-
 def test_same_answers(lg, dev_server):
     ours, theirs = lg.sync(lg.owner()), get_sync_client(url=dev_server, api_key=None)
     # The dev server outlives one test: a fresh tag keeps searches to this test's threads.
@@ -163,6 +160,10 @@ def test_same_answers(lg, dev_server):
     ]
     a, b = pairs["state"]
     assert a["values"] == b["values"] and a["next"] == b["next"]
+    assert {k: a["metadata"][k] for k in ("source", "step")} == {
+        k: b["metadata"][k] for k in ("source", "step")
+    }
+    assert (a["parent_checkpoint"] is None) == (b["parent_checkpoint"] is None)
     assert [t["name"] for t in a["tasks"]] == [t["name"] for t in b["tasks"]]
     assert [i["value"] for i in a["interrupts"]] == [i["value"] for i in b["interrupts"]]
     assert set(b) <= set(a) | {"checkpoint_id", "parent_checkpoint_id"}
@@ -184,3 +185,8 @@ def test_same_answers(lg, dev_server):
         == theirs.threads.get_state(copy_b["thread_id"])["values"]
     )
     assert ours.threads.prune([copy_a["thread_id"]]) == theirs.threads.prune([copy_b["thread_id"]])
+    # Delete answers alike, and the thread is gone on both.
+    assert ours.threads.delete("diff-run") == theirs.threads.delete(run["thread_id"])
+    for client, thread_id in ((ours, "diff-run"), (theirs, run["thread_id"])):
+        with pytest.raises(NotFoundError):
+            client.threads.get(thread_id)
