@@ -326,6 +326,9 @@ class HistoryPageSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Pass as `before` to read the next (older) page; null on the last page.",
     )
+    next = serializers.URLField(
+        allow_null=True, help_text="The next (older) page's URL; null on the last page."
+    )
 
 
 # --- time travel requests -------------------------------------------------------------

@@ -9,6 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 
 from checkpoints.api import serializers as s
 from checkpoints.api.access import record_owner
@@ -195,6 +196,12 @@ class ThreadHistoryView(StoreAPIView):
                     snapshots, many=True, context={"select": select}
                 ).data,
                 "next_before": next_before,
+                # The URL of the next page, as the list endpoints' `next` (DRF's style).
+                "next": (
+                    None
+                    if next_before is None
+                    else replace_query_param(request.build_absolute_uri(), "before", next_before)
+                ),
             }
         )
 

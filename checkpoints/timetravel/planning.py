@@ -167,6 +167,21 @@ def validate_supersteps(supersteps: Any, specs: Mapping[str, BaseChannel] | None
                 )
 
 
+def refuse_strangers(thread_id: str, channels: Sequence[str], head) -> None:
+    """Without the thread's graph, a write only to a channel the thread holds: a name it has
+    never stored is more likely a typo than a new channel, and nothing could tell."""
+    held = set(head.checkpoint.get("channel_versions") or {})
+    strangers = [name for name in channels if name not in held]
+    if strangers:
+        known = ", ".join(sorted(n for n in held if not n.startswith(("__", "branch:", "join:"))))
+        raise InvalidCheckpointInput(
+            f"refusing a bulk update of thread {thread_id!r}: it holds no channel "
+            f"{', '.join(repr(n) for n in strangers)} (its channels: {known or 'none'}); "
+            'register the graph that writes it in CHECKPOINTS["GRAPHS"] to add a channel',
+            field="supersteps",
+        )
+
+
 def new_id(after: str) -> str:
     """A fresh checkpoint id that sorts after ``after``."""
     # uuid6 ids are time-ordered; a fresh one sorts after the head unless clocks tie.

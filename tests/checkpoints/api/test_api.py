@@ -203,6 +203,22 @@ def test_history_pages_with_next_before(clients, threads):
     assert seen == everything
 
 
+def test_history_pages_follow_next_keeping_the_query(clients, threads):
+    everything = history_ids(clients["alice"], "alice-1", limit=100)
+    loops = history_ids(clients["alice"], "alice-1", limit=100, source="loop")
+    seen = []
+    link = url("alice-1", "history") + "?limit=2&source=loop&select=metadata,config"
+    while link:
+        page = clients["alice"].get(link).json()
+        assert all(set(item) == {"metadata", "config"} for item in page["results"])
+        seen += [s["config"]["configurable"]["checkpoint_id"] for s in page["results"]]
+        assert (page["next"] is None) == (page["next_before"] is None)
+        link = page["next"]
+        if link:
+            assert link.startswith("http://testserver/") and f"before={page['next_before']}" in link
+    assert seen == loops and len(loops) == len(everything) - 1
+
+
 def test_history_filters_by_source_and_metadata(clients, threads):
     assert len(history_ids(clients["alice"], "alice-1", source="loop")) == 4
     assert len(history_ids(clients["alice"], "alice-1", source="input")) == 1
@@ -403,7 +419,7 @@ def test_fork_bad_input(clients, threads):
 def test_bulk_update_applies_last_value_writes(clients, threads):
     messages = clients["alice"].get(url("alice-1", "state")).json()["values"]["messages"]
     supersteps = [
-        [{"channel": "topic", "value": "rewritten"}, {"channel": "extra", "value": {"k": [1]}}],
+        [{"channel": "topic", "value": "rewritten"}, {"channel": "turns", "value": 9}],
         [],
         [
             {"channel": "topic", "value": "overwritten"},
@@ -418,11 +434,26 @@ def test_bulk_update_applies_last_value_writes(clients, threads):
     assert body["metadata"]["source"] == "bulk_update"
     assert body["metadata"]["step"] == 6
     assert body["values"]["topic"] == "final"
-    assert body["values"]["extra"] == {"k": [1]}
+    assert body["values"]["turns"] == 9
     assert body["values"]["messages"] == messages
     assert body["values"]["approved"] is True
     state = clients["alice"].get(url("alice-1", "state")).json()
     assert state["values"] == body["values"]
+
+
+def test_bulk_update_of_a_channel_the_thread_never_held_is_refused(clients, threads):
+    """Without the graph nothing tells a new channel from a typo: refused, naming it and the
+    thread's channels, and nothing is written."""
+    before = history_ids(clients["alice"], "alice-1", limit=100)
+    supersteps = [[{"channel": "topic", "value": "t"}, {"channel": "topik", "value": "x"}]]
+    response = clients["alice"].post(
+        url("alice-1", "bulk-update"), {"supersteps": supersteps}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    message = response.json()["error"]["message"]
+    assert "no channel 'topik'" in message and "topic" in message
+    assert 'CHECKPOINTS["GRAPHS"]' in message
+    assert history_ids(clients["alice"], "alice-1", limit=100) == before
 
 
 def test_bulk_update_of_a_reducer_channel_without_the_graph_is_refused(clients, threads):
