@@ -32,7 +32,8 @@ from checkpoints.store.planning import (
     delta_channels,
     list_bounds,
     metadata_matches,
-    prune_plan,
+    prune_thread_plan,
+    root_of,
     thread_storage,
     utcnow,
     validate_filter,
@@ -365,32 +366,55 @@ class MemorySaver(StoreSaver):
     def _prune_locked(self, thread_id: str, keep_last: int, only_ns: str | None = None) -> int:
         s = self.store
         deleted = 0
-        for ns, by_id in s.checkpoints.get(thread_id, {}).items():
-            if only_ns is not None and ns != only_ns:
-                continue
-            versions = {cid: self._versions(saved) for cid, saved in by_id.items()}
-            doomed = prune_plan(
-                (
-                    PruneRow(cid, saved.parent_id, delta_channels(saved.metadata), versions[cid])
+        namespaces = {
+            ns: by_id
+            for ns, by_id in s.checkpoints.get(thread_id, {}).items()
+            if only_ns is None or ns == only_ns
+        }
+        versions = {
+            ns: {cid: self._versions(saved) for cid, saved in by_id.items()}
+            for ns, by_id in namespaces.items()
+        }
+        plans = prune_thread_plan(
+            {
+                ns: [
+                    PruneRow(
+                        cid,
+                        saved.parent_id,
+                        delta_channels(saved.metadata),
+                        versions[ns][cid],
+                        root_of(saved.metadata),
+                    )
                     for cid, saved in by_id.items()
-                ),
-                keep_last,
-                lambda ch, ver, ns=ns: s.blobs.get((thread_id, ns, ch, ver)) is not None,
-            )
-            if not doomed:
-                continue
+                ]
+                for ns, by_id in namespaces.items()
+            },
+            keep_last,
+            lambda ns: lambda ch, ver: s.blobs.get((thread_id, ns, ch, ver)) is not None,
+        )
+        for ns, doomed in plans.items():
+            by_id = namespaces[ns]
             for cid in doomed:
                 del by_id[cid]
-                del versions[cid]
+                del versions[ns][cid]
                 s.writes.pop((thread_id, ns, cid), None)
                 deleted += 1
+            # A kept checkpoint whose parent went has none (planning.prune_plan).
+            gone = set(doomed)
+            for saved in by_id.values():
+                if saved.parent_id in gone:
+                    saved.parent_id = None
             referenced = {
-                (thread_id, ns, ch, str(ver)) for vs in versions.values() for ch, ver in vs.items()
+                (thread_id, ns, ch, str(ver))
+                for vs in versions[ns].values()
+                for ch, ver in vs.items()
             }
             for key in [
                 k for k in s.blobs if k[0] == thread_id and k[1] == ns and k not in referenced
             ]:
                 del s.blobs[key]
+            if not by_id:
+                del s.checkpoints[thread_id][ns]
         return deleted
 
     def _versions(self, saved: _Saved) -> dict[str, Any]:

@@ -505,10 +505,45 @@ class PruneRow:
     # Channels this checkpoint's DeltaChannel values are rebuilt from ancestors for.
     delta_channels: frozenset[str]
     versions: Mapping[str, Any]
+    # The root graph's checkpoint a subgraph call started from (metadata["parents"][""]).
+    root: str | None = None
 
 
 def delta_channels(metadata: Mapping[str, Any] | None) -> frozenset[str]:
     return frozenset(((metadata or {}).get("counters_since_delta_snapshot") or {}).keys())
+
+
+def root_of(metadata: Mapping[str, Any] | None) -> str | None:
+    """The root graph's checkpoint a subgraph's checkpoint was written under."""
+    parents = (metadata or {}).get("parents")
+    root = parents.get("") if isinstance(parents, Mapping) else None
+    return root if isinstance(root, str) and root else None
+
+
+def prune_thread_plan(
+    by_ns: Mapping[str, Iterable[PruneRow]],
+    keep_last: int,
+    has_value: Callable[[str], Callable[[str, str], bool]],
+) -> dict[str, list[str]]:
+    """The checkpoint ids of each namespace of one thread a prune deletes.
+
+    Each namespace is planned by `prune_plan`. Then, as PostgresSaver 3.2.0 prunes: a
+    subgraph call's namespace (its task id follows a ``:``, unlike a ``checkpointer=True``
+    subgraph's, whose state outlives each call) goes whole with the root checkpoint the
+    call started from, once that one is stored and not kept. ``has_value(ns)`` gives the
+    namespace's ``has_value`` for `prune_plan`.
+    """
+    rows = {ns: list(found) for ns, found in by_ns.items()}
+    doomed = {ns: prune_plan(found, keep_last, has_value(ns)) for ns, found in rows.items()}
+    root_ids = {row.checkpoint_id for row in rows.get("", ())}
+    root_kept = root_ids - set(doomed.get("", ()))
+    for ns, found in rows.items():
+        if ":" not in ns or not found:
+            continue
+        head = max(found, key=lambda row: row.checkpoint_id)
+        if head.root in root_ids and head.root not in root_kept:
+            doomed[ns] = sorted((row.checkpoint_id for row in found), reverse=True)
+    return {ns: ids for ns, ids in doomed.items() if ids}
 
 
 def check_prune_args(strategy: str, keep_last: Any) -> None:
@@ -531,7 +566,9 @@ def prune_plan(
     Keeps the newest ``keep_last`` and every ancestor a kept checkpoint's delta channels
     replay from, up to and including the one holding a stored value (the seed):
     deleting any of them would sever the chain. ``has_value(channel, version)`` says
-    whether the store holds a value for that channel version.
+    whether the store holds a value for that channel version. A kept checkpoint whose
+    parent is deleted is left with no parent, as PostgresSaver leaves it: its
+    ``parent_config`` never names a checkpoint that is gone.
     """
     by_id = {row.checkpoint_id: row for row in rows}
     if len(by_id) <= keep_last:

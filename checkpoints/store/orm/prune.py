@@ -11,7 +11,7 @@ from django.db import transaction
 
 from checkpoints.models import ChannelBlob, PendingWrite
 from checkpoints.models import Checkpoint as CheckpointRow
-from checkpoints.store.planning import PruneRow, delta_channels, prune_plan
+from checkpoints.store.planning import PruneRow, delta_channels, prune_thread_plan, root_of
 
 # The type tag of a channel version stored as "no value" (LangGraph's empty channel).
 EMPTY = "empty"
@@ -28,8 +28,9 @@ class OrmPrune:
             return self._prune_pk(pk, keep_last)
 
     def _prune_pk(self, pk: int, keep_last: int, only_ns: str | None = None) -> int:
-        """Keep the newest ``keep_last`` per namespace plus the ancestors their delta
-        channels replay from; delete the rest with their writes and unused blobs."""
+        """Delete what `planning.prune_thread_plan` says (the newest ``keep_last`` per
+        namespace stay, with the ancestors their delta channels replay from), with their
+        writes and unused blobs."""
         db = self.using
         rows = CheckpointRow.objects.using(db).filter(thread_id=pk)
         if only_ns is not None:
@@ -48,10 +49,11 @@ class OrmPrune:
         )
         by_ns: dict[str, list[PruneRow]] = defaultdict(list)
         for ns, cid, parent, metadata, versions in listing:
-            by_ns[ns].append(PruneRow(cid, parent, delta_channels(metadata), versions or {}))
-        doomed: list[tuple[str, str]] = []
-        for ns, ns_rows in by_ns.items():
-            doomed.extend((ns, cid) for cid in prune_plan(ns_rows, keep_last, self._seeded(pk, ns)))
+            by_ns[ns].append(
+                PruneRow(cid, parent, delta_channels(metadata), versions or {}, root_of(metadata))
+            )
+        plans = prune_thread_plan(by_ns, keep_last, lambda ns: self._seeded(pk, ns))
+        doomed = [(ns, cid) for ns, ids in plans.items() for cid in ids]
         if not doomed:
             return 0
         by_ns_ids: dict[str, list[str]] = defaultdict(list)
@@ -66,6 +68,10 @@ class OrmPrune:
                 CheckpointRow.objects.using(db).filter(
                     thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
                 )._raw_delete(db)
+                # A kept checkpoint whose parent went has none (planning.prune_plan).
+                CheckpointRow.objects.using(db).filter(
+                    thread_id=pk, checkpoint_ns=ns, parent_checkpoint_id__in=chunk
+                ).update(parent_checkpoint_id=None)
         self._drop_unreferenced_blobs(pk)
         return len(doomed)
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 
-from checkpoints.store.planning import PruneRow, delta_channels, utcnow
+from checkpoints.store.planning import PruneRow, delta_channels, root_of, utcnow
 
 # Store-wide keys share one hash tag, ``{cp}``: on a Redis Cluster they live in one slot,
 # so a transaction over them (a finished mark is a ZADD and an HSET) never spans slots.
@@ -112,6 +112,11 @@ def prune_row(checkpoint_id: str, record: list[bytes]) -> PruneRow:
     for blob_field in unpack(blob_fields):
         channel, version = unpack(blob_field)
         versions[dec(channel)] = dec(version)
+    metadata = json.loads(md)
     return PruneRow(
-        checkpoint_id, dec(parent) if parent else None, delta_channels(json.loads(md)), versions
+        checkpoint_id,
+        dec(parent) if parent else None,
+        delta_channels(metadata),
+        versions,
+        root_of(metadata),
     )

@@ -74,7 +74,7 @@ from checkpoints.store.planning import (
     list_bounds,
     metadata_matches,
     metadata_shape,
-    prune_plan,
+    prune_thread_plan,
     thread_storage,
     validate_filter,
 )
@@ -641,16 +641,17 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
                 for op, kind in (("HGETALL", "c:"), ("HKEYS", "b:"))
             ]
         )
-        drops = []
-        for n, h in enumerate(hexes):
-            stored_blobs = set(found[2 * n + 1])
-            doomed = prune_plan(
-                (prune_row(dec(cid), unpack(rec)) for cid, rec in found[2 * n].items()),
-                keep_last,
-                lambda channel, version, stored=stored_blobs: pack(channel, version) in stored,
-            )
-            if doomed:
-                drops.append(Eval(DROP, thread_id, (h, *doomed)))
+        by_ns = {dec(bytes.fromhex(h)): h for h in hexes}
+        stored = {h: set(found[2 * n + 1]) for n, h in enumerate(hexes)}
+        plans = prune_thread_plan(
+            {
+                ns: [prune_row(dec(cid), unpack(rec)) for cid, rec in found[2 * n].items()]
+                for n, ns in enumerate(by_ns)
+            },
+            keep_last,
+            lambda ns: lambda channel, version: pack(channel, version) in stored[by_ns[ns]],
+        )
+        drops = [Eval(DROP, thread_id, (by_ns[ns], *doomed)) for ns, doomed in plans.items()]
         if not drops:
             return 0
         dropped = yield Batch(drops)

@@ -151,10 +151,11 @@ _LUA_DROP = r"""
 local p, nh = ARGV[1], ARGV[2]
 local i, c, b, w, x = p .. 'i:' .. nh, p .. 'c:' .. nh, p .. 'b:' .. nh, p .. 'w:' .. nh,
   p .. 'x:' .. nh
-local dropped = 0
+local dropped, gone = 0, {}
 for j = 3, #ARGV do
   local cid = ARGV[j]
   dropped = dropped + redis.call('HDEL', c, cid)
+  gone[cid] = true
   redis.call('ZREM', i, cid)
   local pre = tostring(#cid) .. ':' .. cid
   local wf = redis.call('ZRANGE', x, '[' .. pre, '[' .. pre .. '\255', 'BYLEX')
@@ -162,8 +163,18 @@ for j = 3, #ARGV do
   chunked('ZREM', x, wf)
 end
 local keep = {}
-for _, rec in ipairs(redis.call('HVALS', c)) do
+local kept = redis.call('HGETALL', c)
+for k = 1, #kept, 2 do
+  local rec = kept[k + 1]
   for _, f in ipairs(items((item(rec, 1)))) do keep[f] = true end
+  -- A kept checkpoint whose parent went has none (its record's second part).
+  local parts = items(rec)
+  if parts[2] ~= '' and gone[parts[2]] then
+    parts[2] = ''
+    local out = {}
+    for n, part in ipairs(parts) do out[n] = tostring(#part) .. ':' .. part end
+    redis.call('HSET', c, kept[k], table.concat(out))
+  end
 end
 local stale = {}
 for _, f in ipairs(redis.call('HKEYS', b)) do

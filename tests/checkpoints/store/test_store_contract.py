@@ -506,6 +506,56 @@ def test_prune_keep_last_returns_how_many_it_deleted(store):
         store.prune(["p1"], keep_last=0)
 
 
+def test_a_kept_checkpoint_whose_parent_a_prune_deleted_has_no_parent(store):
+    """As PostgresSaver leaves it: a "back one step" from the kept head never meets a
+    checkpoint that is gone."""
+    first = put(store, "orphan", {"n": 0})
+    second = put(store, "orphan", {"n": 1}, parent=cid(first))
+    third = put(store, "orphan", {"n": 2}, parent=cid(second))
+    assert store.prune(["orphan"], keep_last=2) == 1
+
+    def parent_of(tup):
+        return cid(tup.parent_config) if tup.parent_config else None
+
+    kept = list(store.list({"configurable": {"thread_id": "orphan"}}))
+    assert {cid(t.config): parent_of(t) for t in kept} == {
+        cid(third): cid(second),
+        cid(second): None,
+    }
+    at = {"configurable": {"thread_id": "orphan", "checkpoint_id": cid(second)}}
+    assert store.get_tuple(at).parent_config is None
+    assert store.get_tuple(at).checkpoint["channel_values"] == {"n": 1}
+
+
+def test_keep_latest_deletes_a_subgraph_call_with_the_root_checkpoint_it_started_from(store):
+    """PostgresSaver 3.2.0's rule: a call's namespace ("node:task-id") goes whole once the
+    root checkpoint it started from is stored and pruned; a checkpointer=True subgraph's
+    namespace ("node") outlives each call and keeps its newest; a call whose root is not
+    stored yet (runs save in the background) stays."""
+
+    def at(ns, parent, root, n):
+        meta = {"source": "loop", "step": n, "parents": {"": root} if root else {}}
+        return put(store, "calls", {"n": n}, ns=ns, parent=parent, metadata=meta)
+
+    r1 = cid(at("", None, None, 1))
+    r2 = cid(at("", r1, None, 2))
+    r3 = cid(at("", r2, None, 3))
+    c1 = cid(at("sub:task-a", None, r1, 1))
+    at("sub:task-a", c1, r1, 2)
+    d1 = cid(at("sub:task-b", None, r3, 1))
+    e1 = cid(at("sub:task-c", None, "not-stored-yet", 1))
+    m1 = cid(at("memo", None, r1, 1))
+    m2 = cid(at("memo", m1, r2, 2))
+
+    assert store.prune(["calls"]) == 2 + 2 + 1  # r1, r2; task-a whole; m1
+
+    def held(ns):
+        return ids(store.list({"configurable": {"thread_id": "calls", "checkpoint_ns": ns}}))
+
+    assert (held(""), held("sub:task-a"), held("sub:task-b")) == ([r3], [], [d1])
+    assert (held("sub:task-c"), held("memo")) == ([e1], [m2])
+
+
 def _extend(state: list, batches: list) -> list:
     return state + [item for batch in batches for item in batch]
 
