@@ -167,10 +167,13 @@ def validate_supersteps(supersteps: Any, specs: Mapping[str, BaseChannel] | None
                 )
 
 
-def refuse_strangers(thread_id: str, channels: Sequence[str], head) -> None:
-    """Without the thread's graph, a write only to a channel the thread holds: a name it has
-    never stored is more likely a typo than a new channel, and nothing could tell."""
-    held = set(head.checkpoint.get("channel_versions") or {})
+def refuse_strangers(
+    thread_id: str, channels: Sequence[str], rows: Sequence[CheckpointTuple]
+) -> None:
+    """Without the thread's graph, a write only to a channel its checkpoints (``rows``, the
+    newest) have held: a name it never stored is more likely a typo than a new channel, and
+    nothing could tell. A rollback to an early checkpoint keeps the later ones listed."""
+    held = {name for row in rows for name in row.checkpoint.get("channel_versions") or {}}
     strangers = [name for name in channels if name not in held]
     if strangers:
         known = ", ".join(sorted(n for n in held if not n.startswith(("__", "branch:", "join:"))))

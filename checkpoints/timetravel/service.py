@@ -467,31 +467,29 @@ class TimeTravel:
     ) -> Flow[StateSnapshot]:
         check_ids(thread_id, None, ns)
         specs = self._specs()
-        head = None
         if self.last_value_fallback:
             validate_supersteps(supersteps, None)
             unknown = sorted({w["channel"] for step in supersteps for w in step} - set(specs))
             if unknown:
-                head = need_bulk_head(
-                    (yield GetTuple(thread_config(thread_id, None, ns))), thread_id
-                )
-                refuse_strangers(thread_id, unknown, head)
-                yield from self._refuse_reducers(thread_id, unknown, ns)
+                need_bulk_head((yield GetTuple(thread_config(thread_id, None, ns))), thread_id)
+                yield from self._refuse_unknown(thread_id, unknown, ns)
                 specs.update({name: LastValue(object) for name in unknown})
                 supersteps = [last_write_per_channel(step, set(unknown)) for step in supersteps]
         validate_supersteps(supersteps, specs)
-        if head is None:
-            head = need_bulk_head((yield GetTuple(thread_config(thread_id, None, ns))), thread_id)
+        head = need_bulk_head((yield GetTuple(thread_config(thread_id, None, ns))), thread_id)
         rebuilt = yield from self._rebuilt(head, specs, required=False)
         plan = bulk_plan(head, supersteps, specs, rebuilt, self.saver.get_next_version)
         yield Put(head.config, *plan)
         return (yield from self._get_state(thread_id, plan.checkpoint["id"], ns))
 
-    def _refuse_reducers(self, thread_id: str, names: list[str], ns: str) -> Flow[None]:
+    def _refuse_unknown(self, thread_id: str, names: list[str], ns: str) -> Flow[None]:
+        """Without the graph: refuse a channel the thread's newest checkpoints never held,
+        and one they show to have a reducer."""
         rows = yield OpenList(thread_config(thread_id, None, ns), {"limit": EVIDENCE_ROWS})
         seen = []
         while (row := (yield NextRow(rows))) is not None:
             seen.append(row)
+        refuse_strangers(thread_id, names, seen)
         evidence = reducer_evidence(seen, names)
         if evidence:
             reasons = "; ".join(f"{name!r}: {why}" for name, why in sorted(evidence.items()))

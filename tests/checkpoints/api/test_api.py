@@ -456,6 +456,24 @@ def test_bulk_update_of_a_channel_the_thread_never_held_is_refused(clients, thre
     assert history_ids(clients["alice"], "alice-1", limit=100) == before
 
 
+def test_bulk_update_after_a_rollback_to_the_first_checkpoint_may_restore_a_channel(
+    clients, threads
+):
+    """The rolled-back head holds only the input, but the thread's later checkpoints held
+    `topic`: it is a channel of the thread, not a typo."""
+    oldest = history_ids(clients["alice"], "alice-1", limit=100)[-1]
+    rolled = clients["alice"].post(
+        url("alice-1", "rollback"), {"checkpoint_id": oldest}, format="json"
+    )
+    assert rolled.status_code == 200, rolled.content
+    supersteps = [[{"channel": "topic", "value": "restored"}]]
+    response = clients["alice"].post(
+        url("alice-1", "bulk-update"), {"supersteps": supersteps}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["values"]["topic"] == "restored"
+
+
 def test_bulk_update_of_a_reducer_channel_without_the_graph_is_refused(clients, threads):
     """The demo's `messages` appends (operator.add): without the graph a write would
     replace the whole list, so it is refused naming the channel, and nothing is written."""
