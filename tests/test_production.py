@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -352,63 +353,51 @@ def test_admin_and_docs_pages_carry_a_csp(client, page):
     assert b"<script>" not in response.content  # no inline script for the policy to block
 
 
-@pytest.mark.django_db
-def test_a_request_logs_a_json_line_with_its_request_id(client):
-
+@contextmanager
+def request_lines():
+    """The ``request_finished`` events django-structlog logs meanwhile, as the service's JSON
+    formatter renders them (the list fills when the block ends)."""
     formatter = json_formatter()
     lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(formatter.format(record))
     logger = logging.getLogger("django_structlog")
     logger.addHandler(handler)
+    finished: list[dict] = []
     try:
-        client.get("/health/", HTTP_ACCEPT="application/json")
+        yield finished
     finally:
         logger.removeHandler(handler)
-    events = [json.loads(line) for line in lines]
-    finished = [e for e in events if e["event"] == "request_finished"]
-    assert finished and re.fullmatch(r"[0-9a-f-]{36}", finished[0]["request_id"]), events
+        events = [json.loads(line) for line in lines]
+        finished.extend(e for e in events if e["event"] == "request_finished")
+
+
+@pytest.mark.django_db
+def test_a_request_logs_a_json_line_with_its_request_id(client):
+    with request_lines() as finished:
+        client.get("/health/", HTTP_ACCEPT="application/json")
+    assert finished and re.fullmatch(r"[0-9a-f-]{36}", finished[0]["request_id"]), finished
     assert finished[0]["level"] in ("info", "error") and "timestamp" in finished[0]
 
 
 @pytest.mark.django_db
 def test_a_signed_in_request_logs_its_user_id(client, django_user_model):
-    formatter = json_formatter()
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(formatter.format(record))
-    logger = logging.getLogger("django_structlog")
-    logger.addHandler(handler)
     user = django_user_model.objects.create_user("logged", password="pw")
     client.force_login(user)
-    try:
+    with request_lines() as finished:
         client.get("/health/", HTTP_ACCEPT="application/json")
-    finally:
-        logger.removeHandler(handler)
-    events = [json.loads(line) for line in lines]
-    finished = [e for e in events if e["event"] == "request_finished"]
-    assert finished and finished[0]["user_id"] == user.pk, events
+    assert finished and finished[0]["user_id"] == user.pk, finished
     assert "thread_id" not in finished[0]  # no thread in play
 
 
 @pytest.mark.django_db
 def test_a_request_on_a_thread_logs_its_thread_id(client, django_user_model):
-    formatter = json_formatter()
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(formatter.format(record))
-    logger = logging.getLogger("django_structlog")
-    logger.addHandler(handler)
     client.force_login(django_user_model.objects.create_user("reader", password="pw"))
-    try:
+    with request_lines() as finished:
         # A thread the user may not see: a 404, and the line still says which thread.
         assert client.get("/api/threads/chat%2F42/state/").status_code == 404
         assert client.get("/langgraph/threads/chat-43").status_code in (401, 404)
-    finally:
-        logger.removeHandler(handler)
-    events = [json.loads(line) for line in lines]
-    finished = [e for e in events if e["event"] == "request_finished"]
-    assert [e.get("thread_id") for e in finished] == ["chat/42", "chat-43"], events
+    assert [e.get("thread_id") for e in finished] == ["chat/42", "chat-43"], finished
 
 
 @pytest.mark.django_db(transaction=True)
