@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LG_DB = "checkpoint_bench_transfer_lg"
 OUR_DB = "checkpoint_bench_transfer"
+# The thread PostgresSaver writes; seed() copies it as bench-0000001, bench-0000002, ...
+TEMPLATE = "bench-0000000"
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -70,7 +72,7 @@ def seed(lg, threads: int, per_thread: int) -> int:
     """
     from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
-    config = {"configurable": {"thread_id": _thread(0), "checkpoint_ns": ""}}
+    config = {"configurable": {"thread_id": TEMPLATE, "checkpoint_ns": ""}}
     checkpoint = empty_checkpoint()
     messages: list[str] = []
     version = None
@@ -101,14 +103,9 @@ def seed(lg, threads: int, per_thread: int) -> int:
                     f"INSERT INTO {table} (thread_id, {cols}) "
                     f"SELECT 'bench-' || lpad(g::text, 7, '0'), {cols} "
                     f"FROM {table}, generate_series(%s::int, %s::int) AS g WHERE thread_id = %s",
-                    (start, min(start + 9_999, threads - 1), _thread(0)),
+                    (start, min(start + 9_999, threads - 1), TEMPLATE),
                 )
-            lg.conn.commit()
     return threads * per_thread
-
-
-def _thread(n: int) -> str:
-    return f"bench-{n:07}"
 
 
 def bare_copy(threads: int) -> tuple[float, int]:

@@ -170,3 +170,17 @@ class RedisServer:
             self.process.kill()
             self.process.wait(timeout=10)
         self.process = None
+
+
+def health(checks) -> tuple[int, dict]:
+    """``/health/``'s answer with ``checks``: the status code and the JSON body by check."""
+    import json
+
+    from asgiref.sync import async_to_sync
+    from django.test import RequestFactory
+
+    from checkpoints.health import HealthView
+
+    request = RequestFactory().get("/health/", HTTP_ACCEPT="application/json")
+    response = async_to_sync(HealthView.as_view(checks=checks))(request)
+    return response.status_code, json.loads(response.content)

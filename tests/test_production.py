@@ -16,10 +16,9 @@ import urllib.request
 from contextlib import contextmanager
 
 import pytest
-from asgiref.sync import async_to_sync
-from django.test import RequestFactory, override_settings
+from django.test import override_settings
 
-from tests.reliability_fixtures import RedisServer, free_port
+from tests.reliability_fixtures import RedisServer, free_port, health
 from tests.standalone import ROOT
 
 SECRET = "test-only-" + "a1b2c3d4e5f6g7h8" * 4
@@ -170,14 +169,6 @@ def test_check_deploy_is_clean_with_the_documented_variables(tmp_path):
 
 
 # --- health ----------------------------------------------------------------------------
-
-
-def health(checks) -> tuple[int, dict]:
-    from checkpoints.health import HealthView
-
-    request = RequestFactory().get("/health/", HTTP_ACCEPT="application/json")
-    response = async_to_sync(HealthView.as_view(checks=checks))(request)
-    return response.status_code, json.loads(response.content)
 
 
 @pytest.mark.redis

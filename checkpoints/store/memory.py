@@ -38,7 +38,7 @@ from checkpoints.store.planning import (
     utcnow,
     validate_filter,
 )
-from checkpoints.store.projection import NOT_READ, read_now, skipping
+from checkpoints.store.projection import set_aside
 
 
 @dataclass
@@ -178,10 +178,7 @@ class MemorySaver(StoreSaver):
             for channel, version in checkpoint.get("channel_versions", {}).items()
             if (typed := self.store.blobs.get((thread_id, ns, channel, str(version)))) is not None
         ]
-        values: dict[str, Any] = {}
-        if skipping():
-            values.update((channel, NOT_READ) for channel, _ in blobs)
-            blobs = [(channel, typed) for channel, typed in blobs if read_now(channel)]
+        blobs, values = set_aside(blobs, lambda blob: blob[0])
         bucket = self.store.writes.get((thread_id, ns, checkpoint_id), {})
         # Frames stating more than this checkpoint may expand to: refused before any is read.
         reserve([*(typed for _, typed in blobs), *(w[2] for w in bucket.values())])

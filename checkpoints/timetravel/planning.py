@@ -20,6 +20,7 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.errors import InvalidUpdateError
 
+from checkpoints.channels import is_langgraph_channel
 from checkpoints.errors import CheckpointNotFound, InvalidCheckpointInput, ThreadNotFound
 from checkpoints.timetravel.snapshot import (
     SNAPSHOT_BUMPS_KEY,
@@ -176,7 +177,7 @@ def refuse_strangers(
     held = {name for row in rows for name in row.checkpoint.get("channel_versions") or {}}
     strangers = [name for name in channels if name not in held]
     if strangers:
-        known = ", ".join(sorted(n for n in held if not n.startswith(("__", "branch:", "join:"))))
+        known = ", ".join(sorted(n for n in held if not is_langgraph_channel(n)))
         raise InvalidCheckpointInput(
             f"refusing a bulk update of thread {thread_id!r}: it holds no channel "
             f"{', '.join(repr(n) for n in strangers)} (its channels: {known or 'none'}); "

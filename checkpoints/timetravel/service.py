@@ -467,16 +467,21 @@ class TimeTravel:
     ) -> Flow[StateSnapshot]:
         check_ids(thread_id, None, ns)
         specs = self._specs()
+        head = None
         if self.last_value_fallback:
             validate_supersteps(supersteps, None)
             unknown = sorted({w["channel"] for step in supersteps for w in step} - set(specs))
             if unknown:
-                need_bulk_head((yield GetTuple(thread_config(thread_id, None, ns))), thread_id)
+                # A thread with no checkpoint is refused as such before its channels are.
+                head = need_bulk_head(
+                    (yield GetTuple(thread_config(thread_id, None, ns))), thread_id
+                )
                 yield from self._refuse_unknown(thread_id, unknown, ns)
                 specs.update({name: LastValue(object) for name in unknown})
                 supersteps = [last_write_per_channel(step, set(unknown)) for step in supersteps]
         validate_supersteps(supersteps, specs)
-        head = need_bulk_head((yield GetTuple(thread_config(thread_id, None, ns))), thread_id)
+        if head is None:
+            head = need_bulk_head((yield GetTuple(thread_config(thread_id, None, ns))), thread_id)
         rebuilt = yield from self._rebuilt(head, specs, required=False)
         plan = bulk_plan(head, supersteps, specs, rebuilt, self.saver.get_next_version)
         yield Put(head.config, *plan)

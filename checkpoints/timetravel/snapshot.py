@@ -25,6 +25,7 @@ from xxhash import xxh3_128_hexdigest
 from checkpoints.channels import ERROR as ERROR_CHANNEL
 from checkpoints.channels import INTERRUPT as INTERRUPT_CHANNEL
 from checkpoints.channels import TASKS as TASKS_CHANNEL
+from checkpoints.channels import is_langgraph_channel
 from checkpoints.errors import InvalidCheckpointInput
 
 ROOT_NS = ""
@@ -147,7 +148,7 @@ def empty_values(specs: Mapping[str, BaseChannel]) -> dict[str, Any]:
     """
     found = {}
     for name, spec in specs.items():
-        if _is_internal_channel(name):
+        if is_langgraph_channel(name):
             continue
         channel = spec.from_checkpoint(MISSING)
         if channel.is_available():
@@ -162,11 +163,6 @@ def materialised(
 
 
 # -- the snapshot -----------------------------------------------------------------------
-def _is_internal_channel(name: str) -> bool:
-    # LangGraph's bookkeeping channels: __start__, __pregel_tasks, branch:to:x, join:a+b:c.
-    return name.startswith("__") or name.startswith("branch:") or name.startswith("join:")
-
-
 def _newer(version: Any, seen: Any) -> bool:
     if seen is None:
         return True
@@ -369,9 +365,9 @@ def build_snapshot(
     metadata = tup.metadata or {}
     values = {}
     for name, value in (checkpoint.get("channel_values") or {}).items():
-        if not _is_internal_channel(name):
+        if not is_langgraph_channel(name):
             values[name] = value.value if isinstance(value, _DeltaSnapshot) else value
-    values.update({k: v for k, v in rebuilt.items() if not _is_internal_channel(k)})
+    values.update({k: v for k, v in rebuilt.items() if not is_langgraph_channel(k)})
     for name, value in (defaults or {}).items():
         values.setdefault(name, value)
     checkpoint_id = checkpoint_id_of(tup)

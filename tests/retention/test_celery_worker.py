@@ -183,7 +183,7 @@ def test_health_pings_the_worker_and_fails_without_one(store, tmp_path):
     from health_check.contrib.celery import Ping
 
     from checkpoints.health import CeleryBroker, service_checks
-    from tests.test_production import health
+    from tests.reliability_fixtures import health
 
     need_service(_broker_unavailable())
     assert {CeleryBroker, Ping} <= {c if isinstance(c, type) else c[0] for c in

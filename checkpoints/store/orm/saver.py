@@ -57,7 +57,7 @@ from checkpoints.store.planning import (
     utcnow,
     validate_filter,
 )
-from checkpoints.store.projection import NOT_READ, read_now, skipping
+from checkpoints.store.projection import set_aside
 from checkpoints.store.sealing import rebind_orm_row
 
 PAGE = 100
@@ -395,10 +395,8 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
                     lambda m=metadata: metadata_shape(m), part="the metadata", **at
                 )
                 versions = checkpoint["channel_versions"]
-                values = checkpoint["channel_values"] = {}
-                if blobs and skipping():
-                    values.update((_text(b[0]), NOT_READ) for b in blobs)
-                    blobs = [b for b in blobs if read_now(_text(b[0]))]
+                blobs, unread = set_aside(blobs or [], lambda b: _text(b[0]))
+                values = checkpoint["channel_values"] = unread
                 loaded = (
                     self._plain_loads([b[1:] for b in blobs], seen) if plain and blobs else None
                 )

@@ -78,7 +78,7 @@ from checkpoints.store.planning import (
     thread_storage,
     validate_filter,
 )
-from checkpoints.store.projection import NOT_READ, read_now, skipping
+from checkpoints.store.projection import set_aside
 from checkpoints.store.redis.clients import (
     cluster_address,
     cluster_client,
@@ -364,13 +364,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
             for blob_field, value in zip(unpack(blob_fields), found[2], strict=False)
             if value is not None
         ]
-        unread = {}
-        if skipping():
-            for blob_field, _ in blobs:
-                channel = dec(unpack(blob_field)[0])
-                if not read_now(channel):
-                    unread[channel] = NOT_READ
-            blobs = [(f, t) for f, t in blobs if dec(unpack(f)[0]) not in unread]
+        blobs, unread = set_aside(blobs, lambda blob: dec(unpack(blob[0])[0]))
         pending = []
         for write_field, value in zip(found[3], found[4], strict=False):
             if value is None:
