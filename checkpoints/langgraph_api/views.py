@@ -267,7 +267,9 @@ def _matches(body: dict, metadata: dict, values: dict, wanted_status) -> bool:
         return False
     if any(body["metadata"].get(k, object()) != v for k, v in metadata.items()):
         return False
-    return all(body["values"].get(k, object()) == v for k, v in values.items())
+    # A thread no state was written to has values null: it matches no value filter.
+    held = body["values"] or {}
+    return all(held.get(k, object()) == v for k, v in values.items())
 
 
 class SearchView(LangGraphView):

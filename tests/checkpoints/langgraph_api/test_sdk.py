@@ -198,6 +198,16 @@ def test_auth_and_errors_are_json(lg):
     assert "does not run graphs" in caught.value.response.json()["detail"]
 
 
+def test_a_values_search_passes_over_threads_with_no_state(lg):
+    """A created thread has values null; a search on values skips it (found by schemathesis:
+    it was a 500)."""
+    client = lg.sync(lg.owner())
+    empty = client.threads.create(metadata={"kind": "empty"})
+    assert client.threads.get(empty["thread_id"])["values"] is None
+    assert client.threads.search(values={"topic": "x"}) == []
+    assert client.threads.search(metadata={"kind": "empty"}, values={}) != []
+
+
 def test_staff_change_metadata_only_with_the_permission(lg):
     from django.contrib.auth.models import User
     from langgraph_sdk import get_sync_client
