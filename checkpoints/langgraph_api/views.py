@@ -156,11 +156,14 @@ def graph_for(saver, thread_id: str, metadata: dict | None = None):
 
 
 def engine_call(call):
-    """Run a LangGraph update; its refusals (ambiguous node, unknown node) are the caller's."""
+    """Run a LangGraph update; its refusals (ambiguous or unknown node, no updates, a
+    subgraph namespace the graph lacks) are the caller's input, never a 500."""
     try:
         return call()
     except InvalidUpdateError as exc:
         raise InvalidCheckpointInput(str(exc), field="as_node") from exc
+    except ValueError as exc:
+        raise InvalidCheckpointInput(f"LangGraph refused the update: {exc}") from exc
 
 
 def updates_of(supersteps) -> list[list[StateUpdate]]:

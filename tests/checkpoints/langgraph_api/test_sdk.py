@@ -208,6 +208,25 @@ def test_a_values_search_passes_over_threads_with_no_state(lg):
     assert client.threads.search(metadata={"kind": "empty"}, values={}) != []
 
 
+def test_updates_langgraph_refuses_are_422s(lg):
+    """LangGraph's own refusals of an update are the caller's input (schemathesis found
+    them as 500s): supersteps with no update, a state in a subgraph the graph lacks."""
+    import httpx
+
+    lg.run_graph("refused-1", owner=lg.owner())
+    client = lg.sync(lg.owner())
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        client.threads.create(thread_id="refused-2", supersteps=[{"updates": []}])
+    assert caught.value.response.status_code == 422
+    assert "No updates provided" in caught.value.response.json()["detail"]
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        client.threads.update_state(
+            "refused-1", {"notes": ["x"]}, checkpoint={"checkpoint_ns": "nowhere"}
+        )
+    assert caught.value.response.status_code == 422
+    assert "nowhere" in caught.value.response.json()["detail"]
+
+
 def test_staff_change_metadata_only_with_the_permission(lg):
     from django.contrib.auth.models import User
     from langgraph_sdk import get_sync_client
