@@ -2,12 +2,12 @@
 
 `StoreSaver` holds the one implementation of put, put_writes, delete_thread (repeat until
 empty), delete_for_runs, copy_thread and prune, sync and async. Each is a *flow*: a
-generator that yields `Call`s to the small set of storage primitives a saver supplies
-(``_store_checkpoint``, ``_store_writes``, ``_delete_threads_round``, ...) and receives
-their results. `_run` drives a flow by calling the primitives; `_arun` awaits them
-(``_acall``: the memory saver calls them directly, the ORM saver runs them off the event
-loop, the Redis saver drives its own asyncio flows). So the rules are written once and
-the async twins cannot drift from the sync ones.
+generator that yields typed requests (`checkpoints.store.requests`: `StoreCheckpoint`,
+`StoreWrites`, `DeleteRound`, ...) and receives their results. `perform` fulfils one by
+matching it to the saver's storage primitive (``_store_checkpoint``, ...); ``aperform``
+awaits it (the memory saver calls the primitive directly, the ORM saver runs it off the
+event loop or natively on PostgreSQL's async pool, the Redis saver drives its asyncio
+I/O). So the rules are written once and the async twins cannot drift from the sync ones.
 
 The pure rules those flows apply (keys, thread ids, prune keep-sets, delete rounds, copy
 outcomes, the format verdict) live in `checkpoints.store.planning`; what a store can do
@@ -21,7 +21,6 @@ import logging
 import random
 from abc import ABCMeta, abstractmethod
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -59,12 +58,25 @@ from checkpoints.store.planning import (
     stored_config,
     utcnow,
 )
+from checkpoints.store.requests import (
+    CopyThread,
+    CountThread,
+    DeleteRound,
+    DeleteRuns,
+    DeleteUnwritten,
+    DurabilityOf,
+    ForgetThreads,
+    PruneThread,
+    StoreCheckpoint,
+    StoreRequest,
+    StoreWrites,
+)
 
 logger = logging.getLogger(__name__)
 
 # Where checkpoints written before the stamp moved beside them carried it in their metadata.
 DURABILITY_KEY = "_durability"
-__all__ = ["DURABILITY_KEY", "Call", "StoreSaver", "strict_serializer"]
+__all__ = ["DURABILITY_KEY", "StoreSaver", "strict_serializer"]
 
 
 def _tuple_key(tup) -> tuple[str, str]:
@@ -72,15 +84,7 @@ def _tuple_key(tup) -> tuple[str, str]:
     return (c.get("checkpoint_ns", ""), c["checkpoint_id"])
 
 
-@dataclass(frozen=True)
-class Call:
-    """A flow's request: run the storage primitive ``_<name>`` with these arguments."""
-
-    name: str
-    args: tuple = ()
-
-
-Flow = Generator[Call, Any, Any]
+Flow = Generator[StoreRequest, Any, Any]
 
 
 class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
@@ -117,27 +121,48 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
             ) from exc
 
     # -- driving flows ----------------------------------------------------------------------
-    def _call(self, name: str, args: tuple) -> Any:
-        """Run one storage primitive synchronously."""
-        return getattr(self, f"_{name}")(*args)
+    # A saver supplies the primitives below (``_store_checkpoint``, ...), or overrides
+    # `perform` and `aperform` whole, as the Redis saver does with its I/O flows.
+    def perform(self, request: StoreRequest) -> Any:
+        """Fulfil one storage request with the saver's primitive, synchronously."""
+        match request:
+            case StoreCheckpoint(plan):
+                return self._store_checkpoint(plan)
+            case StoreWrites(plan):
+                return self._store_writes(plan)
+            case DurabilityOf(thread_id, ns, checkpoint_id):
+                return self._durability_of(thread_id, ns, checkpoint_id)
+            case DeleteRound(thread_ids):
+                return self._delete_threads_round(thread_ids)
+            case ForgetThreads(thread_ids):
+                return self._forget_threads(thread_ids)
+            case DeleteUnwritten(judged):
+                return self._delete_unwritten(judged)
+            case DeleteRuns(run_ids):
+                return self._delete_runs(run_ids)
+            case CopyThread(source, target):
+                return self._copy_thread(source, target)
+            case PruneThread(thread_id, keep_last):
+                return self._prune_thread(thread_id, keep_last)
+            case CountThread(thread_id):
+                return self._count(thread_id)
+        raise TypeError(f"{type(self).__name__} has no storage primitive for {request!r}")
 
-    async def _acall(self, name: str, args: tuple) -> Any:
-        """Run one storage primitive without blocking the event loop (savers override)."""
-        return self._call(name, args)
+    async def aperform(self, request: StoreRequest) -> Any:
+        """`perform` without blocking the event loop (the ORM and Redis savers override)."""
+        return self.perform(request)
 
     # Every write and maintenance call of every saver passes here: the one place its span
     # opens (checkpoints.tracing; without OpenTelemetry, one None test and nothing else).
     def _run(self, flow: Flow) -> Any:
         if tracing.tracer is not None:
-            perform = lambda call: self._call(call.name, call.args)  # noqa: E731
-            return tracing.run_flow("saver", self.provider, flow, perform, run)
-        return run(flow, lambda call: self._call(call.name, call.args))
+            return tracing.run_flow("saver", self.provider, flow, self.perform, run)
+        return run(flow, self.perform)
 
     async def _arun(self, flow: Flow) -> Any:
         if tracing.tracer is not None:
-            aperform = lambda call: self._acall(call.name, call.args)  # noqa: E731
-            return await tracing.arun_flow("saver", self.provider, flow, aperform, arun)
-        return await arun(flow, lambda call: self._acall(call.name, call.args))
+            return await tracing.arun_flow("saver", self.provider, flow, self.aperform, arun)
+        return await arun(flow, self.aperform)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -175,9 +200,16 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         """The level this store guarantees for an acknowledged write."""
         ...
 
-    def _stamp(self, plan: PutPlan) -> dict[str, str]:
-        """Record on ``plan`` the durability the store is about to commit it with."""
-        plan.durability = {"level": self.durability, "at": utcnow().isoformat()}
+    def _stamp(self, plan: PutPlan, level: str | None = None) -> dict[str, str]:
+        """Record on ``plan`` the durability the store is about to commit it with.
+
+        ``level``: when the writing statement reports its own (PostgreSQL), what it is known
+        as before then; the store's current level otherwise.
+        """
+        plan.durability = {
+            "level": self.durability if level is None else level,
+            "at": utcnow().isoformat(),
+        }
         return plan.durability
 
     def get_durability(self, config: RunnableConfig) -> dict[str, str] | None:
@@ -194,14 +226,13 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
 
     def _flow_durability(self, config: RunnableConfig) -> Flow:
         thread_id, ns, checkpoint_id = config_keys(config)
-        return (yield Call("durability_of", (thread_id, ns, checkpoint_id)))
+        return (yield DurabilityOf(thread_id, ns, checkpoint_id))
 
-    @abstractmethod
     def _durability_of(
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> dict[str, str] | None:
         """The stamp stored beside the checkpoint (the newest when no id is given)."""
-        ...
+        raise NotImplementedError
 
     # -- versions -------------------------------------------------------------------------
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
@@ -219,7 +250,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         plan = plan_put(config, checkpoint, metadata, new_versions)
         # The primitive stamps the plan (`_stamp`) as it commits, and prunes the namespace
         # to max_checkpoints in the same unit of work where it can.
-        yield Call("store_checkpoint", (plan,))
+        yield StoreCheckpoint(plan)
         return self._acknowledge(plan)
 
     def put(
@@ -240,10 +271,9 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     ) -> RunnableConfig:
         return await self._arun(self._flow_put(config, checkpoint, metadata, new_versions))
 
-    @abstractmethod
     def _store_checkpoint(self, plan: PutPlan) -> None:
         """Write the checkpoint, its new blobs and its stamped metadata as one unit."""
-        ...
+        raise NotImplementedError
 
     def _acknowledge(self, plan: PutPlan) -> RunnableConfig:
         """The config a committed put returns; sends `checkpoint_created` with the envelope."""
@@ -270,7 +300,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     def _flow_put_writes(self, config, writes, task_id, task_path) -> Flow:
         plan = plan_writes(config, writes, task_id, task_path)
         if plan.items:
-            yield Call("store_writes", (plan,))
+            yield StoreWrites(plan)
 
     def put_writes(
         self,
@@ -290,19 +320,18 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     ) -> None:
         await self._arun(self._flow_put_writes(config, writes, task_id, task_path))
 
-    @abstractmethod
     def _store_writes(self, plan: WritesPlan) -> None:
         """Store the writes; a slot already held is kept, unless its idx is negative."""
-        ...
+        raise NotImplementedError
 
     # -- delete that repeats until the thread is empty ------------------------------------
     def _flow_delete(self, thread_ids: Sequence[str]) -> Flow:
         rounds = DeleteRounds(thread_ids, stop_without_progress=self.delete_stops_without_progress)
         for pending in rounds:
-            left = yield Call("delete_threads_round", (pending,))
+            left = yield DeleteRound(pending)
             gone = rounds.left(left)
             if gone:
-                yield Call("forget_threads", (gone,))
+                yield ForgetThreads(gone)
 
     def delete_thread(self, thread_id: str) -> None:
         self._run(self._flow_delete([thread_id]))
@@ -332,13 +361,12 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         judged = {check_thread_id(t): w for t, w in judged.items()}
         if not judged:
             return set()
-        return set((yield Call("delete_unwritten", (judged,))))
+        return set((yield DeleteUnwritten(judged)))
 
-    @abstractmethod
     def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
         """Delete, checking each against its judged last write in the same unit of work,
         the threads still at it (and their marks); return the ids kept as written since."""
-        ...
+        raise NotImplementedError
 
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         """Delete the threads once; return what each one still holding rows holds."""
@@ -349,10 +377,9 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 left[thread_id] = held
         return left
 
-    @abstractmethod
     def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
         """Delete everything the thread holds once; return what is there afterwards."""
-        ...
+        raise NotImplementedError
 
     def _forget_threads(self, thread_ids: list[str]) -> None:
         """Drop the ledger entries of threads now empty."""
@@ -363,7 +390,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     def _flow_delete_runs(self, run_ids: Sequence[str]) -> Flow:
         runs = sorted({str(r) for r in run_ids})
         if runs:
-            yield Call("delete_runs", (runs,))
+            yield DeleteRuns(runs)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self._run(self._flow_delete_runs(run_ids))
@@ -371,15 +398,14 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         await self._arun(self._flow_delete_runs(run_ids))
 
-    @abstractmethod
     def _delete_runs(self, run_ids: list[str]) -> None:
         """Delete the checkpoints (with their writes and orphaned blobs) of these runs."""
-        ...
+        raise NotImplementedError
 
     # -- copy -----------------------------------------------------------------------------
     def _flow_copy(self, source_thread_id: str, target_thread_id: str) -> Flow:
         src, dst = check_thread_id(source_thread_id), check_thread_id(target_thread_id)
-        outcome = yield Call("copy_thread", (src, dst))
+        outcome = yield CopyThread(src, dst)
         copy_outcome(src, dst, outcome)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -404,10 +430,9 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
             doing=f"copy thread {source_thread_id!r}",
         )
 
-    @abstractmethod
     def _copy_thread(self, source: str, target: str) -> CopyOutcome:
         """Copy as one unit, unless there is no source or the target holds checkpoints."""
-        ...
+        raise NotImplementedError
 
     # -- delta-channel history --------------------------------------------------------------
     def _flow_delta_history(self, config: RunnableConfig, channels: Sequence[str]) -> Flow:
@@ -462,10 +487,10 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         deleted = 0
         for thread_id in thread_ids:
             if strategy == "delete":
-                deleted += (yield Call("count", (str(thread_id),))).checkpoints
+                deleted += (yield CountThread(str(thread_id))).checkpoints
                 yield from self._flow_delete([str(thread_id)])
             else:
-                deleted += yield Call("prune_thread", (str(thread_id), keep_last or 1))
+                deleted += yield PruneThread(str(thread_id), keep_last or 1)
         return deleted
 
     def prune(
@@ -492,10 +517,9 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     ) -> int:
         return await self._arun(self._flow_prune(thread_ids, strategy, keep_last))
 
-    @abstractmethod
     def _prune_thread(self, thread_id: str, keep_last: int) -> int:
         """Apply `planning.prune_plan` to each namespace of the thread; return how many went."""
-        ...
+        raise NotImplementedError
 
     @abstractmethod
     def _count(self, thread_id: str) -> ThreadHoldings: ...

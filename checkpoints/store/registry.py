@@ -16,8 +16,8 @@ from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError
 
 SAVER_CLASSES = {
-    "postgres": "checkpoints.store.orm.saver.OrmSaver",
-    "sqlite": "checkpoints.store.orm.saver.OrmSaver",
+    "postgres": "checkpoints.store.orm.postgres.PostgresStore",
+    "sqlite": "checkpoints.store.orm.sqlite.SqliteStore",
     "redis": "checkpoints.store.redis.saver.RedisSaver",
     "memory": "checkpoints.store.memory.MemorySaver",
 }

@@ -21,6 +21,7 @@ from checkpoints.errors import CheckpointConfigError, ThreadVersionConflict
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
+from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.lease import Leases
 from checkpoints.store.planning import (
     FORMAT_GENERATION,
@@ -67,11 +68,6 @@ class OrmLedger(Capabilities):
     @property
     def db_alias(self) -> str:
         return self.using
-
-    @property
-    def can_park(self) -> bool:
-        # A parked run must be resumable by any worker: SQLite is one machine's file.
-        return self.provider == "postgres"
 
     @property
     def store_key(self) -> str:
@@ -143,7 +139,7 @@ class OrmLedger(Capabilities):
                 FinishedMark,
                 StoreFormat,
             ):
-                model.objects.using(db).all()._raw_delete(db)
+                raw_delete(model.objects.using(db).all())
             StoreFormat.objects.using(db).create(generation=FORMAT_GENERATION, recorded_at=utcnow())
         _format_checked.add(self.using)
         return threads

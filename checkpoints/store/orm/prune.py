@@ -11,6 +11,7 @@ from django.db import transaction
 
 from checkpoints.models import ChannelBlob, PendingWrite
 from checkpoints.models import Checkpoint as CheckpointRow
+from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.planning import PruneRow, delta_channels, prune_thread_plan, root_of
 
 # The type tag of a channel version stored as "no value" (LangGraph's empty channel).
@@ -62,12 +63,12 @@ class OrmPrune:
         for ns, ids in by_ns_ids.items():
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
-                PendingWrite.objects.using(db).filter(
-                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
-                )._raw_delete(db)
-                CheckpointRow.objects.using(db).filter(
-                    thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
-                )._raw_delete(db)
+                for model in (PendingWrite, CheckpointRow):
+                    raw_delete(
+                        model.objects.using(db).filter(
+                            thread_id=pk, checkpoint_ns=ns, checkpoint_id__in=chunk
+                        )
+                    )
                 # A kept checkpoint whose parent went has none (planning.prune_plan).
                 CheckpointRow.objects.using(db).filter(
                     thread_id=pk, checkpoint_ns=ns, parent_checkpoint_id__in=chunk
@@ -107,4 +108,4 @@ class OrmPrune:
             if (ns, channel, version) not in referenced
         ]
         for start in range(0, len(stale), 500):
-            ChannelBlob.objects.using(db).filter(pk__in=stale[start : start + 500])._raw_delete(db)
+            raw_delete(ChannelBlob.objects.using(db).filter(pk__in=stale[start : start + 500]))

@@ -1,4 +1,11 @@
-"""The ORM saver: checkpoints in Django's database (PostgreSQL or SQLite)."""
+"""The ORM saver: checkpoints in Django's database, whichever dialect it speaks.
+
+`OrmSaver` holds what PostgreSQL and SQLite share (encoding, reading rows into tuples,
+paging, the ORM's deletes and copies); each dialect's subclass (`postgres.PostgresStore`,
+`sqlite.SqliteStore`) owns its statements and connection handling through a few hooks:
+``_put_transaction``, ``_insert_checkpoint``, ``_put_write_rows``, ``_get_rows``,
+``_page``, ``_read_durability``. ``OrmSaver(using=...)`` builds the one its database needs.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,12 +41,10 @@ from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.aio import OrmAsync, iter_off_loop, off_loop, on_loop_thread
+from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
-from checkpoints.store.orm.postgres import PostgresPaths
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
-from checkpoints.store.orm.space import OrmSpace
-from checkpoints.store.orm.sqlite import SqlitePaths, warm_connection, write_transaction
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
@@ -58,30 +63,51 @@ from checkpoints.store.planning import (
     validate_filter,
 )
 from checkpoints.store.projection import set_aside
+from checkpoints.store.requests import StoreRequest
 from checkpoints.store.sealing import rebind_orm_row
 
 PAGE = 100
+# An owner not looked up yet (the owner cache holds None for "no such user").
+MISSING_OWNER = object()
 
 
-class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpace, StoreSaver):
+def dialect_class(using: str) -> type[OrmSaver]:
+    """The saver class for database ``using``'s dialect."""
+    if using not in connections.settings:
+        raise CheckpointConfigError(f"database alias {using!r} is not configured")
+    from checkpoints.store.orm.postgres import PostgresStore
+    from checkpoints.store.orm.sqlite import SqliteStore
+
+    vendor = connections[using].vendor
+    for cls in (PostgresStore, SqliteStore):
+        if cls.vendor == vendor:
+            return cls
+    raise CheckpointConfigError(
+        f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
+    )
+
+
+class OrmSaver(OrmAsync, OrmPrune, OrmLedger, StoreSaver):
     """Checkpoints, blobs and writes as Django models; one transaction per write."""
+
+    vendor = ""  # the Django backend's vendor the dialect speaks
+    json_as_text = False  # whether JSON columns come back as text
+
+    def __new__(cls, *args, using: str = "default", **kwargs):
+        if not cls.vendor:
+            cls = dialect_class(using)
+        return super().__new__(cls)
 
     def __init__(
         self, *, using: str = "default", serde=None, max_checkpoints=None, check_format=True
     ) -> None:
         super().__init__(serde=serde, max_checkpoints=max_checkpoints)
-        if using not in connections.settings:
-            raise CheckpointConfigError(f"database alias {using!r} is not configured")
-        self.using = using
-        vendor = connections[using].vendor
-        if vendor == "postgresql":
-            self.provider = "postgres"
-        elif vendor == "sqlite":
-            self.provider = "sqlite"
-        else:
+        if dialect_class(using).vendor != self.vendor:
             raise CheckpointConfigError(
-                f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
+                f"{type(self).__name__} runs on {self.vendor}; database {using!r} is "
+                f"{connections[using].vendor}"
             )
+        self.using = using
         self.compress_bytes = setting("INLINE_COMPRESS_BYTES")
         # Named server-side prepared statements for the hot-path SQL (PostgreSQL): "auto"
         # uses them unless a pooler (PgBouncer in transaction mode) sits in between.
@@ -101,21 +127,44 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
         """The registry's constructor: the database from ``using`` or ``conn_string``."""
         if using is None:
             using = alias_for_conn_string(conn_string) if conn_string else "default"
-        saver = cls(using=using, **options)
-        if saver.provider != provider:
+        dialect = dialect_class(using)
+        if dialect.provider != provider or (cls.vendor and cls.vendor != dialect.vendor):
             raise CheckpointConfigError(
                 f"provider {provider!r} was asked for, but database {using!r} is "
                 f"{connections[using].vendor}; set LLM_PROVIDER_CHECKPOINT_CONN_STRING "
                 f"(or DATABASE_URL) to a {provider} database",
                 field="provider",
             )
-        return saver
+        return cls(using=using, **options)
 
-    def _warm(self, *, write: bool = False):
-        """SQLite: an open connection for this call (`sqlite.warm_connection`)."""
-        if self.provider != "sqlite":
-            return nullcontext()
-        return warm_connection(self.using, write=write)
+    # -- the dialect's hooks ----------------------------------------------------------------
+    def _warm(self, *, write: bool = False) -> AbstractContextManager:
+        """An open connection for the call (SQLite lends one; a server's is Django's)."""
+        return nullcontext()
+
+    def _put_transaction(self) -> AbstractContextManager:
+        """The unit a put (and its ``max_checkpoints`` prune) commits in."""
+        return transaction.atomic(using=self.using)
+
+    def _insert_checkpoint(self, row: dict, blobs: list[tuple], plan: PutPlan) -> int:
+        """Write the stamped row and its new blobs; return the thread's key."""
+        raise NotImplementedError
+
+    def _put_write_rows(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+        """Store encoded writes and move the thread's last write, as one unit."""
+        raise NotImplementedError
+
+    def _get_rows(self, params: dict) -> list[tuple]:
+        """The rows (with blobs and writes) of one checkpoint, by id or the newest."""
+        raise NotImplementedError
+
+    def _page(self, params, wanted, cursor, size) -> list[tuple]:
+        """One keyset page of list's rows (see `_list_flow`)."""
+        raise NotImplementedError
+
+    def _read_durability(self) -> str:
+        """The level a commit on this thread's connection gets now."""
+        raise NotImplementedError
 
     def _run(self, flow) -> Any:
         # A sync call from a running loop's thread (a notebook cell): the whole flow, its
@@ -124,10 +173,10 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
             return off_loop(super()._run, flow)
         return super()._run(flow)
 
-    def _call(self, name: str, args: tuple) -> Any:
+    def perform(self, request: StoreRequest) -> Any:
         # The primitives run by flows are the writes (and a few small reads).
         with self._warm(write=True):
-            return super()._call(name, args)
+            return super().perform(request)
 
     # -- durability -----------------------------------------------------------------------
     @property
@@ -151,11 +200,6 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
             self._durability_session = id(conn) if conn is not None else None
             self._durability_read_at = now
         return self._durability
-
-    def _read_durability(self) -> str:
-        if self.provider == "sqlite":
-            return self._sqlite_durability()
-        return self._pg_durability()
 
     # -- serialization --------------------------------------------------------------------
     # ``at`` is where the value is stored: the sealed bytes are bound to it.
@@ -208,31 +252,18 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
 
     def _store_checkpoint(self, plan: PutPlan) -> None:
         row, blobs = self._checkpoint_row(plan, self._owner_pk(plan.owner))
-        row["durability"] = self.durability
-        if self.provider == "postgres" and not self.max_checkpoints:
-            # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round trips.
-            self._stamp_row(row, plan)
-            # The statement stamps the level its own session commits with.
-            _, plan.durability["level"] = self._put_pg(row, blobs)
-            return
-        begin = (
-            write_transaction(self.using)
-            if self.provider == "sqlite" and not self.max_checkpoints
-            else transaction.atomic(using=self.using)
-        )
-        with begin:
+        with self._put_transaction():
             # Stamped inside the transaction: no reader sees it before the commit.
             self._stamp_row(row, plan)
-            if self.provider == "postgres":
-                thread_pk, plan.durability["level"] = self._put_pg(row, blobs)
-            else:
-                thread_pk = self._put_sqlite(row, blobs)
+            thread_pk = self._insert_checkpoint(row, blobs, plan)
             if self.max_checkpoints:
                 self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)
 
-    def _stamp_row(self, row: dict, plan: PutPlan) -> None:
+    def _stamp_row(self, row: dict, plan: PutPlan, level: str | None = None) -> None:
         # The stamp's time is the row's created_at: the store keeps it once, as a column.
-        row["now"] = datetime.fromisoformat(self._stamp(plan)["at"])
+        stamp = self._stamp(plan, level)
+        row["durability"] = stamp["level"]
+        row["now"] = datetime.fromisoformat(stamp["at"])
         row["metadata"] = plan.metadata
 
     def _durability_of(
@@ -277,9 +308,7 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
         )
 
     def _store_writes(self, plan: WritesPlan) -> None:
-        rows = self._write_rows(plan)
-        put = self._put_writes_pg if self.provider == "postgres" else self._put_writes_sqlite
-        put(*self._writes_args(plan, rows))
+        self._put_write_rows(*self._writes_args(plan, self._write_rows(plan)))
 
     def _thread_pk(self, thread_id: str) -> int | None:
         found = list(
@@ -310,9 +339,8 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
             return off_loop(self.get_tuple, config)
         thread_id, ns, checkpoint_id = config_keys(config)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
-        get_rows = self._get_rows_pg if self.provider == "postgres" else self._get_rows_sqlite
         with self._warm():
-            found = get_rows(params)
+            found = self._get_rows(params)
         return self._tuples(found)[0] if found else None
 
     def _plain_loads(self, typed: list[tuple[Any, Any]], seen: dict | None = None) -> list | None:
@@ -377,8 +405,8 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
         plain = not encryption_enabled()
         # Values read once for all of this page's rows (`_plain_loads`).
         seen: dict | None = {} if len(rows) > 1 else None
-        # SQLite hands JSON columns back as text; PostgreSQL decodes them (a str is a string).
-        text_json = self.provider == "sqlite"
+        # A str is JSON text only where the dialect hands JSON columns back as text.
+        text_json = self.json_as_text
         for row in rows:
             _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
             with reading_checkpoint(thread_id, ns, cid):
@@ -495,11 +523,10 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
 
     def _list_pages(self, config, *, filter=None, before=None, limit=None) -> Iterator[list]:
         """Pages of tuples, each fetched by its own keyset query (no cursor held open)."""
-        fetch = self._page_pg if self.provider == "postgres" else self._page_sqlite
 
         def fetch_warm(request):
             with self._warm():
-                return fetch(*request)
+                return self._page(*request)
 
         flow = self._list_flow(config, filter=filter, before=before, limit=limit)
         return stream(flow, fetch_warm)
@@ -578,20 +605,16 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         """Set-based deletes, one transaction per thousand threads."""
         db = self.using
-        if self.provider == "postgres":
-            self._delete_round_pg(thread_ids)
-            return {}  # nothing to repeat: see postgres.DELETE_THREADS
         for start in range(0, len(thread_ids), 1000):
             chunk = thread_ids[start : start + 1000]
             with transaction.atomic(using=db):
-                pks = list(
-                    Thread.objects.using(db)
-                    .filter(thread_id__in=chunk)
-                    .values_list("pk", flat=True)
+                self._raw_delete_threads(
+                    list(
+                        Thread.objects.using(db)
+                        .filter(thread_id__in=chunk)
+                        .values_list("pk", flat=True)
+                    )
                 )
-                for model in (PendingWrite, CheckpointRow, ChannelBlob):
-                    model.objects.using(db).filter(thread_id__in=pks)._raw_delete(db)
-                Thread.objects.using(db).filter(pk__in=pks)._raw_delete(db)
         # A writer's put or put_writes re-creates the thread row, so rows mean "holds rows".
         again = (
             Thread.objects.using(db)
@@ -600,42 +623,21 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
         )
         return {t: self._count(t) for t in again}
 
-    def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
-        if self.provider == "postgres":
-            return self._delete_unwritten_pg(judged)
-        # SQLite: the check and the delete in one write transaction (BEGIN IMMEDIATE takes
-        # the write lock first, so no put lands between them).
+    def _raw_delete_threads(self, pks: list[int]) -> None:
+        """Delete these threads' rows, inside the caller's transaction."""
         db = self.using
-        ids = list(judged)
-        kept: set[str] = set()
-        for start in range(0, len(ids), 1000):
-            chunk = ids[start : start + 1000]
-            with write_transaction(db):
-                rows = {
-                    t: (pk, last_write)
-                    for t, pk, last_write in Thread.objects.using(db)
-                    .filter(thread_id__in=chunk)
-                    .values_list("thread_id", "pk", "last_write_at")
-                }
-                written = {t for t in chunk if (rows[t][1] if t in rows else None) != judged[t]}
-                pks = [rows[t][0] for t in chunk if t in rows and t not in written]
-                for model in (PendingWrite, CheckpointRow, ChannelBlob):
-                    model.objects.using(db).filter(thread_id__in=pks)._raw_delete(db)
-                Thread.objects.using(db).filter(pk__in=pks)._raw_delete(db)
-                FinishedMark.objects.using(db).filter(
-                    thread_id__in=[t for t in chunk if t not in written]
-                )._raw_delete(db)
-            kept |= written
-        return kept
+        for model in (PendingWrite, CheckpointRow, ChannelBlob):
+            raw_delete(model.objects.using(db).filter(thread_id__in=pks))
+        raw_delete(Thread.objects.using(db).filter(pk__in=pks))
 
     def _forget_threads(self, thread_ids: list[str]) -> None:
-        if self.provider == "postgres":
-            return  # DELETE_THREADS dropped the marks with the threads
         db = self.using
         for start in range(0, len(thread_ids), 1000):
-            FinishedMark.objects.using(db).filter(
-                thread_id__in=thread_ids[start : start + 1000]
-            )._raw_delete(db)
+            raw_delete(
+                FinishedMark.objects.using(db).filter(
+                    thread_id__in=thread_ids[start : start + 1000]
+                )
+            )
 
     def _delete_runs(self, run_ids: list[str]) -> None:
         db = self.using
@@ -649,10 +651,12 @@ class OrmSaver(OrmAsync, PostgresPaths, SqlitePaths, OrmPrune, OrmLedger, OrmSpa
             for tpk, ns, cid in doomed:
                 by_key[(tpk, ns)].append(cid)
             for (tpk, ns), ids in by_key.items():
-                PendingWrite.objects.using(db).filter(
-                    thread_id=tpk, checkpoint_ns=ns, checkpoint_id__in=ids
-                )._raw_delete(db)
-            CheckpointRow.objects.using(db).filter(run_id__in=run_ids)._raw_delete(db)
+                raw_delete(
+                    PendingWrite.objects.using(db).filter(
+                        thread_id=tpk, checkpoint_ns=ns, checkpoint_id__in=ids
+                    )
+                )
+            raw_delete(CheckpointRow.objects.using(db).filter(run_id__in=run_ids))
             for tpk in {k[0] for k in by_key}:
                 self._drop_unreferenced_blobs(tpk)
 

@@ -24,15 +24,12 @@ def store_tables() -> list[str]:
     return sorted(model._meta.db_table for model in apps.get_app_config("checkpoints").get_models())
 
 
-class OrmSpace:
-    """The disk-space hooks of the store contract on PostgreSQL and SQLite."""
+class SqliteSpace:
+    """The disk-space hooks of the store contract on SQLite (a mixin of `SqliteStore`)."""
 
     using: str
-    provider: str
 
     def reclaim_space(self, *, final: bool = False) -> int | None:
-        if self.provider != "sqlite":
-            return None  # autovacuum makes PostgreSQL's dead rows reusable
         with self._warm(write=True):  # type: ignore[attr-defined]
             wrapper = connections[self.using]
             if wrapper.in_atomic_block:
@@ -53,11 +50,6 @@ class OrmSpace:
         return freed
 
     def compact(self) -> dict:
-        if self.provider == "sqlite":
-            return self._compact_sqlite()
-        return self._report_postgres()
-
-    def _compact_sqlite(self) -> dict:
         conn = connections[self.using]
         path = str(conn.settings_dict["NAME"])
         with self._warm(write=True):  # type: ignore[attr-defined]
@@ -83,7 +75,16 @@ class OrmSpace:
             "auto_vacuum": _AUTO_VACUUM.get(now, str(now)),
         }
 
-    def _report_postgres(self) -> dict:
+
+class PostgresSpace:
+    """The disk-space hooks on PostgreSQL (a mixin of `PostgresStore`): a report only.
+
+    ``reclaim_space`` keeps the contract's None: autovacuum makes dead rows reusable.
+    """
+
+    using: str
+
+    def compact(self) -> dict:
         tables = []
         with connections[self.using].cursor() as cur:
             cur.execute(

@@ -1,280 +1,87 @@
-"""Hand-written SQLite statements for the ORM saver's hot paths.
+"""The ORM saver on SQLite: its statements (`sqlite_sql`) on Django's own connection.
 
 SQLite runs in the process, so round trips cost little; what cost the time was building
-ORM queries (about 2 ms a read). These statements run on Django's own sqlite3 connection,
-inside whatever transaction Django holds, with the same tables and column formats.
+ORM queries (about 2 ms a read). The statements run inside whatever transaction Django
+holds; connections are lent and writers queued by `sqlite_connection`.
 """
 
 from __future__ import annotations
 
-import _thread
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from datetime import datetime
 
 from django.db import connections, transaction
 
-from checkpoints.store.planning import utcnow
-
-ROW = """
-SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
-       c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions
-FROM checkpoints_checkpoint c JOIN checkpoints_thread t ON t.id = c.thread_id
-"""
-_THREAD = "c.thread_id = (SELECT id FROM checkpoints_thread WHERE thread_id = :thread_id)"
-
-GET_LATEST = (
-    ROW + f"WHERE {_THREAD} AND c.checkpoint_ns = :ns ORDER BY c.checkpoint_id DESC LIMIT 1"
+from checkpoints.models import FinishedMark, Thread
+from checkpoints.store.orm.internals import raw_delete
+from checkpoints.store.orm.saver import OrmSaver
+from checkpoints.store.orm.space import SqliteSpace
+from checkpoints.store.orm.sqlite_connection import warm_connection, write_transaction
+from checkpoints.store.orm.sqlite_sql import (
+    GET_BY_ID_ONE,
+    GET_LATEST_ONE,
+    INSERT_BLOB,
+    PUT_WRITE_KEEP,
+    PUT_WRITE_REPLACE,
+    TOUCH_THREAD,
+    UPSERT_CHECKPOINT,
+    UPSERT_THREAD,
+    list_page,
+    with_blobs_and_writes,
 )
-GET_BY_ID = ROW + f"WHERE {_THREAD} AND c.checkpoint_ns = :ns AND c.checkpoint_id = :checkpoint_id"
-
-# Versions are JSON numbers or strings; blob rows hold them as text, as str() writes them.
-BLOBS = """
-SELECT b.channel, b.type, b.blob
-FROM json_each(:versions) AS v
--- CROSS JOIN keeps this order: one probe of the blob key per channel, not a thread scan.
-CROSS JOIN checkpoints_channelblob b
-  ON b.thread_id = :thread_pk AND b.checkpoint_ns = :ns
- AND b.channel = v.key AND b.version = CAST(v.value AS TEXT)
-WHERE b.type <> 'empty'
-"""
-
-# get_tuple in one statement: the checkpoint row (kind 0), then its blobs (kind 1) and its
-# pending writes (kind 2), padded to the row's width; one round through SQLite, not three.
-_ONE = """
-WITH c AS MATERIALIZED (
-  SELECT c.id, c.thread_id AS thread_pk, t.thread_id AS thread_name, c.checkpoint_ns,
-         c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata,
-         c.channel_versions
-  FROM checkpoints_checkpoint c JOIN checkpoints_thread t ON t.id = c.thread_id
-  WHERE {where}
-)
-SELECT 0, * FROM c
-UNION ALL
-SELECT 1, b.channel, b.type, b.blob, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM c, json_each(c.channel_versions) AS v
-CROSS JOIN checkpoints_channelblob b
-  ON b.thread_id = c.thread_pk AND b.checkpoint_ns = c.checkpoint_ns
- AND b.channel = v.key AND b.version = CAST(v.value AS TEXT)
-WHERE b.type <> 'empty'
-UNION ALL
-SELECT 2, w.task_id, w.task_path, w.idx, w.channel, w.type, w.blob, NULL, NULL, NULL, NULL
-FROM c CROSS JOIN checkpoints_pendingwrite w
-  ON w.thread_id = c.thread_pk AND w.checkpoint_ns = c.checkpoint_ns
- AND w.checkpoint_id = c.checkpoint_id
-"""
-GET_LATEST_ONE = _ONE.format(
-    where=f"{_THREAD} AND c.checkpoint_ns = :ns ORDER BY c.checkpoint_id DESC LIMIT 1"
-)
-GET_BY_ID_ONE = _ONE.format(
-    where=f"{_THREAD} AND c.checkpoint_ns = :ns AND c.checkpoint_id = :checkpoint_id"
-)
-
-WRITES = """
-SELECT task_id, task_path, idx, channel, type, blob FROM checkpoints_pendingwrite
-WHERE thread_id = :thread_pk AND checkpoint_ns = :ns AND checkpoint_id = :checkpoint_id
-"""
-
-UPSERT_THREAD = """
-INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
-VALUES (:thread_id, :owner_id, :now, :now, 1)
-ON CONFLICT (thread_id) DO UPDATE SET last_write_at = excluded.last_write_at,
-    owner_id = COALESCE(checkpoints_thread.owner_id, excluded.owner_id)
-RETURNING id
-"""
-
-INSERT_BLOB = """
-INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)
-VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
-"""
-
-UPSERT_CHECKPOINT = """
-INSERT INTO checkpoints_checkpoint (
-    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
-    channel_versions, metadata, source, step, run_id, durability, created_at
-) VALUES (:thread_pk, :ns, :checkpoint_id, :parent_id, :type, :body, :channel_versions,
-          :metadata, :source, :step, :run_id, :durability, :now)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = excluded.parent_checkpoint_id, type = excluded.type,
-    checkpoint = excluded.checkpoint, channel_versions = excluded.channel_versions,
-    metadata = excluded.metadata, source = excluded.source, step = excluded.step,
-    run_id = excluded.run_id, durability = excluded.durability,
-    created_at = excluded.created_at
-"""
-
-# The thread's row for a task's writes: made when they come before its first checkpoint
-# (LangGraph may store a run's input writes first), else its last write moved to now, so a
-# sweep that judged the thread before these writes keeps it (DELETE_UNWRITTEN's rule).
-TOUCH_THREAD = """
-INSERT INTO checkpoints_thread (thread_id, created_at, last_write_at, version)
-VALUES (:thread_id, :now, :now, 1) ON CONFLICT (thread_id) DO UPDATE
-SET last_write_at = excluded.last_write_at WHERE last_write_at < excluded.last_write_at
-"""
-
-# A task's writes, after TOUCH_THREAD in the same transaction.
-_PUT_WRITE = """
-INSERT INTO checkpoints_pendingwrite (
-    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
-)
-SELECT t.id, ?, ?, ?, ?, ?, ?, ?, ? FROM checkpoints_thread t WHERE t.thread_id = ?
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO {conflict}
-"""
-PUT_WRITE_KEEP = _PUT_WRITE.format(conflict="NOTHING")
-PUT_WRITE_REPLACE = _PUT_WRITE.format(
-    conflict="UPDATE SET channel = excluded.channel, type = excluded.type, "
-    "blob = excluded.blob, task_path = excluded.task_path"
-)
+from checkpoints.store.planning import PutPlan, utcnow
 
 
-def list_page(
-    *,
-    thread: bool,
-    ns: bool,
-    checkpoint_id: bool,
-    before: bool,
-    source: bool,
-    step: bool,
-    cursor: bool,
-) -> str:
-    """The list query for the given filters; every value is a bound parameter."""
-    where = []
-    if thread:
-        where.append(_THREAD)
-    if ns:
-        where.append("c.checkpoint_ns = :ns")
-    if checkpoint_id:
-        where.append("c.checkpoint_id = :checkpoint_id")
-    if before:
-        where.append("c.checkpoint_id < :before")
-    if source:
-        where.append("c.source = :source")
-    if step:
-        where.append("c.step = :step")
-    if cursor:
-        where.append(
-            "(c.checkpoint_id < :cursor_id OR (c.checkpoint_id = :cursor_id AND c.id < :cursor_pk))"
-        )
-    clause = ("WHERE " + " AND ".join(where)) if where else ""
-    return ROW + clause + " ORDER BY c.checkpoint_id DESC, c.id DESC LIMIT :limit"
+class SqliteStore(SqliteSpace, OrmSaver):
+    """Checkpoints in a SQLite file: statements on Django's own sqlite3 connection."""
 
+    provider = "sqlite"
+    vendor = "sqlite"
+    # SQLite hands JSON columns back as text.
+    json_as_text = True
 
-def with_blobs_and_writes(cur, rows: list[tuple]) -> list[tuple]:
-    """Each row extended with its blobs and pending writes, as the PostgreSQL query gives."""
-    out = []
-    for row in rows:
-        tpk, ns, cid, versions = row[1], row[3], row[4], row[9]
-        if not isinstance(versions, str):
-            versions = json.dumps(versions)
-        blobs = cur.execute(BLOBS, {"versions": versions, "thread_pk": tpk, "ns": ns}).fetchall()
-        writes = cur.execute(WRITES, {"thread_pk": tpk, "ns": ns, "checkpoint_id": cid}).fetchall()
-        out.append((*row, blobs, writes))
-    return out
+    # -- the dialect's hooks ----------------------------------------------------------------
+    def _warm(self, *, write: bool = False):
+        """An open connection for this call (`sqlite_connection.warm_connection`)."""
+        return warm_connection(self.using, write=write)
 
+    def _put_transaction(self):
+        # BEGIN/COMMIT straight on sqlite3, unless the put prunes (the ORM's own queries).
+        if self.max_checkpoints:
+            return transaction.atomic(using=self.using)
+        return write_transaction(self.using)
 
-# Connections kept open for threads that come without one, per (alias, database file).
-_IDLE: dict[tuple[str, str], list] = {}
-_IDLE_LOCK = threading.Lock()
-_IDLE_MAX = 8
-# One writer at a time per database file in this process, queued here: SQLite admits one
-# writer anyway, and its busy handler waits by sleeping 1, 2, 5, 10... ms.
-_WRITERS: dict[tuple[str, str], threading.RLock] = {}
+    def _insert_checkpoint(self, row: dict, blobs: list[tuple], plan: PutPlan) -> int:
+        return self._put_row(row, blobs)
 
+    def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
+        # The check and the delete in one write transaction (BEGIN IMMEDIATE takes the
+        # write lock first, so no put lands between them).
+        db = self.using
+        ids = list(judged)
+        kept: set[str] = set()
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            with write_transaction(db):
+                rows = {
+                    t: (pk, last_write)
+                    for t, pk, last_write in Thread.objects.using(db)
+                    .filter(thread_id__in=chunk)
+                    .values_list("thread_id", "pk", "last_write_at")
+                }
+                written = {t for t in chunk if (rows[t][1] if t in rows else None) != judged[t]}
+                self._raw_delete_threads(
+                    [rows[t][0] for t in chunk if t in rows and t not in written]
+                )
+                raw_delete(
+                    FinishedMark.objects.using(db).filter(
+                        thread_id__in=[t for t in chunk if t not in written]
+                    )
+                )
+            kept |= written
+        return kept
 
-@contextmanager
-def warm_connection(alias: str, *, write: bool = False) -> Iterator[None]:
-    """Run the block on an open connection of ``alias``, lent from a pool when needed.
-
-    LangGraph runs a graph's puts in worker threads it makes for every invocation, and each
-    new thread would open a Django connection of its own (1-2 ms to connect, then a cold
-    schema and page cache) and leave it to the garbage collector. A thread that holds no
-    open connection and no transaction borrows an open one here for the call instead, as
-    Django's own thread-local connection: autocommit either way, so nothing else changes.
-
-    ``write``: also wait for this process's other writers to the file first, unless the
-    thread is inside a transaction already (which may hold SQLite's write lock itself).
-    """
-    held = getattr(connections._connections, alias, None)
-    key = (alias, str(connections.settings[alias]["NAME"]))
-    if write and not (held is not None and held.in_atomic_block):
-        with _IDLE_LOCK:
-            writer = _WRITERS.setdefault(key, threading.RLock())
-        with writer:
-            with _lent(alias, key, held):
-                yield
-        return
-    with _lent(alias, key, held):
-        yield
-
-
-@contextmanager
-def _lent(alias: str, key: tuple[str, str], held) -> Iterator[None]:
-    if held is not None and (held.connection is not None or held.in_atomic_block):
-        yield
-        return
-    with _IDLE_LOCK:
-        idle = _IDLE.get(key)
-        wrapper = idle.pop() if idle else None
-    if wrapper is None:
-        wrapper = connections.create_connection(alias)
-    # Django checks a connection is used by the thread that made it: this one, for now.
-    wrapper._thread_ident = _thread.get_ident()
-    connections[alias] = wrapper
-    try:
-        yield
-    finally:
-        if held is not None:
-            connections[alias] = held
-        else:
-            del connections[alias]
-        _give_back(key, wrapper)
-
-
-def _give_back(key: tuple[str, str], wrapper) -> None:
-    reusable = (
-        wrapper.connection is not None
-        and not wrapper.in_atomic_block
-        and str(wrapper.settings_dict["NAME"]) == key[1]
-    )
-    if reusable:
-        with _IDLE_LOCK:
-            idle = _IDLE.setdefault(key, [])
-            if len(idle) < _IDLE_MAX:
-                idle.append(wrapper)
-                return
-    wrapper._thread_ident = _thread.get_ident()
-    wrapper.close()
-
-
-@contextmanager
-def write_transaction(alias: str) -> Iterator[None]:
-    """One transaction for a write: Django's ``atomic`` inside a caller's transaction,
-    else BEGIN (in the configured ``transaction_mode``) and COMMIT straight on the sqlite3
-    connection, which skips atomic's bookkeeping (a third of a small put's time)."""
-    wrapper = connections[alias]
-    if wrapper.in_atomic_block or not wrapper.get_autocommit():
-        with transaction.atomic(using=alias):
-            yield
-        return
-    wrapper.ensure_connection()
-    raw = wrapper.connection
-    mode = getattr(wrapper, "transaction_mode", None)
-    with wrapper.wrap_database_errors:
-        raw.execute(f"BEGIN {mode}" if mode else "BEGIN")
-    try:
-        yield
-    except BaseException:
-        if raw.in_transaction:
-            raw.rollback()
-        raise
-    with wrapper.wrap_database_errors:
-        raw.commit()
-
-
-class SqlitePaths:
-    """The ORM saver's hot paths on SQLite, on Django's own sqlite3 connection."""
-
-    using: str
+    # -- the statements -------------------------------------------------------------------
 
     def _sqlite_cursor(self):
         """A cursor on Django's own sqlite3 connection (inside any transaction it holds)."""
@@ -282,7 +89,7 @@ class SqlitePaths:
         conn.ensure_connection()
         return conn.connection.cursor()
 
-    def _put_sqlite(self, row: dict, blobs: list[tuple]) -> int:
+    def _put_row(self, row: dict, blobs: list[tuple]) -> int:
         ops = connections[self.using].ops
         params = dict(
             row,
@@ -303,7 +110,7 @@ class SqlitePaths:
             cur.close()
         return thread_pk
 
-    def _put_writes_sqlite(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+    def _put_write_rows(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
         """One statement per write, in one transaction with its thread's row (TOUCH_THREAD)."""
         sql = PUT_WRITE_REPLACE if special else PUT_WRITE_KEEP
         args = [
@@ -319,7 +126,7 @@ class SqlitePaths:
         finally:
             cur.close()
 
-    def _get_rows_sqlite(self, params: dict) -> list[tuple]:
+    def _get_rows(self, params: dict) -> list[tuple]:
         sql = GET_BY_ID_ONE if params["checkpoint_id"] else GET_LATEST_ONE
         cur = self._sqlite_cursor()
         try:
@@ -336,7 +143,7 @@ class SqlitePaths:
                 writes.append(cells[:6])
         return [] if row is None else [(*row, blobs, writes)]
 
-    def _page_sqlite(self, params, wanted, cursor, size) -> list[tuple]:
+    def _page(self, params, wanted, cursor, size) -> list[tuple]:
         step = wanted.get("step")
         step = step if isinstance(step, int) and not isinstance(step, bool) else None
         source = wanted.get("source") if isinstance(wanted.get("source"), str) else None
@@ -358,7 +165,7 @@ class SqlitePaths:
         finally:
             cur.close()
 
-    def _sqlite_durability(self) -> str:
+    def _read_durability(self) -> str:
         """What this connection's ``synchronous`` gives a commit: "disk" when each commit is
         synced (FULL, EXTRA), else "os" (it survives the process, not a power loss or an OS
         crash); "memory" for an in-memory database."""

@@ -114,6 +114,19 @@ from checkpoints.store.redis.scripts import (
     PUT_WRITES,
     READ,
 )
+from checkpoints.store.requests import (
+    CopyThread,
+    CountThread,
+    DeleteRound,
+    DeleteRuns,
+    DeleteUnwritten,
+    DurabilityOf,
+    ForgetThreads,
+    PruneThread,
+    StoreCheckpoint,
+    StoreRequest,
+    StoreWrites,
+)
 from checkpoints.store.sealing import rebind_redis_hash
 
 
@@ -179,14 +192,37 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         """The registry's constructor: ``conn_string``, else the default cache's Redis."""
         return cls(conn_string=conn_string, **options)
 
-    # -- storage primitives: the sync ones drive their flow, the async ones await it ------
-    async def _acall(self, name: str, args: tuple) -> Any:
-        return await self._adrive(getattr(self, f"_io_{name}")(*args))
+    # -- storage requests: one I/O flow each, driven sync or async -------------------------
+    def _io(self, request: StoreRequest):
+        """The I/O flow that fulfils a storage request."""
+        match request:
+            case StoreCheckpoint(plan):
+                return self._io_store_checkpoint(plan)
+            case StoreWrites(plan):
+                return self._io_store_writes(plan)
+            case DurabilityOf(thread_id, ns, checkpoint_id):
+                return self._io_durability_of(thread_id, ns, checkpoint_id)
+            case DeleteRound(thread_ids):
+                return self._io_delete_threads_round(thread_ids)
+            case ForgetThreads(thread_ids):
+                return self._io_forget_threads(thread_ids)
+            case DeleteUnwritten(judged):
+                return self._io_delete_unwritten(judged)
+            case DeleteRuns(run_ids):
+                return self._io_delete_runs(run_ids)
+            case CopyThread(source, target):
+                return self._io_copy_thread(source, target)
+            case PruneThread(thread_id, keep_last):
+                return self._io_prune_thread(thread_id, keep_last)
+            case CountThread(thread_id):
+                return self._io_count(thread_id)
+        raise TypeError(f"the Redis saver has no storage primitive for {request!r}")
 
-    def _durability_of(
-        self, thread_id: str, ns: str, checkpoint_id: str | None
-    ) -> dict[str, str] | None:
-        return self._drive(self._io_durability_of(thread_id, ns, checkpoint_id))
+    def perform(self, request: StoreRequest) -> Any:
+        return self._drive(self._io(request))
+
+    async def aperform(self, request: StoreRequest) -> Any:
+        return await self._adrive(self._io(request))
 
     def _io_durability_of(self, thread_id: str, ns: str, checkpoint_id: str | None):
         p, h = thread_prefix(thread_id), ns_hex(ns)
@@ -206,26 +242,8 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         # Written before the stamp moved beside the metadata: it is in the metadata.
         return json.loads(parts[2]).get(DURABILITY_KEY)
 
-    def _store_checkpoint(self, plan: PutPlan) -> None:
-        self._drive(self._io_store_checkpoint(plan))
-
-    def _store_writes(self, plan: WritesPlan) -> None:
-        self._drive(self._io_store_writes(plan))
-
     def _count(self, thread_id: str) -> ThreadHoldings:
         return self._drive(self._io_count(thread_id))
-
-    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
-        return self._drive(self._delete_round_flow(thread_id))
-
-    def _delete_runs(self, run_ids: list[str]) -> None:
-        self._drive(self._io_delete_runs(run_ids))
-
-    def _copy_thread(self, source: str, target: str) -> CopyOutcome:
-        return self._drive(self._io_copy_thread(source, target))
-
-    def _prune_thread(self, thread_id: str, keep_last: int) -> int:
-        return self._drive(self._io_prune_thread(thread_id, keep_last))
 
     def _io_delete_threads_round(self, thread_ids: list[str]):
         left = {}
@@ -234,9 +252,6 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
             if not held.empty:
                 left[thread_id] = held
         return left
-
-    def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
-        return self._drive(self._io_delete_unwritten(judged))
 
     def _io_delete_unwritten(self, judged: dict[str, datetime | None]):
         ids = list(judged)

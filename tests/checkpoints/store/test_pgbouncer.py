@@ -227,7 +227,7 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
     import psycopg
 
     from checkpoints.store.orm.pool import close_pools
-    from checkpoints.store.orm.postgres import GET_LATEST
+    from checkpoints.store.orm.postgres_sql import GET_LATEST
 
     close_pools()  # forget the verdict "auto" reached for this alias
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}
@@ -265,7 +265,7 @@ def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
     import psycopg
 
     from checkpoints.store.orm.pool import close_pools
-    from checkpoints.store.orm.postgres import GET_LATEST
+    from checkpoints.store.orm.postgres_sql import GET_LATEST
 
     close_pools()
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}

@@ -35,6 +35,7 @@ from checkpoints.errors import (
 )
 from checkpoints.signals import checkpoint_created
 from checkpoints.store.planning import DELETE_ROUNDS, FORMAT_ERROR_HINT, FORMAT_GENERATION
+from checkpoints.store.requests import DeleteRound
 
 ORM_ALIASES = {"sqlite": "default", "postgres": "pg"}
 EXPECTED_DURABILITY = {"memory": "memory", "sqlite": "disk", "postgres": "disk", "redis": "memory"}
@@ -427,18 +428,20 @@ def test_delete_thread_removes_everything_however_much(store, provider):
 
 def _racing_writer(monkeypatch, store, thread_id, rounds: int | None):
     """Make a real writer re-add a checkpoint right after each delete round."""
-    original = store._delete_threads_round
+    original = store.perform
     calls = []
 
-    def round_with_writer(tids):
-        left = original(tids)
-        calls.append(tuple(tids))
+    def perform_with_writer(request):
+        left = original(request)
+        if not isinstance(request, DeleteRound):
+            return left
+        calls.append(tuple(request.thread_ids))
         if rounds is None or len(calls) <= rounds:
             put(store, thread_id, {"x": len(calls)})
             left = {**left, thread_id: store.thread_holdings(thread_id)}
         return left
 
-    monkeypatch.setattr(store, "_delete_threads_round", round_with_writer)
+    monkeypatch.setattr(store, "perform", perform_with_writer)
     return calls
 
 

@@ -1,0 +1,265 @@
+"""The PostgreSQL statements of the ORM saver's hot paths, and their parameters.
+
+Each is one statement, so a put, a get_tuple or a page of list costs one round trip; the
+ORM would spend three to five. Table and column names are the Django models'.
+"""
+
+from __future__ import annotations
+
+from checkpoints.store.orm.pgarrays import ByteaArray, Int4Array, TextArray
+from checkpoints.store.planning import utcnow
+
+# The durability level this session commits with, computed by the statement that writes
+# the checkpoint: the stamp says what held for that very write, even after the server's
+# configuration (a standby removed, synchronous_commit changed) or the connection changed.
+LEVEL = """(CASE
+    WHEN current_setting('fsync') <> 'on' OR current_setting('synchronous_commit') = 'off'
+        THEN 'memory'
+    WHEN current_setting('synchronous_standby_names') <> ''
+         AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+        THEN 'replicated'
+    ELSE 'disk' END)"""
+
+# One statement writes the thread row, the new channel blobs and the checkpoint.
+PUT = """
+WITH t AS (
+    INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
+    VALUES (%(thread_id)s, %(owner_id)s, %(now)s, %(now)s, 1)
+    ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at,
+        owner_id = COALESCE(checkpoints_thread.owner_id, EXCLUDED.owner_id)
+    RETURNING id
+), b AS (
+    INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT t.id, %(ns)s, x.channel, x.version, x.type, x.blob
+    FROM t, unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[],
+                   %(blobs)s::bytea[]) AS x(channel, version, type, blob)
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+)
+INSERT INTO checkpoints_checkpoint (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    channel_versions, metadata, source, step, run_id, durability, created_at
+)
+SELECT t.id, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(type)s, %(body)s,
+       %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(source)s, %(step)s, %(run_id)s,
+       {level}, %(now)s
+FROM t
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
+    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
+    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
+    created_at = EXCLUDED.created_at
+RETURNING thread_id, durability
+""".replace("{level}", LEVEL)
+
+# The columns every read returns, with the checkpoint's blobs and pending writes folded
+# into two arrays (channel and type names as bytea, so one array type holds them).
+_SELECT = """
+SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
+       c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions,
+       (SELECT array_agg(array[convert_to(b.channel, 'UTF8'), convert_to(b.type, 'UTF8'), b.blob])
+          -- A column that is no object (written by hand) joins nothing: the reader refuses it.
+          FROM jsonb_each_text(CASE WHEN jsonb_typeof(c.channel_versions) = 'object'
+                                    THEN c.channel_versions END) AS v(channel, version)
+          -- One probe of the blob key per channel, never a scan of the thread's blobs.
+          CROSS JOIN LATERAL (
+              SELECT bb.channel, bb.type, bb.blob FROM checkpoints_channelblob bb
+               WHERE bb.thread_id = c.thread_id AND bb.checkpoint_ns = c.checkpoint_ns
+                 AND bb.channel = v.channel AND bb.version = v.version AND bb.type <> 'empty'
+               LIMIT 1
+          ) AS b) AS blobs,
+       (SELECT array_agg(array[convert_to(w.task_id, 'UTF8'), convert_to(w.task_path, 'UTF8'),
+                               convert_to(w.idx::text, 'UTF8'), convert_to(w.channel, 'UTF8'),
+                               convert_to(w.type, 'UTF8'), w.blob])
+          FROM checkpoints_pendingwrite w
+         WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+           AND w.checkpoint_id = c.checkpoint_id) AS writes
+FROM checkpoints_checkpoint c
+JOIN checkpoints_thread t ON t.id = c.thread_id
+"""
+
+# The thread's key is looked up first, so the planner walks checkpoint_key backwards.
+_THREAD = "c.thread_id = (SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s)"
+
+GET_LATEST = (
+    _SELECT
+    + f"""WHERE {_THREAD} AND c.checkpoint_ns = %(ns)s
+ORDER BY c.checkpoint_id DESC LIMIT 1"""
+)
+
+GET_BY_ID = (
+    _SELECT
+    + f"""WHERE {_THREAD} AND c.checkpoint_ns = %(ns)s
+  AND c.checkpoint_id = %(checkpoint_id)s"""
+)
+
+
+def list_page(
+    *, thread: bool, ns: bool, checkpoint_id: bool, before: bool, metadata: bool, cursor: bool
+) -> str:
+    """The list query for the given filters; every value is a bound parameter."""
+    where = []
+    if thread:
+        where.append(_THREAD)
+    if ns:
+        where.append("c.checkpoint_ns = %(ns)s")
+    if checkpoint_id:
+        where.append("c.checkpoint_id = %(checkpoint_id)s")
+    if before:
+        where.append("c.checkpoint_id < %(before)s")
+    if metadata:
+        # Containment uses the GIN index; the caller confirms exact equality.
+        where.append("c.metadata @> %(metadata)s::jsonb")
+    if cursor:
+        where.append("(c.checkpoint_id, c.id) < (%(cursor_id)s, %(cursor_pk)s)")
+    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    return _SELECT + clause + "\nORDER BY c.checkpoint_id DESC, c.id DESC LIMIT %(limit)s"
+
+
+# One statement stores a task's writes: regular writes never overwrite an existing row,
+# special ones (errors, interrupts...) replace it. A thread with no row yet gets one here
+# (LangGraph may store a run's input writes before its first checkpoint): handing that
+# case to the ORM cost a Django connection per LangGraph worker thread, about 1.5 ms.
+PUT_WRITES = """
+WITH found AS (
+    SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s
+), touched AS (
+    -- A write moves the thread's last write, so a sweep that judged the thread before it
+    -- keeps it (DELETE_UNWRITTEN); one that deleted it first fails this statement's
+    -- foreign key instead, and nothing is acknowledged.
+    UPDATE checkpoints_thread SET last_write_at = %(now)s
+    WHERE id = (SELECT id FROM found) AND last_write_at < %(now)s
+), made AS (
+    INSERT INTO checkpoints_thread (thread_id, created_at, last_write_at, version)
+    SELECT %(thread_id)s, %(now)s, %(now)s, 1 WHERE NOT EXISTS (SELECT 1 FROM found)
+    -- A writer that made the row since this statement's snapshot: take its id.
+    ON CONFLICT (thread_id) DO UPDATE SET thread_id = EXCLUDED.thread_id
+    RETURNING id
+), t AS (
+    SELECT id FROM found UNION ALL SELECT id FROM made
+)
+INSERT INTO checkpoints_pendingwrite (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+)
+SELECT t.id, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s, x.idx, x.channel, x.type,
+       x.blob
+FROM t, unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+     AS x(idx, channel, type, blob)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO {conflict}
+"""
+PUT_WRITES_KEEP = PUT_WRITES.format(conflict="NOTHING")
+PUT_WRITES_REPLACE = PUT_WRITES.format(
+    conflict="UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, "
+    "blob = EXCLUDED.blob, task_path = EXCLUDED.task_path"
+)
+
+
+# What goes with the deleted thread rows ``t``: one place for both deletes below.
+_WITH_THEIR_ROWS = """\
+), w AS (
+    DELETE FROM checkpoints_pendingwrite x USING t WHERE x.thread_id = t.id
+), b AS (
+    DELETE FROM checkpoints_channelblob x USING t WHERE x.thread_id = t.id
+), c AS (
+    DELETE FROM checkpoints_checkpoint x USING t WHERE x.thread_id = t.id
+"""
+
+# Deletes threads whole, and their finished-marks, in one statement (one round trip, one
+# commit). Django's foreign keys are DEFERRABLE INITIALLY DEFERRED, so the thread rows may
+# go first. The children join the deleted keys (USING): with ``IN (SELECT ...)`` the
+# generic plan a prepared statement settles on after five runs scans the whole child tables.
+#
+# A thread a writer re-creates after this statement's snapshot survives it: that write
+# came after the delete (a put racing the delete lands on either side of it). A second
+# statement looking for threads re-created between the two (the old AFTER_DELETE) cost a
+# round trip and a commit, 0.4 ms of a 2 ms delete_thread, and only narrowed that window,
+# never closed it: a put landing just after the check survived all the same.
+DELETE_THREADS = (
+    """
+WITH t AS (
+    DELETE FROM checkpoints_thread WHERE thread_id = ANY(%(ids)s) RETURNING id, thread_id
+"""
+    + _WITH_THEIR_ROWS
+    + """), marks AS (
+    DELETE FROM checkpoints_finishedmark WHERE thread_id = ANY(%(ids)s)
+)
+SELECT thread_id FROM t
+"""
+)
+
+# The sweep's delete (`StoreSaver.delete_threads_unwritten`): a thread goes only if its row
+# still carries the last write the sweep judged it on. A put racing it either commits first
+# (the row's last_write_at moved: READ COMMITTED re-checks the condition on the row's new
+# version, so it is kept) or waits on the row lock and re-creates the thread afterwards.
+# ``absent`` are threads judged with no row: their marks go unless a row exists now.
+# Returns (thread id, deleted): deleted ones, then absent ones that now have a row.
+DELETE_UNWRITTEN = (
+    """
+WITH j AS (
+    SELECT x.thread_id, x.last_write::timestamptz AS last_write_at
+    FROM unnest(%(ids)s::text[], %(writes)s::text[]) AS x(thread_id, last_write)
+), t AS (
+    DELETE FROM checkpoints_thread x USING j
+    WHERE x.thread_id = j.thread_id AND x.last_write_at = j.last_write_at
+    RETURNING x.id, x.thread_id
+"""
+    + _WITH_THEIR_ROWS
+    + """), now_present AS (
+    SELECT thread_id FROM checkpoints_thread WHERE thread_id = ANY(%(absent)s::text[])
+), marks AS (
+    DELETE FROM checkpoints_finishedmark m
+    WHERE m.thread_id IN (SELECT thread_id FROM t)
+       OR (m.thread_id = ANY(%(absent)s::text[])
+           AND m.thread_id NOT IN (SELECT thread_id FROM now_present))
+)
+SELECT thread_id, true FROM t
+UNION ALL SELECT thread_id, false FROM now_present
+"""
+)
+
+
+def put_params(row: dict, blobs: list[tuple]) -> dict:
+    from psycopg.types.json import Jsonb
+
+    return dict(
+        row,
+        channel_versions=Jsonb(row["channel_versions"]),
+        metadata=Jsonb(row["metadata"]),
+        channels=TextArray(b[0] for b in blobs),
+        versions=TextArray(b[1] for b in blobs),
+        types=TextArray(b[2] for b in blobs),
+        blobs=ByteaArray(b[3] for b in blobs),
+    )
+
+
+def writes_statement(thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+    params = {
+        "thread_id": thread_id,
+        "now": utcnow(),
+        "ns": ns,
+        "checkpoint_id": checkpoint_id,
+        "task_id": task_id,
+        "task_path": task_path,
+        "idxs": Int4Array(r[0] for r in rows),
+        "channels": TextArray(r[1] for r in rows),
+        "types": TextArray(r[2] for r in rows),
+        "blobs": ByteaArray(r[3] for r in rows),
+    }
+    return (PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP), params
+
+
+def page_statement(params, wanted, cursor, size) -> tuple[str, dict]:
+    from psycopg.types.json import Jsonb
+
+    sql = list_page(
+        thread=params.get("thread_id") is not None,
+        ns=params.get("ns") is not None,
+        checkpoint_id=params.get("checkpoint_id") is not None,
+        before=params.get("before") is not None,
+        metadata=bool(wanted),
+        cursor=cursor is not None,
+    )
+    values = dict(params, limit=size, metadata=Jsonb(wanted) if wanted else None)
+    if cursor is not None:
+        values["cursor_id"], values["cursor_pk"] = cursor
+    return sql, values
