@@ -74,9 +74,7 @@ from checkpoints.store.requests import (
 
 logger = logging.getLogger(__name__)
 
-# Where checkpoints written before the stamp moved beside them carried it in their metadata.
-DURABILITY_KEY = "_durability"
-__all__ = ["DURABILITY_KEY", "StoreSaver", "strict_serializer"]
+__all__ = ["StoreSaver", "strict_serializer"]
 
 
 def _tuple_key(tup) -> tuple[str, str]:

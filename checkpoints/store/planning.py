@@ -33,7 +33,7 @@ from checkpoints.errors import (
 )
 
 # Bumped whenever stored bytes change shape; a store written by another generation is refused.
-FORMAT_GENERATION = 3
+FORMAT_GENERATION = 4
 FORMAT_ERROR_HINT = (
     "reset the checkpoint store before starting this version; to keep its threads, export "
     "them with the version that wrote them (manage.py export_checkpoints --output FILE), "

@@ -1,4 +1,4 @@
-"""The Redis store's format generation, layout migration and durability level."""
+"""The Redis store's format generation and durability level."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from checkpoints.store.planning import FORMAT_GENERATION, format_verdict
 from checkpoints.store.redis.driver import Batch, cmd
 from checkpoints.store.redis.keys import (
     FORMAT_KEY,
-    LEGACY_FORMAT_KEY,
-    LEGACY_KEYS,
     REGISTRY_KEY,
     dec,
     durability_level,
@@ -31,8 +29,6 @@ class RedisFormat:
         recorded = got[0]
         if isinstance(recorded, Exception):
             raise self._fail(recorded) from recorded
-        if recorded is None and not self.cluster:
-            recorded = yield from self._migrate_legacy_flow()
         where = f"the redis checkpoint store at {self.address}"
         generations = [] if recorded is None else [dec(recorded)]
         holds = not generations and (yield from self._holds_checkpoint_keys())
@@ -60,24 +56,6 @@ class RedisFormat:
         nodes = set(aof) | set(fsync)
         levels = {durability_level(aof.get(n, {}), fsync.get(n, {})) for n in nodes}
         return "disk" if levels == {"disk"} else "memory"
-
-    def _migrate_legacy_flow(self):
-        """Rename a single-node store's untagged store-wide keys to the tagged names.
-
-        One MULTI, so a crash leaves either layout whole; the format key is renamed last
-        and a missing source is an error that leaves the others renamed, so two savers
-        migrating at once cannot overwrite each other's result.
-        """
-        (legacy,) = yield Batch([cmd("EXISTS", LEGACY_FORMAT_KEY)])
-        if not int(legacy):
-            return None
-        yield Batch(
-            [cmd("RENAME", old, new) for old, new in LEGACY_KEYS.items()],
-            transaction=True,
-            errors_ok=True,
-        )
-        (recorded,) = yield Batch([cmd("GET", FORMAT_KEY)])
-        return recorded
 
     def _holds_checkpoint_keys(self):
         if self.cluster:

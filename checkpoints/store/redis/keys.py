@@ -15,15 +15,6 @@ FORMAT_KEY = STORE_TAG + "format"
 REGISTRY_KEY = STORE_TAG + "threads"
 DUE_KEY = STORE_TAG + "finished:due"
 MARKS_KEY = STORE_TAG + "finished:at"
-# The untagged names single-node stores used before; renamed to the tagged ones (one
-# MULTI, on a single node) the first time a saver opens such a store.
-LEGACY_KEYS = {
-    "cp:threads": REGISTRY_KEY,
-    "cp:finished:due": DUE_KEY,
-    "cp:finished:at": MARKS_KEY,
-    "cp:format": FORMAT_KEY,
-}
-LEGACY_FORMAT_KEY = "cp:format"
 PAGE = 100
 CHUNK = 1000
 

@@ -60,7 +60,7 @@ from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import Emit
-from checkpoints.store.contract import DURABILITY_KEY, StoreSaver
+from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
@@ -236,11 +236,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         (record,) = yield Batch([cmd("HGET", f"{p}c:{h}", checkpoint_id)])
         if record is None:
             return None
-        parts = unpack(record)
-        if len(parts) > 6:
-            return json.loads(parts[6])
-        # Written before the stamp moved beside the metadata: it is in the metadata.
-        return json.loads(parts[2]).get(DURABILITY_KEY)
+        return json.loads(unpack(record)[6])
 
     def _count(self, thread_id: str) -> ThreadHoldings:
         return self._drive(self._io_count(thread_id))

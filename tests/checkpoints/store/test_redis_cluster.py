@@ -17,7 +17,7 @@ from django.db import connections
 from django.test import override_settings
 
 from checkpoints.errors import StoreUnavailable
-from checkpoints.store.planning import utcnow
+from checkpoints.store.planning import FORMAT_GENERATION, utcnow
 from checkpoints.store.redis.keys import DUE_KEY, FORMAT_KEY, MARKS_KEY, REGISTRY_KEY
 from checkpoints.store.registry import get_saver
 from retention.errors import SweepAlreadyRunning
@@ -122,7 +122,7 @@ def test_marks_copy_delete_and_reset_on_the_cluster(store):
     assert store.unmark_finished("b") is True and store.finished_mark("b") is None
     assert store.reset_store() == 1
     assert store.get_tuple(_cfg("b")) is None
-    assert store.client.get(FORMAT_KEY) == b"3"
+    assert store.client.get(FORMAT_KEY) == str(FORMAT_GENERATION).encode()
 
 
 def test_the_durability_stamp_is_the_weakest_masters(store, redis_cluster):
@@ -147,7 +147,7 @@ def test_the_durability_stamp_is_the_weakest_masters(store, redis_cluster):
 def test_the_format_check_works_on_the_cluster(store):
     from checkpoints.errors import CheckpointStoreFormatError
 
-    assert store.client.get(FORMAT_KEY) == b"3"
+    assert store.client.get(FORMAT_KEY) == str(FORMAT_GENERATION).encode()
     store.client.set(FORMAT_KEY, "2")
     with pytest.raises(CheckpointStoreFormatError, match="generation 2"):
         get_saver("redis", conn_string=store.url)
@@ -160,7 +160,7 @@ def test_the_format_check_works_on_the_cluster(store):
     assert store.client.get(FORMAT_KEY) is None
     # Reset clears every master and records the generation.
     assert get_saver("redis", conn_string=store.url, check_format=False).reset_store() == 0
-    assert store.client.get(FORMAT_KEY) == b"3"
+    assert store.client.get(FORMAT_KEY) == str(FORMAT_GENERATION).encode()
     assert list(store.client.scan_iter(match="cp:{0123}*")) == []
     get_saver("redis", conn_string=store.url)
 
