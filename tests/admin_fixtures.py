@@ -1,4 +1,5 @@
-"""Seed data for the admin tests: real LangGraph runs on the deployment's saver."""
+"""Seed data for the admin tests: real LangGraph runs on the deployment's saver, a long
+thread of messages, staff users."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
+
+from tests.store_helpers import config_for
 
 # Every list page of the store's admin, as "app/model".
 CHANGELISTS = (
@@ -138,6 +142,42 @@ def run_tools(saver, thread_id: str) -> str:
         {"configurable": {"thread_id": thread_id}},
     )
     return thread_id
+
+
+# A long thread: TOTAL messages, shown PAGE at a time.
+TOTAL = 10_000
+PAGE = 50
+
+
+def message(i: int):
+    kind = HumanMessage if i % 2 == 0 else AIMessage
+    return kind(content=f"said #{i}.", id=f"m{i}")
+
+
+def long_thread(store, thread_id: str, total: int = TOTAL, steps: int = 3) -> None:
+    """``steps`` checkpoints through the saver; the first holds ``total - steps + 1``
+    messages, each later one appends one, so the head holds ``total``."""
+    held = [message(i) for i in range(total - steps + 1)]
+    config = config_for(thread_id, ns="")
+    checkpoint = empty_checkpoint()
+    for step in range(steps):
+        if step:
+            held = [*held, message(len(held))]
+        versions = dict(checkpoint["channel_versions"])
+        new = {}
+        for channel in ("messages", "turn"):
+            versions[channel] = new[channel] = store.get_next_version(versions.get(channel), None)
+        checkpoint = create_checkpoint(
+            {
+                **checkpoint,
+                "channel_values": {"messages": held, "turn": step},
+                "channel_versions": versions,
+            },
+            None,
+            step,
+        )
+        metadata = {"source": "input" if step == 0 else "loop", "step": step, "parents": {}}
+        config = store.put(config, checkpoint, metadata, new)
 
 
 @pytest.fixture

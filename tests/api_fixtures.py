@@ -1,6 +1,9 @@
-"""Fixtures for the API tests: users of each role, token clients and seeded threads."""
+"""Fixtures for the API tests: users of each role, token clients and seeded threads; the
+thread URLs, the error shape and the listing the tests check."""
 
 from __future__ import annotations
+
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -18,6 +21,33 @@ def token_client(user: User | None) -> APIClient:
         token, _ = Token.objects.get_or_create(user=user)
         client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
+
+
+def url(thread_id: str, action: str = "") -> str:
+    """The API's URL of the thread, or of one of its actions."""
+    base = f"/api/threads/{quote(thread_id, safe='')}/"
+    return f"{base}{action}/" if action else base
+
+
+def assert_error(response, status: int, code: str | None = None, field: str | None = None):
+    """The response is the API's JSON error, with ``status`` (and ``code``, ``field``)."""
+    assert response.status_code == status, response.content
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    if field is not None:
+        assert body["error"].get("field") == field, body
+    return body["error"]
+
+
+def listed(client, **params) -> set[str]:
+    """The thread ids the client's listing (with ``params``) answers."""
+    response = client.get("/api/threads/", params)
+    assert response.status_code == 200, response.content
+    return {t["thread_id"] for t in response.json()["results"]}
 
 
 def run_demo(thread_id: str, owner: User | None, topic: str = "checkpoints") -> None:

@@ -1,33 +1,17 @@
-"""Shared fixtures: the `store` fixture runs a test on every provider."""
+"""Shared fixtures: the `store` fixture runs a test on every provider.
+
+The helpers live in their own modules (tests/services.py, tests/store_helpers.py, ...); the
+fixture modules of one concern each are plugins, listed in ``pytest_plugins`` in the
+repository's root conftest.py.
+"""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 from django.conf import settings
 
-REQUIRE_SERVICES = os.environ.get("CHECKPOINTS_REQUIRE_SERVICES") == "1"
-PROVIDERS = ["memory", "sqlite", "postgres", "redis"]
-
-
-def need_service(reason: str | None) -> None:
-    """Skip with the reason when a server is missing; fail instead under CI's flag."""
-    if reason is None:
-        return
-    if REQUIRE_SERVICES:
-        pytest.fail(f"CHECKPOINTS_REQUIRE_SERVICES=1 but {reason}")
-    pytest.skip(reason)
-
-
-def redis_unavailable() -> str | None:
-    try:
-        import redis
-
-        redis.Redis.from_url(settings.REDIS_TEST_URL, socket_connect_timeout=2).ping()
-        return None
-    except Exception as exc:  # noqa: BLE001
-        return f"Redis at {settings.REDIS_TEST_URL} is not reachable: {exc}"
+from tests.services import need_service, redis_tools_unavailable, redis_unavailable
+from tests.store_helpers import PROVIDERS, make_saver
 
 
 @pytest.fixture
@@ -41,23 +25,14 @@ def redis_url():
     client.flushdb()
 
 
-def redis_cluster_unavailable() -> str | None:
-    import shutil
-
-    missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
-    return f"{' and '.join(missing)} not installed" if missing else None
-
-
 @pytest.fixture(scope="session")
 def redis_cluster():
     """A private 3-master + 3-replica Redis Cluster for this session, stopped after."""
-    need_service(redis_cluster_unavailable())
+    need_service(redis_tools_unavailable())
     from tests.redis_cluster import LocalRedisCluster
 
-    cluster = LocalRedisCluster()
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    with LocalRedisCluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -80,13 +55,11 @@ def redis_cluster_url(redis_cluster):
 @pytest.fixture(scope="session")
 def redis_sentinel():
     """A private master + replica watched by three sentinels, stopped after."""
-    need_service(redis_cluster_unavailable())
+    need_service(redis_tools_unavailable())
     from tests.redis_sentinel import LocalRedisSentinel
 
-    setup = LocalRedisSentinel()
-    setup.start()
-    yield setup
-    setup.stop()
+    with LocalRedisSentinel() as setup:
+        yield setup
 
 
 @pytest.fixture
@@ -98,47 +71,6 @@ def redis_sentinel_url(redis_sentinel):
     client.flushall()
     yield redis_sentinel.url
     sentinel_client(redis_sentinel.url).flushall()
-
-
-def make_saver(request, provider: str, **options):
-    """A fresh, empty saver for ``provider`` (databases flushed by the transactional fixture)."""
-    if provider == "memory":
-        from checkpoints.store.memory import STORE, MemorySaver
-
-        STORE.clear()
-        request.addfinalizer(STORE.clear)
-        return MemorySaver(**options)
-    if provider == "sqlite":
-        request.getfixturevalue("transactional_db")
-        from checkpoints.store.orm.ledger import forget_format_checks
-        from checkpoints.store.registry import get_saver
-
-        # The flush between tests empties StoreFormat too: record it again.
-        forget_format_checks()
-
-        return get_saver("sqlite", using="default", **options)
-    if provider == "postgres":
-        need_service(settings.POSTGRES_UNAVAILABLE)
-        request.getfixturevalue("transactional_db")
-        from checkpoints.store.orm.ledger import forget_format_checks
-        from checkpoints.store.registry import get_saver
-
-        forget_format_checks()
-        return get_saver("postgres", using="pg", **options)
-    if provider == "redis":
-        url = request.getfixturevalue("redis_url")
-        from checkpoints.store.registry import get_saver
-
-        return get_saver("redis", conn_string=url, **options)
-    if provider in ("redis-cluster", "redis-sentinel"):
-        # The Redis saver on a private cluster or behind private sentinels; parks and
-        # retention rows need the database.
-        request.getfixturevalue("transactional_db")
-        url = request.getfixturevalue(provider.replace("-", "_") + "_url")
-        from checkpoints.store.registry import get_saver
-
-        return get_saver("redis", conn_string=url, **options)
-    raise ValueError(provider)
 
 
 @pytest.fixture(params=PROVIDERS)

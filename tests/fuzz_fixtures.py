@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connections
 
 ROOT = Path(__file__).resolve().parents[1]
+SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 CHANGED_HEADER = "X-Fuzz-Stored-Changed"
 # Every table a request may write, by model label. Sessions, tokens and users are left out:
 # logging in changes them by design.
@@ -160,25 +161,20 @@ class PgServer:
 
 
 def start_pg_server(tmp_path: Path) -> PgServer:
-    from tests.reliability_fixtures import free_port
+    from tests.private_servers import free_port
+    from tests.standalone import service_env
 
     port = free_port()
     log, violations = tmp_path / "server.log", tmp_path / "stored-changes.txt"
     requests_file = tmp_path / "requests.tsv"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LLM_PROVIDER_CHECKPOINT", "CHECKPOINTS_", "PYTEST_", "DJANGO_"))
-    }
-    env.update(
+    env = service_env(
+        tmp_path,
         DJANGO_SETTINGS_MODULE="tests.fuzz_settings",
         DJANGO_DEBUG="0",
         DJANGO_SECRET_KEY="fuzz-" + "k" * 20 + "-only-for-the-fuzz-server-" + "x" * 10,
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         DATABASE_URL=pg_url(),
         LLM_PROVIDER_CHECKPOINT="postgres",
-        REDIS_URL=settings.REDIS_TEST_URL,
-        CHECKPOINTS_DATA_DIR=str(tmp_path),
         FUZZ_VIOLATIONS_FILE=str(violations),
         FUZZ_REQUESTS_FILE=str(requests_file),
         PYTHONPATH=str(ROOT),
@@ -285,7 +281,7 @@ def pg_seed(transactional_db):
     from retention.policy import declare_retention
     from retention.runs import mark_finished
     from tests.admin_fixtures import run_chat, run_paused
-    from tests.conftest import need_service
+    from tests.services import need_service
 
     need_service(settings.POSTGRES_UNAVAILABLE)
     forget_format_checks()

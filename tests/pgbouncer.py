@@ -18,24 +18,11 @@ import pytest
 from django.conf import settings
 from django.db import connections
 
-from tests.conftest import need_service
+from tests.private_servers import free_ports
+from tests.services import need_service
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 PORTS = range(6400, 6500)
-
-
-def _free_port() -> int:
-    # Start at a per-process offset so two test runs on one machine rarely try the same one.
-    start = os.getpid() % len(PORTS)
-    for offset in range(len(PORTS)):
-        port = PORTS[(start + offset) % len(PORTS)]
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 6400-6499 for PgBouncer")
 
 
 def _answers(port: int) -> bool:
@@ -54,7 +41,7 @@ def pgbouncer_port():
     folder = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
     # PgBouncer refuses to run as root; as root it drops to `nobody`, who must write here.
     folder.chmod(0o777)
-    port = _free_port()
+    [port] = free_ports(PORTS)
     (folder / "users.txt").write_text(f'"{server["USER"] or "postgres"}" ""\n')
     (folder / "pgbouncer.ini").write_text(
         "[databases]\n"

@@ -5,13 +5,11 @@ Started by a session fixture, stopped after; a master can be killed to test fail
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
-import tempfile
 import time
 
-from tests.reliability_fixtures import wait_port
+from tests.private_servers import PrivateRedis
 
 FIRST_PORT, LAST_PORT = 7000, 7099
 NODES = 6
@@ -36,60 +34,40 @@ def _ports() -> list[int]:
     raise RuntimeError(f"no {NODES} free ports in {FIRST_PORT}-{LAST_PORT} for a Redis Cluster")
 
 
-class LocalRedisCluster:
+class LocalRedisCluster(PrivateRedis):
     """Six ``redis-server --cluster-enabled yes`` processes in a temp dir."""
 
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="cp-redis-cluster-")
+        super().__init__("cp-redis-cluster-")
         self.ports = _ports()
-        self.processes: dict[int, subprocess.Popen] = {}
 
     @property
     def url(self) -> str:
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports[:3])
 
-    def _cli(self, *args: str, port: int | None = None, timeout: float = 60) -> str:
-        cmd = ["redis-cli"]
-        if port is not None:
-            cmd += ["-p", str(port)]
-        done = subprocess.run(
-            [*cmd, *args], capture_output=True, text=True, timeout=timeout, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"redis-cli {' '.join(args)} failed: {done.stdout}{done.stderr}")
-        return done.stdout
-
     def start_node(self, port: int) -> None:
-        self.processes[port] = subprocess.Popen(
-            [
-                "redis-server",
-                "--port", str(port),
-                "--bind", "127.0.0.1",
-                "--dir", self.dir,
-                "--cluster-enabled", "yes",
-                "--cluster-config-file", f"nodes-{port}.conf",
-                "--cluster-node-timeout", "1000",
-                # A replica always stands for election, however long since it synced.
-                "--cluster-replica-validity-factor", "0",
-                "--appendonly", "yes",
-                "--appendfilename", f"aof-{port}.aof",
-                "--appenddirname", f"aof-{port}",
-                "--dbfilename", f"dump-{port}.rdb",
-                "--save", "",
-                "--daemonize", "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        self.start_server(
+            port,
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", f"nodes-{port}.conf",
+            "--cluster-node-timeout", "1000",
+            # A replica always stands for election, however long since it synced.
+            "--cluster-replica-validity-factor", "0",
+            "--appendonly", "yes",
+            "--appendfilename", f"aof-{port}.aof",
+            "--appenddirname", f"aof-{port}",
+            what="cluster node redis-server",
         )  # fmt: skip
-        wait_port(port, "cluster node redis-server")
 
     def start(self) -> None:
         try:
             for port in self.ports:
                 self.start_node(port)
-            self._cli(
+            self.cli(
+                None,
                 "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
                 "--cluster-replicas", "1", "--cluster-yes",
+                timeout=60,
             )  # fmt: skip
             self.wait_ok()
             self.wait_replicas_synced()
@@ -104,7 +82,7 @@ class LocalRedisCluster:
             infos = []
             for p in live:
                 try:
-                    infos.append(self._cli("cluster", "info", port=p, timeout=5))
+                    infos.append(self.cli(p, "cluster", "info", timeout=5))
                 except (RuntimeError, subprocess.TimeoutExpired):
                     infos.append("")
             if infos and all("cluster_state:ok" in i for i in infos):
@@ -120,7 +98,7 @@ class LocalRedisCluster:
             for port, proc in self.processes.items():
                 if proc.poll() is not None:
                     continue
-                info = self._cli("info", "replication", port=port, timeout=5)
+                info = self.cli(port, "info", "replication", timeout=5)
                 if "role:slave" in info and "master_link_status:up" not in info:
                     pending.append(port)
             if not pending:
@@ -130,7 +108,7 @@ class LocalRedisCluster:
 
     def nodes(self) -> str:
         live = next(p for p, proc in self.processes.items() if proc.poll() is None)
-        return self._cli("cluster", "nodes", port=live)
+        return self.cli(live, "cluster", "nodes")
 
     def masters(self) -> list[int]:
         """Ports of the live masters, as the cluster sees them."""
@@ -140,16 +118,3 @@ class LocalRedisCluster:
             if "master" in parts[2] and "fail" not in parts[2]:
                 out.append(int(parts[1].split(":")[1].split("@")[0]))
         return sorted(out)
-
-    def kill(self, port: int) -> None:
-        proc = self.processes[port]
-        proc.kill()
-        proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        for proc in self.processes.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-        self.processes.clear()
-        shutil.rmtree(self.dir, ignore_errors=True)

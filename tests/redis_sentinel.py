@@ -6,23 +6,18 @@ test failover (the sentinels promote the replica).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
-from tests.reliability_fixtures import free_port, wait_port
+from tests.private_servers import PrivateRedis, free_port
 
 SERVICE = "cpmaster"
 
 
-class LocalRedisSentinel:
+class LocalRedisSentinel(PrivateRedis):
     def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="cp-redis-sentinel-"))
+        super().__init__("cp-redis-sentinel-")
         self.master, self.replica = free_port(), free_port()
         self.sentinels = [free_port() for _ in range(3)]
-        self.processes: dict[int, subprocess.Popen] = {}
 
     @property
     def url(self) -> str:
@@ -30,33 +25,15 @@ class LocalRedisSentinel:
         return f"redis+sentinel://{nodes}/{SERVICE}/0"
 
     def _cli(self, port: int, *args: str) -> str:
-        done = subprocess.run(
-            ["redis-cli", "-p", str(port), *args],
-            capture_output=True, text=True, timeout=10, check=False,
-        )  # fmt: skip
-        return done.stdout
-
-    def start_server(self, port: int, *extra: str) -> None:
-        self.processes[port] = subprocess.Popen(
-            [
-                "redis-server",
-                "--port", str(port),
-                "--bind", "127.0.0.1",
-                "--dir", str(self.dir),
-                "--dbfilename", f"dump-{port}.rdb",
-                "--save", "",
-                "--appendonly", "no",
-                *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        wait_port(port, "redis-server")
+        # While the sentinels fail over, a node may not answer: that reads as no output.
+        return self.cli(port, *args, timeout=10, check=False)
 
     def start(self) -> None:
         try:
-            self.start_server(self.master)
-            self.start_server(self.replica, "--replicaof", "127.0.0.1", str(self.master))
+            self.start_server(self.master, "--appendonly", "no")
+            self.start_server(
+                self.replica, "--appendonly", "no", "--replicaof", "127.0.0.1", str(self.master)
+            )
             for port in self.sentinels:
                 conf = self.dir / f"sentinel-{port}.conf"
                 conf.write_text(
@@ -65,12 +42,7 @@ class LocalRedisSentinel:
                     f"sentinel down-after-milliseconds {SERVICE} 1000\n"
                     f"sentinel failover-timeout {SERVICE} 5000\n"
                 )
-                self.processes[port] = subprocess.Popen(
-                    ["redis-server", str(conf), "--sentinel"],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                wait_port(port, "redis-sentinel")
+                self.spawn(port, ["redis-server", str(conf), "--sentinel"], "redis-sentinel")
             self.wait_synced()
             self.wait_sentinels_agree()
         except BaseException:
@@ -108,15 +80,3 @@ class LocalRedisSentinel:
                 return
             time.sleep(0.2)
         raise RuntimeError("the sentinels did not find each other and the replica within 30s")
-
-    def kill(self, port: int) -> None:
-        self.processes[port].kill()
-        self.processes[port].wait(timeout=10)
-
-    def stop(self) -> None:
-        for proc in self.processes.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-        self.processes.clear()
-        shutil.rmtree(self.dir, ignore_errors=True)

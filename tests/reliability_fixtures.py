@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
+import threading
 import time
 from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
+
+from tests.store_helpers import config_for
 
 # Over INLINE_COMPRESS_BYTES (64 KiB), so some writes go through the zstd path too.
 BIG = 70_000
@@ -16,7 +17,7 @@ BIG = 70_000
 
 def put_value(saver, thread_id: str, parent: dict | None, values: dict[str, Any]) -> dict:
     """Put one checkpoint holding ``values`` on the thread; return the acknowledged config."""
-    config = parent or {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    config = parent or config_for(thread_id, ns="")
     checkpoint = empty_checkpoint()
     versions = {channel: saver.get_next_version(None, None) for channel in values}
     checkpoint["channel_values"] = dict(values)
@@ -64,24 +65,6 @@ def writer_process(spec: dict[str, Any]) -> list[tuple[dict, dict]]:
         connections.close_all()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_port(port: int, what: str) -> None:
-    """Wait (10 s at most) until a private server listens on ``port``."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} on port {port} did not start within 10s")
-
-
 def wait_for(condition, seconds: float, why=None) -> None:
     """Poll ``condition`` until it holds or ``seconds`` pass; then assert it (``why()``
     adds what to show on a timeout)."""
@@ -91,26 +74,87 @@ def wait_for(condition, seconds: float, why=None) -> None:
     assert condition(), f"timed out{why() if why else ''}"
 
 
-def failover_writer(
-    name: str,
-    saver,
-    threads: list[str],
-    *,
-    stop,
-    acked: dict[str, list],
-    unavailable: list,
-    failures: list,
-    gone: str,
-) -> None:
-    """Put checkpoints round-robin until ``stop``; the "patient" writer must never see
-    StoreUnavailable, the others retry it (30 s at most). Records every acknowledged put."""
-    from checkpoints.errors import StoreUnavailable
+def assert_reads_back(saver, acknowledged) -> None:
+    """Every acknowledged ``(config, values)`` reads back through ``saver``."""
+    for config, values in acknowledged:
+        got = saver.get_tuple(config)
+        assert got is not None, config
+        assert got.checkpoint["channel_values"] == values
 
-    parents: dict = dict.fromkeys(threads)
-    seq = 0
-    try:
-        while not stop.is_set():
-            thread_id = threads[seq % len(threads)]
+
+def concurrent_writers(url: str, threads_of, count: int, writers: int = 8) -> list:
+    """``writers`` threads, each with a Redis saver of its own on ``url``, put ``count``
+    checkpoints round-robin on ``threads_of(n)``; return every acknowledged
+    ``(config, values)`` once all are done, none of them having failed."""
+    from django.db import connections
+
+    from checkpoints.store.registry import get_saver
+
+    acknowledged: list = []
+    failures: list = []
+
+    def writer(n: int) -> None:
+        try:
+            saver = get_saver("redis", conn_string=url)
+            acknowledged.extend(write_batch(saver, f"w{n}", threads_of(n), count))
+        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    assert not failures, failures
+    assert len(acknowledged) == writers * count
+    return acknowledged
+
+
+class FailoverWriters:
+    """Writers putting checkpoints round-robin on ``threads`` while a test kills a server.
+
+    "patient", the default Redis saver on ``url``, must ride the failover out on its bounded
+    retries and never see StoreUnavailable; "impatient" (``?retries=0``) meets it and retries
+    itself (30 s at most, else ``gone``). ``acked`` holds each writer's acknowledged puts as
+    (time, config, values); a test may add writers of its own with ``add``.
+    """
+
+    def __init__(self, url: str, threads: list[str], *, gone: str) -> None:
+        from checkpoints.store.registry import get_saver
+
+        self.patient = get_saver("redis", conn_string=url)
+        self.impatient = get_saver("redis", conn_string=url + "?retries=0")
+        self.threads, self.gone = threads, gone
+        self.acked: dict[str, list] = {}
+        self.unavailable: list = []
+        self.failures: list = []
+        self.stop = threading.Event()
+        self.workers: list[threading.Thread] = []
+        for name, saver in (("patient", self.patient), ("impatient", self.impatient)):
+            self.add(name, lambda name=name, saver=saver: self._write(name, saver))
+
+    def add(self, name: str, loop) -> None:
+        """Run ``loop()`` as one more writer; it records its puts in ``acked[name]`` and
+        its exception, if any, in ``failures``."""
+        self.acked[name] = []
+
+        def run() -> None:
+            try:
+                loop()
+            except Exception as exc:  # noqa: BLE001 - surfaced by assert_nothing_lost
+                self.failures.append(exc)
+
+        self.workers.append(threading.Thread(target=run))
+
+    def _write(self, name: str, saver) -> None:
+        from checkpoints.errors import StoreUnavailable
+
+        parents: dict = dict.fromkeys(self.threads)
+        seq = 0
+        while not self.stop.is_set():
+            thread_id = self.threads[seq % len(self.threads)]
             values = {"writer": name, "seq": seq}
             for _attempt in range(300):  # bounded: 30 s of failover at most
                 try:
@@ -119,57 +163,37 @@ def failover_writer(
                 except StoreUnavailable as exc:
                     if name == "patient":
                         raise
-                    unavailable.append(exc)
+                    self.unavailable.append(exc)
                     time.sleep(0.1)
             else:
-                raise AssertionError(f"{name}: {gone}")
+                raise AssertionError(f"{name}: {self.gone}")
             parents[thread_id] = stored
-            acked[name].append((time.monotonic(), stored, values))
+            self.acked[name].append((time.monotonic(), stored, values))
             seq += 1
-    except Exception as exc:  # noqa: BLE001 - surfaced by the caller's assert
-        failures.append(exc)
-
-
-class RedisServer:
-    """A private redis-server on its own port, so killing it disturbs no one else."""
-
-    def __init__(self, port: int | None = None) -> None:
-        self.port = port or free_port()
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_port(self.port, "redis-server")
-        except RuntimeError:
-            self.stop()
-            raise
+        for worker in self.workers:
+            worker.start()
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        self.process = None
+    def each_wrote(self, count: int, since: float = 0.0) -> bool:
+        """Every writer has ``count`` puts acknowledged after ``since``, or one failed."""
+        after = (sum(1 for t, _, _ in items if t > since) for items in self.acked.values())
+        return bool(self.failures) or min(after) >= count
+
+    def finish(self) -> None:
+        self.stop.set()
+        for worker in self.workers:
+            worker.join(60)
+
+    def assert_nothing_lost(self, named: str) -> None:
+        """No writer failed, the impatient one met the failover (its error naming ``named``),
+        and every put any writer was told of reads back."""
+        assert not self.failures, self.failures
+        assert self.unavailable, "the impatient writer never met the failover"
+        assert named in str(self.unavailable[0])
+        assert_reads_back(
+            self.patient, [(c, v) for items in self.acked.values() for _, c, v in items]
+        )
 
 
 def health(checks) -> tuple[int, dict]:

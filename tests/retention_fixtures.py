@@ -1,14 +1,19 @@
-"""Helpers for the retention and sweep tests: write threads, move the clock, clean filters."""
+"""Helpers for the retention and sweep tests: write threads, mark them, move the clock,
+size the sweep's batches, clean filters."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
+from django.test import override_settings
 from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.store.planning import utcnow
 from retention import sweep as sweep_module
+from retention.runs import mark_finished
+from tests.store_helpers import config_for
 
 WAITING = 10080
 FINISHED = 1440
@@ -16,7 +21,7 @@ FINISHED = 1440
 
 def write(saver, thread_id: str, *, steps: int = 1) -> dict:
     """Put ``steps`` checkpoints on the thread; return the last stored config."""
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    config = config_for(thread_id, ns="")
     version = None
     for step in range(steps):
         checkpoint = empty_checkpoint()
@@ -31,8 +36,19 @@ def holds(saver, thread_id: str) -> bool:
     return saver.get_tuple({"configurable": {"thread_id": thread_id}}) is not None
 
 
+def finished_past_due(saver, thread_id: str, now):
+    """A thread with a checkpoint, marked finished long enough ago to be due at ``now``."""
+    write(saver, thread_id)
+    mark_finished(saver, thread_id, owner="tests", now=now - timedelta(minutes=FINISHED + 1))
+
+
 def minutes_from_now(minutes: float):
     return utcnow() + timedelta(minutes=minutes)
+
+
+def batch_size(n: int):
+    """The sweep's batches of ``n`` threads, inside the ``with``."""
+    return override_settings(CHECKPOINTS={**settings.CHECKPOINTS, "SWEEP_BATCH_SIZE": n})
 
 
 @pytest.fixture(autouse=True)

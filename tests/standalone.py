@@ -1,6 +1,7 @@
 """Run Python as a user's own process would: a subprocess, no DJANGO_SETTINGS_MODULE.
 
-Shared by the from_conn_string, README and host-project tests. Also gives each test a fresh
+Shared by the from_conn_string, README and host-project tests (and by the Redis Cluster
+and Sentinel ones: ``check_interrupt_and_resume``). Also gives each test a fresh
 PostgreSQL database of its own, dropped afterwards.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from tests.conftest import need_service
+from tests.services import need_service
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPH_SCRIPT = Path(__file__).resolve().parent / "scripts" / "standalone_graph.py"
@@ -29,6 +30,22 @@ def plain_env(**extra: str) -> dict[str, str]:
     env.pop("LLM_PROVIDER_CHECKPOINT", None)
     env["PYTHONPATH"] = str(ROOT)
     env.update(extra)
+    return env
+
+
+def service_env(tmp_path, **extra: str) -> dict[str, str]:
+    """The environment an operator starts the service with: no test settings, no test vars."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "LLM_PROVIDER_CHECKPOINT", "CHECKPOINTS_", "PYTEST_"))
+    }
+    env.update(
+        CHECKPOINTS_DATA_DIR=str(tmp_path),
+        REDIS_URL=settings.REDIS_TEST_URL,
+        DJANGO_LOG_FORMAT="json",
+        **extra,
+    )
     return env
 
 
@@ -54,6 +71,29 @@ def run_graph(url: str, thread_id: str, *steps: str, cwd: Path, env=None) -> lis
     """Run ``standalone_graph.py``: one JSON result per step."""
     done = run_python([str(GRAPH_SCRIPT), url, thread_id, *steps], cwd=cwd, env=env)
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+ASKED = ["asked", "drafted"]
+DONE = ["asked", "drafted", "approved:yes"]
+
+
+def check_interrupt_and_resume(url: str, tmp_path, *, same_process: bool) -> None:
+    """Start a graph, answer its interrupt and delete the thread, sync and async, at ``url``:
+    in one process, or each step in a new one."""
+    for prefix in ("", "async-"):
+        thread_id = f"standalone-{prefix or 'sync-'}{uuid.uuid4().hex[:8]}"
+        start, resume = f"{prefix}start", f"{prefix}resume"
+        if same_process:
+            results = run_graph(url, thread_id, start, resume, "delete", cwd=tmp_path)
+        else:
+            results = [
+                *run_graph(url, thread_id, start, cwd=tmp_path),
+                *run_graph(url, thread_id, resume, "delete", cwd=tmp_path),
+            ]
+        assert [r["step"] for r in results] == [start, resume, "delete"], results
+        assert results[0]["interrupted"] and results[0]["log"] == ASKED, results
+        assert not results[1]["interrupted"] and results[1]["log"] == DONE, results
+        assert results[2]["log"] == [], "the thread is still there after delete_thread"
 
 
 def postgres_base_url() -> str:

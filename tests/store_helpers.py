@@ -1,13 +1,85 @@
-"""Small helpers to write checkpoints directly through a saver in tests."""
+"""The store under test: a fresh saver per provider, thread configs, and writes made directly
+through a saver (or under it, as a person with access to the database could)."""
 
 from __future__ import annotations
 
+import pytest
+from django.conf import settings
 from langgraph.checkpoint.base import empty_checkpoint
+
+from tests.services import need_service
+
+# Spawned writer processes import this module (through tests.reliability_fixtures) before
+# they set Django up: what needs the apps is imported where it is used.
+
+# The providers the `store` fixture (tests/conftest.py) runs each test on.
+PROVIDERS = ["memory", "sqlite", "postgres", "redis"]
+# A test so marked runs on the private Redis Cluster too (the `redis_cluster` fixture).
+on_every_provider_and_the_cluster = pytest.mark.parametrize(
+    "provider", [*PROVIDERS, pytest.param("redis-cluster", marks=pytest.mark.redis)]
+)
+
+
+def make_saver(request, provider: str, **options):
+    """A fresh, empty saver for ``provider`` (databases flushed by the transactional fixture)."""
+    if provider == "memory":
+        from checkpoints.store.memory import STORE, MemorySaver
+
+        STORE.clear()
+        request.addfinalizer(STORE.clear)
+        return MemorySaver(**options)
+    if provider == "sqlite":
+        request.getfixturevalue("transactional_db")
+        from checkpoints.store.orm.ledger import forget_format_checks
+        from checkpoints.store.registry import get_saver
+
+        # The flush between tests empties StoreFormat too: record it again.
+        forget_format_checks()
+
+        return get_saver("sqlite", using="default", **options)
+    if provider == "postgres":
+        need_service(settings.POSTGRES_UNAVAILABLE)
+        request.getfixturevalue("transactional_db")
+        from checkpoints.store.orm.ledger import forget_format_checks
+        from checkpoints.store.registry import get_saver
+
+        forget_format_checks()
+        return get_saver("postgres", using="pg", **options)
+    if provider == "redis":
+        url = request.getfixturevalue("redis_url")
+        from checkpoints.store.registry import get_saver
+
+        return get_saver("redis", conn_string=url, **options)
+    if provider in ("redis-cluster", "redis-sentinel"):
+        # The Redis saver on a private cluster or behind private sentinels; parks and
+        # retention rows need the database.
+        request.getfixturevalue("transactional_db")
+        url = request.getfixturevalue(provider.replace("-", "_") + "_url")
+        from checkpoints.store.registry import get_saver
+
+        return get_saver("redis", conn_string=url, **options)
+    raise ValueError(provider)
+
+
+def config_for(
+    thread_id: str, checkpoint_id: str | None = None, *, ns: str | None = None, **configurable
+) -> dict:
+    """The config of a thread (at ``checkpoint_id`` when given), plus ``configurable``.
+
+    Without ``ns`` it names no namespace: what a graph takes, and ``list()`` spans every
+    namespace. ``ns=""`` is the root namespace, which a saver's ``put`` wants.
+    """
+    config = {"thread_id": thread_id, **configurable}
+    if ns is not None:
+        config["checkpoint_ns"] = ns
+    if checkpoint_id:
+        config["checkpoint_id"] = checkpoint_id
+    return {"configurable": config}
 
 
 def put_chain(saver, thread_id: str, values: dict, *, steps: int = 1, ns: str = ""):
     """Put ``steps`` checkpoints on a thread, each holding ``values``; return the last config."""
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    config = config_for(thread_id, ns=ns)
     versions: dict = {}
     for step in range(1, steps + 1):
         checkpoint = empty_checkpoint()
@@ -19,3 +91,26 @@ def put_chain(saver, thread_id: str, values: dict, *, steps: int = 1, ns: str = 
         checkpoint["channel_versions"] = dict(versions)
         config = saver.put(config, checkpoint, {"source": "loop", "step": step}, new_versions)
     return config
+
+
+def corrupt_values(saver, thread_id: str, typed: tuple[str, bytes], channel: str = "") -> None:
+    """Overwrite every stored channel value of the thread (or of ``channel`` alone) with
+    ``typed``, as a person with access to the database could."""
+    if saver.provider in ("sqlite", "postgres"):
+        from checkpoints.models import ChannelBlob
+
+        rows = ChannelBlob.objects.using(saver.db_alias).filter(thread__thread_id=thread_id)
+        (rows.filter(channel=channel) if channel else rows).update(type=typed[0], blob=typed[1])
+    elif saver.provider == "memory":
+        blobs = saver.store.blobs
+        for key in [k for k, v in blobs.items() if k[0] == thread_id and v is not None]:
+            if not channel or key[2] == channel:
+                blobs[key] = typed
+    else:
+        from checkpoints.store.redis.keys import ns_hex, pack, thread_prefix, unpack
+
+        client = saver.client
+        key = f"{thread_prefix(thread_id)}b:{ns_hex('')}"
+        for field in client.hgetall(key):
+            if not channel or unpack(field)[0].decode() == channel:
+                client.hset(key, field, pack(*typed))

@@ -1,6 +1,5 @@
 """The audit trail: each change from the API, the admin, a command, a task or plain Python
 leaves one record naming who, when, what and from where."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 

@@ -19,18 +19,12 @@ from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.sweep import sweep_checkpoints
 from tests.reliability_fixtures import put_value, write_batch, writer_process
+from tests.store_helpers import config_for
 
 WRITERS = 8
 PUTS = 12
 DOOMED = 6
 JOIN_SECONDS = 120
-
-
-def _config(thread_id: str, checkpoint_id: str | None = None) -> dict:
-    conf = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint_id:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
 
 def _writer_threads(i: int) -> list[str]:
@@ -112,7 +106,7 @@ def _check(saver, acknowledged: list[tuple[dict, dict]], background: Background)
     assert background.sweeps and background.rollbacks
     assert sum(r.finished_swept for r in background.sweeps) == DOOMED
     for i in range(DOOMED):
-        assert saver.get_tuple(_config(f"doomed-{i}")) is None
+        assert saver.get_tuple(config_for(f"doomed-{i}", ns="")) is None
 
     assert len(acknowledged) == WRITERS * PUTS
     per_thread: dict[str, set[str]] = defaultdict(set)
@@ -126,14 +120,17 @@ def _check(saver, acknowledged: list[tuple[dict, dict]], background: Background)
     rb_ids = set(background.rollbacks)
     per_thread["rb"] |= rb_ids
     for thread_id, wanted in per_thread.items():
-        listed = [t.config["configurable"]["checkpoint_id"] for t in saver.list(_config(thread_id))]
+        listed = [
+            t.config["configurable"]["checkpoint_id"]
+            for t in saver.list(config_for(thread_id, ns=""))
+        ]
         assert listed == sorted(listed, reverse=True), thread_id
         assert wanted <= set(listed), (thread_id, wanted - set(listed))
         if thread_id != "rb":
             # No checkpoint appeared that no writer acknowledged.
             assert set(listed) == wanted, thread_id
-    assert len(list(saver.list(_config("rb")))) == 2 + len(background.rollbacks)
-    head = saver.get_tuple(_config("rb"))
+    assert len(list(saver.list(config_for("rb", ns="")))) == 2 + len(background.rollbacks)
+    head = saver.get_tuple(config_for("rb", ns=""))
     assert head.metadata["source"] == "rollback"
     assert head.checkpoint["channel_values"] == {"rb": 0}
 

@@ -6,7 +6,6 @@ import io
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+
+from tests.private_servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,14 +41,8 @@ def test_second_demo_run_keeps_the_first_login():
     assert not authenticate(username="admin", password=password)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_demo_script_prints_login_docs_token_and_stop_last(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "CHECKPOINTS_DATA_DIR": str(tmp_path),

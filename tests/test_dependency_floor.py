@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.pins import CEILINGS, FLOORS
+
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-FLOORS = {"langgraph": (1, 2, 0), "langgraph-checkpoint": (4, 3, 0)}
-CEILINGS = {"langgraph": (2,), "langgraph-checkpoint": (5,)}
 NEEDED = [
     ("langgraph.checkpoint.base", "writes_sort_key"),
     ("langgraph.checkpoint.base", "WRITES_IDX_MAP"),

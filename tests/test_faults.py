@@ -19,18 +19,13 @@ from checkpoints.store.planning import utcnow
 from retention.errors import LiveFilterFailed, SweepFailed
 from retention.models import SweepRun
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
-from tests.conftest import need_service
-from tests.reliability_fixtures import RedisServer, put_value
+from tests.private_servers import RedisServer
+from tests.reliability_fixtures import put_value
 from tests.retention_fixtures import holds
+from tests.services import need_service
+from tests.store_helpers import config_for
 
 WAIT_SECONDS = 30
-
-
-def _config(thread_id: str, checkpoint_id: str | None = None) -> dict:
-    conf = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint_id:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
 
 # -- PostgreSQL backend terminated while a put is in flight ---------------------------------
@@ -115,7 +110,7 @@ def test_put_killed_mid_flight_fails_and_leaves_nothing(saver_factory, provider,
     failed = _kill_mid_put(saver)["first"]
     assert isinstance(failed, Exception), "a put on a killed backend was acknowledged"
     assert "terminating connection" in str(failed), failed
-    values = [t.checkpoint["channel_values"] for t in saver.list(_config("victim"))]
+    values = [t.checkpoint["channel_values"] for t in saver.list(config_for("victim", ns=""))]
     assert {"n": 1, "blob": "doomed"} not in values
     assert values[-1] == {"n": 0}
     assert saver.thread_holdings("victim").writes == 0
@@ -133,7 +128,7 @@ def test_same_worker_puts_again_after_its_backend_was_killed(
     saver = saver_factory(max_checkpoints=max_checkpoints)
     second = _kill_mid_put(saver)["second"]
     assert isinstance(second, dict), f"the put after the kill failed too: {second!r}"
-    values = [t.checkpoint["channel_values"] for t in saver.list(_config("victim"))]
+    values = [t.checkpoint["channel_values"] for t in saver.list(config_for("victim", ns=""))]
     assert values == [{"n": 2}, {"n": 0}]
 
 
@@ -161,7 +156,7 @@ def test_redis_restart_between_calls(private_redis):
     for call in (
         lambda: put_value(saver, "t", stored, {"n": 2}),
         lambda: saver.get_tuple(stored),
-        lambda: list(saver.list(_config("t"))),
+        lambda: list(saver.list(config_for("t", ns=""))),
         lambda: saver.delete_thread("t"),
     ):
         with pytest.raises(StoreUnavailable) as caught:
@@ -172,7 +167,9 @@ def test_redis_restart_between_calls(private_redis):
     # A restarted server without persistence is empty; the same saver writes and reads.
     again = put_value(saver, "t", None, {"n": 3})
     assert saver.get_tuple(again).checkpoint["channel_values"] == {"n": 3}
-    assert [t.checkpoint["channel_values"] for t in saver.list(_config("t"))] == [{"n": 3}]
+    assert [t.checkpoint["channel_values"] for t in saver.list(config_for("t", ns=""))] == [
+        {"n": 3}
+    ]
 
 
 def test_redis_restart_then_a_new_saver_accepts_the_store(private_redis):
@@ -182,7 +179,7 @@ def test_redis_restart_then_a_new_saver_accepts_the_store(private_redis):
     put_value(saver, "t", None, {"n": 1})
     private_redis.stop()
     with pytest.raises(StoreUnavailable):
-        saver.get_tuple(_config("t"))
+        saver.get_tuple(config_for("t", ns=""))
     private_redis.start()
     again = put_value(saver, "t", None, {"n": 2})
     # A worker started after the restart (a new saver) must accept what the first one wrote.
@@ -198,13 +195,13 @@ def test_redis_restart_async_calls_recover(private_redis):
     saver = get_saver("redis", conn_string=private_redis.url)
 
     async def scenario():
-        stored = await saver.aget_tuple(_config("t"))
+        stored = await saver.aget_tuple(config_for("t", ns=""))
         assert stored is None
         private_redis.stop()
         with pytest.raises(StoreUnavailable, match=str(private_redis.port)):
-            await saver.aget_tuple(_config("t"))
+            await saver.aget_tuple(config_for("t", ns=""))
         private_redis.start()
-        assert await saver.aget_tuple(_config("t")) is None
+        assert await saver.aget_tuple(config_for("t", ns="")) is None
 
     asyncio.run(scenario())
 

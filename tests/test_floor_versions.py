@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dependency_floor import FLOORS
-from tests.test_host_project import build_wheel, host_env, run
+from tests.host_venv import build_wheel, host_env, run
+from tests.pins import FLOORS
 
 pytestmark = pytest.mark.host
 DRIVER = Path(__file__).resolve().parent / "scripts" / "floor_driver.py"

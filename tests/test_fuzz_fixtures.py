@@ -15,7 +15,7 @@ from tests.fuzz_fixtures import CHANGED_HEADER, StoredRowsGuard, changed_tables,
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "pg"])
 
 
-def test_the_fingerprint_sees_an_insert_an_update_and_a_delete(pg_seed):  # noqa: F811
+def test_the_fingerprint_sees_an_insert_an_update_and_a_delete(pg_seed):
     start = fingerprint("pg")
     assert fingerprint("pg") == start
     mark = FinishedMark.objects.using("pg").get(thread_id="alice-1")
@@ -33,7 +33,7 @@ class PgGuard(StoredRowsGuard):
 
 
 @pytest.mark.parametrize("status", [200, 400, 404])
-def test_the_guard_marks_only_a_4xx_that_changed_rows(pg_seed, tmp_path, monkeypatch, status):  # noqa: F811
+def test_the_guard_marks_only_a_4xx_that_changed_rows(pg_seed, tmp_path, monkeypatch, status):
     violations = tmp_path / "changes.txt"
     monkeypatch.setenv("FUZZ_VIOLATIONS_FILE", str(violations))
 

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,48 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.host_venv import build_wheel, host_env, run
+from tests.private_servers import free_port
+
 pytestmark = pytest.mark.host
 
-ROOT = Path(__file__).resolve().parent.parent
 # Scripts run from their own folder, where no test package can shadow the apps.
 DRIVER = Path(__file__).resolve().parent / "scripts" / "host_driver.py"
 OUTPUT = Path(os.environ.get("CHECKPOINTS_TEST_OUTPUT", "test-output"))
-
-
-def run(args, *, cwd, env=None, timeout=600) -> str:
-    done = subprocess.run(
-        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, (
-        f"{args} exited {done.returncode}\n--- stdout\n{done.stdout[-4000:]}\n"
-        f"--- stderr\n{done.stderr[-4000:]}"
-    )
-    return done.stdout
-
-
-def host_env(venv: Path) -> dict[str, str]:
-    """The host's own environment: its venv first, nothing of this checkout or its settings."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "CHECKPOINTS_", "PYTHON", "VIRTUAL_ENV"))
-    }
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["DJANGO_SETTINGS_MODULE"] = "host.settings"
-    return env
-
-
-def build_wheel(into: Path) -> Path:
-    """The wheel of this checkout's files (a copy, so no stale build/ folder leaks in)."""
-    files = run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT).splitlines()
-    source = into / "source"
-    for name in files:
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", source, "-w", into], cwd=into)
-    [wheel] = into.glob("checkpoint_store-*.whl")
-    return wheel
 
 
 @pytest.fixture(scope="module")
@@ -150,12 +115,6 @@ def test_host_project_walk_finds_no_problem(host):
     assert "System check identified no issues" in summary["check"], summary["check"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.browser
 def test_chromium_walks_the_host_admin_and_offline_docs(host):
     from playwright.sync_api import sync_playwright
@@ -164,7 +123,7 @@ def test_chromium_walks_the_host_admin_and_offline_docs(host):
 
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [host["python"], "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],

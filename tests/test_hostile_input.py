@@ -24,6 +24,7 @@ from checkpoints.codec import ENVELOPE_KEY, JSON_TYPE, ZSTD_SUFFIX, FaithfulJSON
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 from checkpoints.models import Thread
 from tests.reliability_fixtures import put_value
+from tests.store_helpers import config_for
 
 CODEC = FaithfulJSONCodec(compress_bytes=None)
 ENVELOPE_TYPES = sorted(codec_module._READERS)
@@ -204,10 +205,6 @@ ODD_IDS = [
 REFUSED_IDS = ["a\x00b", "x" * 10_240, "ü" * 600]
 
 
-def _cfg(thread_id: str) -> dict:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-
-
 def test_odd_thread_ids_on_every_saver(store):
     stored = {}
     for i, thread_id in enumerate(ODD_IDS):
@@ -215,16 +212,16 @@ def test_odd_thread_ids_on_every_saver(store):
         store.put_writes(stored[thread_id], [("i", i * 10)], f"task-{i}")
     assert set(store.threads()) == set(ODD_IDS)
     for i, thread_id in enumerate(ODD_IDS):
-        tup = store.get_tuple(_cfg(thread_id))
+        tup = store.get_tuple(config_for(thread_id, ns=""))
         assert tup.config["configurable"]["thread_id"] == thread_id
         assert tup.checkpoint["channel_values"] == {"i": i}
         assert [w[2] for w in tup.pending_writes] == [i * 10]
-        assert len(list(store.list(_cfg(thread_id)))) == 1
+        assert len(list(store.list(config_for(thread_id, ns="")))) == 1
     for thread_id in ODD_IDS[::2]:
         store.delete_thread(thread_id)
     assert set(store.threads()) == set(ODD_IDS[1::2])
     for thread_id in ODD_IDS[1::2]:
-        assert store.get_tuple(_cfg(thread_id)) is not None
+        assert store.get_tuple(config_for(thread_id, ns="")) is not None
 
 
 def test_refused_thread_ids_change_nothing(store):
@@ -232,15 +229,15 @@ def test_refused_thread_ids_change_nothing(store):
     for thread_id in REFUSED_IDS:
         for call in (
             lambda t=thread_id: put_value(store, t, None, {"n": 2}),
-            lambda t=thread_id: store.get_tuple(_cfg(t)),
-            lambda t=thread_id: list(store.list(_cfg(t))),
+            lambda t=thread_id: store.get_tuple(config_for(t, ns="")),
+            lambda t=thread_id: list(store.list(config_for(t, ns=""))),
             lambda t=thread_id: store.delete_thread(t),
         ):
             with pytest.raises(InvalidCheckpointInput) as caught:
                 call()
             assert caught.value.field == "thread_id"
     assert store.threads() == ["keep"]
-    assert store.get_tuple(_cfg("keep")).checkpoint["channel_values"] == {"n": 1}
+    assert store.get_tuple(config_for("keep", ns="")).checkpoint["channel_values"] == {"n": 1}
 
 
 @hsettings(
@@ -257,11 +254,11 @@ def test_any_thread_id_round_trips_or_is_refused(store, thread_id):
         assert thread_id not in store.threads()
         return
     stored = put_value(store, thread_id, None, {"n": 1})
-    tup = store.get_tuple(_cfg(thread_id))
+    tup = store.get_tuple(config_for(thread_id, ns=""))
     assert tup.config == stored and tup.checkpoint["channel_values"] == {"n": 1}
     assert thread_id in store.threads()
     store.delete_thread(thread_id)
-    assert store.get_tuple(_cfg(thread_id)) is None
+    assert store.get_tuple(config_for(thread_id, ns="")) is None
 
 
 @pytest.mark.parametrize("provider", ["redis"])
@@ -331,7 +328,7 @@ def test_oversized_api_bodies_are_413_and_change_nothing(staff):
         assert response.status_code == 413
     from checkpoints.store.registry import get_saver
 
-    assert len(list(get_saver().list(_cfg("big")))) == 1
+    assert len(list(get_saver().list(config_for("big", ns="")))) == 1
     assert get_saver().threads() == ["big"]
 
 

@@ -2,7 +2,6 @@
 UnreadableValue on every provider (saver, API 409, admin panel); keys with lone surrogates
 and filters with NaN, infinity or bytes are refused as InvalidCheckpointInput before the
 store is touched; the admin's jump to a time out of range is a form error."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.redis.keys import dec, ns_hex, pack, thread_prefix, unpack
 from checkpoints.timetravel import TimeTravel
 from tests.reliability_fixtures import put_value
+from tests.store_helpers import config_for
 
 # name -> (what the stored body becomes, words the refusal must say)
 MALFORMED = {
@@ -41,13 +41,6 @@ MALFORMED = {
     ),
     "pending_sends a string": (lambda body: {**body, "pending_sends": "oops"}, "pending_sends"),
 }
-
-
-def _cfg(thread_id: str, checkpoint_id: str | None = None) -> dict:
-    conf = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint_id:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
 
 def reshape_bodies(saver, thread_id: str, reshape) -> None:
@@ -103,9 +96,9 @@ def test_a_body_of_the_wrong_shape_is_unreadable_naming_where(store, shape):
     reshape_bodies(store, "shaped", reshape)
     travel = TimeTravel(store)
     for read in (
-        lambda: store.get_tuple(_cfg("shaped")),
-        lambda: store.get_tuple(_cfg("shaped", checkpoint_id)),
-        lambda: list(store.list(_cfg("shaped"))),
+        lambda: store.get_tuple(config_for("shaped", ns="")),
+        lambda: store.get_tuple(config_for("shaped", checkpoint_id, ns="")),
+        lambda: list(store.list(config_for("shaped", ns=""))),
         lambda: list(store.list(None)),
         lambda: travel.get_state("shaped"),
         lambda: travel.fork("shaped", checkpoint_id, "copy"),
@@ -117,7 +110,7 @@ def test_a_body_of_the_wrong_shape_is_unreadable_naming_where(store, shape):
         assert reason in message, message
         assert failure.value.where["thread_id"] == "shaped"
         assert failure.value.where["checkpoint_id"] == checkpoint_id
-    assert store.get_tuple(_cfg("fine")).checkpoint["channel_values"] == {"b": 2}
+    assert store.get_tuple(config_for("fine", ns="")).checkpoint["channel_values"] == {"b": 2}
 
 
 def test_a_well_shaped_body_still_reads(store):
@@ -204,13 +197,18 @@ def test_a_lone_surrogate_in_a_key_is_refused_naming_the_field(store, field, bad
         assert caught.value.field == field, caught.value.message
         assert said in caught.value.message
     assert store.threads() == ["keep"]
-    assert store.get_tuple(_cfg("keep")).checkpoint["channel_values"] == {"n": 1}
+    assert store.get_tuple(config_for("keep", ns="")).checkpoint["channel_values"] == {"n": 1}
 
 
 def test_a_lone_surrogate_in_before_or_a_filter_is_refused(store):
     put_value(store, "keep", None, {"n": 1})
     with pytest.raises(InvalidCheckpointInput) as caught:
-        list(store.list(_cfg("keep"), before={"configurable": {"checkpoint_id": SURROGATE}}))
+        list(
+            store.list(
+                config_for("keep", ns=""),
+                before={"configurable": {"checkpoint_id": SURROGATE}},
+            )
+        )
     assert caught.value.field == "before"
     with pytest.raises(InvalidCheckpointInput) as caught:
         list(store.list(None, filter={"source": SURROGATE}))
@@ -224,7 +222,7 @@ def test_a_lone_surrogate_in_before_or_a_filter_is_refused(store):
 )
 def test_a_filter_value_json_cannot_hold_is_refused(store, value):
     put_value(store, "keep", None, {"n": 1})
-    for config in (None, _cfg("keep")):
+    for config in (None, config_for("keep", ns="")):
         with pytest.raises(InvalidCheckpointInput) as caught:
             list(store.list(config, filter={"step": value}))
         assert caught.value.field.startswith("filter.step"), caught.value.field
@@ -282,7 +280,10 @@ def test_metadata_of_the_wrong_shape_is_unreadable_naming_where(store, stored):
                 f"(SELECT id FROM {threads} WHERE thread_id = %s)",
                 [stored, "meta"],
             )
-    for read in (lambda: store.get_tuple(_cfg("meta")), lambda: list(store.list(_cfg("meta")))):
+    for read in (
+        lambda: store.get_tuple(config_for("meta", ns="")),
+        lambda: list(store.list(config_for("meta", ns=""))),
+    ):
         with pytest.raises(UnreadableValue) as failure:
             read()
         assert "the metadata" in failure.value.message, failure.value.message

@@ -21,6 +21,7 @@ from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.sweep import sweep_checkpoints
 from tests.reliability_fixtures import put_value
+from tests.store_helpers import config_for
 
 NAMES = ["t0", "t1", "t2", "t3/x", "ü"]
 SWEEP_AT = 1500  # minutes ahead: past "soon" marks, before "late" ones and the waiting horizon
@@ -50,13 +51,6 @@ class ModelThread:
     @property
     def head(self) -> str:
         return self.ids[0]
-
-
-def _cfg(thread_id: str, checkpoint_id: str | None = None) -> dict:
-    conf = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if checkpoint_id:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
 
 
 RULES = {"put", "put_writes", "rollback", "fork", "prune", "mark_finished", "sweep"}
@@ -89,7 +83,7 @@ class NothingLost(RuleBasedStateMachine):
     def put(self, name):
         self.ran["put"] += 1
         thread = self.model.get(name)
-        parent = _cfg(name, thread.head) if thread else None
+        parent = config_for(name, thread.head, ns="") if thread else None
         values = {"n": self._next(), "who": name}
         stored = put_value(self.saver, name, parent, values)
         cid = stored["configurable"]["checkpoint_id"]
@@ -106,7 +100,7 @@ class NothingLost(RuleBasedStateMachine):
         cid = data.draw(st.sampled_from(thread.ids))
         value = self._next()
         task = f"task-{value}"
-        self.saver.put_writes(_cfg(name, cid), [("w", value)], task)
+        self.saver.put_writes(config_for(name, cid, ns=""), [("w", value)], task)
         thread.writes.setdefault(cid, []).append((task, value))
         # A task's writes are writes (an interrupt, a resume): the run rule spares the thread.
         if name in self.marks:
@@ -182,17 +176,17 @@ class NothingLost(RuleBasedStateMachine):
     def store_matches_model(self):
         assert sorted(self.saver.threads()) == sorted(self.model)
         for name, thread in self.model.items():
-            listed = list(self.saver.list(_cfg(name)))
+            listed = list(self.saver.list(config_for(name, ns="")))
             assert [t.config["configurable"]["checkpoint_id"] for t in listed] == thread.ids
             for tup in listed:
                 cid = tup.config["configurable"]["checkpoint_id"]
                 assert tup.checkpoint["channel_values"] == thread.checkpoints[cid], (name, cid)
                 got = sorted((w[0], w[2]) for w in tup.pending_writes)
                 assert got == sorted(thread.writes.get(cid, [])), (name, cid)
-            head = self.saver.get_tuple(_cfg(name))
+            head = self.saver.get_tuple(config_for(name, ns=""))
             assert head.config["configurable"]["checkpoint_id"] == thread.head
         for name in set(NAMES) - set(self.model):
-            assert self.saver.get_tuple(_cfg(name)) is None
+            assert self.saver.get_tuple(config_for(name, ns="")) is None
         for name in self.model:
             mark = self.saver.finished_mark(name)
             assert (mark is not None) == (name in self.marks), name

@@ -18,29 +18,12 @@ from contextlib import contextmanager
 import pytest
 from django.test import override_settings
 
-from tests.reliability_fixtures import RedisServer, free_port, health
-from tests.standalone import ROOT
+from tests.private_servers import RedisServer, free_port
+from tests.reliability_fixtures import health
+from tests.standalone import ROOT, service_env
 
 SECRET = "test-only-" + "a1b2c3d4e5f6g7h8" * 4
 PROD_ENV = {"DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": SECRET, "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
-
-
-def service_env(tmp_path, **extra: str) -> dict[str, str]:
-    """The environment an operator starts the service with: no test settings, no test vars."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "LLM_PROVIDER_CHECKPOINT", "CHECKPOINTS_", "PYTEST_"))
-    }
-    from django.conf import settings
-
-    env.update(
-        CHECKPOINTS_DATA_DIR=str(tmp_path),
-        REDIS_URL=settings.REDIS_TEST_URL,
-        DJANGO_LOG_FORMAT="json",
-        **extra,
-    )
-    return env
 
 
 def manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -210,7 +210,7 @@ def test_json_envelopes_of_langgraphs_old_format_run_nothing(canaries):
 
 
 @pytest.mark.parametrize("provider", ["sqlite"])
-def test_no_admin_page_or_api_call_runs_what_a_row_names(saver_factory, canaries, superuser):  # noqa: F811
+def test_no_admin_page_or_api_call_runs_what_a_row_names(saver_factory, canaries, superuser):
     from django.contrib.auth.models import User
 
     payloads, folder = canaries

@@ -18,9 +18,8 @@ from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_type
 from checkpoints.errors import CheckpointCodecError
 
 from . import codec_samples as samples
-from .test_codec import (  # noqa: F401 - _allow_samples is an autouse fixture
+from .codec_helpers import (
     ALLOWED,
-    _allow_samples,
     assert_same,
     codec,
     fast,
@@ -29,6 +28,8 @@ from .test_codec import (  # noqa: F401 - _allow_samples is an autouse fixture
     round_trip,
     store_settings,
 )
+
+pytestmark = pytest.mark.usefixtures("allow_samples")
 
 # --- refusals at read ----------------------------------------------------------------------------
 

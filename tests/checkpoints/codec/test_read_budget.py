@@ -4,7 +4,6 @@
 A hostile row (small frames, each under the per-value cap, that together expand to hundreds
 of MB) is refused before the memory is spent, naming the limit and the checkpoint, on every
 saver, in the API (409) and in the admin (the "cannot decode" panel)."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ from checkpoints.errors import UnreadableValue
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
 from checkpoints.store.memory import MemorySaver
 from checkpoints.store.redis.keys import ns_hex, thread_prefix
-from tests.checkpoints.store.test_unreadable import corrupt_values
 from tests.reliability_fixtures import put_value
+from tests.store_helpers import corrupt_values
 
 MiB = 1 << 20
 # Each frame expands to 60 MiB, under the 64 MiB per-value cap (CODEC_MAX_BYTES); four of

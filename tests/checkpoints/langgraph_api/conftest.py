@@ -10,6 +10,7 @@ from rest_framework.authtoken.models import Token
 from checkpoints.models import Thread
 from checkpoints.store.orm.saver import OrmSaver  # noqa: E402
 from checkpoints.store.registry import get_saver
+from tests.services import need_service
 
 
 class PgAliasSaver(OrmSaver):
@@ -28,8 +29,6 @@ def provider_settings(request, provider: str) -> dict:
     if provider == "sqlite":
         return {"PROVIDER": "sqlite", "CONN_STRING": None}
     if provider == "postgres":
-        from tests.conftest import need_service
-
         need_service(django_settings.POSTGRES_UNAVAILABLE)
         # The test database's own alias ("pg"), which the test may use; a conn string would
         # register a new alias the test isolation refuses.
@@ -66,9 +65,6 @@ def lg(request, live_server, settings):
             )
     tokens = {name: Token.objects.create(user=user).key for name, user in users.items()}
     return LG(request.param, f"{live_server.url}/langgraph", tokens, users)
-
-
-pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 
 class LG:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,9 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError
 
-from tests.checkpoints.langgraph_api.conftest import pytestmark  # noqa: F401
+from tests.private_servers import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 VENV = Path(
     os.environ.get(
@@ -46,12 +47,6 @@ def dev_venv() -> Path:
     return binary
 
 
-def spare_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def dev_server(tmp_path_factory):
     binary = dev_venv()
@@ -60,7 +55,7 @@ def dev_server(tmp_path_factory):
     (folder / "langgraph.json").write_text(
         '{"dependencies": ["."], "graphs": {"agent": "./graphs.py:graph"}}'
     )
-    port = spare_port()
+    port = free_port()
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_API_KEY": ""}
     proc = subprocess.Popen(
         [str(binary), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser"],

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.checkpoints.api.test_schemathesis import SCHEMATHESIS
-from tests.checkpoints.langgraph_api.conftest import pytestmark  # noqa: F401
-from tests.fuzz_fixtures import ROOT
+from tests.fuzz_fixtures import ROOT, SCHEMATHESIS
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 
 def test_openapi_document_is_served_without_auth(lg):

@@ -9,7 +9,8 @@ import pytest
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from checkpoints.models import AuditEvent
-from tests.checkpoints.langgraph_api.conftest import pytestmark  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 
 def test_thread_lifecycle_sync(lg):

@@ -9,41 +9,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 
 import pytest
 from django.conf import settings
 
 from checkpoints.connect import provider_for
 from checkpoints.errors import CheckpointConfigError
-from tests.conftest import need_service, redis_unavailable
+from tests.services import need_service, redis_unavailable
 from tests.standalone import (
+    DONE,
     GRAPH_SCRIPT,
+    check_interrupt_and_resume,
     fresh_postgres_database,
     plain_env,
     run_graph,
     run_python,
 )
-
-ASKED = ["asked", "drafted"]
-DONE = ["asked", "drafted", "approved:yes"]
-
-
-def check_interrupt_and_resume(url: str, tmp_path, *, same_process: bool) -> None:
-    for prefix in ("", "async-"):
-        thread_id = f"standalone-{prefix or 'sync-'}{uuid.uuid4().hex[:8]}"
-        start, resume = f"{prefix}start", f"{prefix}resume"
-        if same_process:
-            results = run_graph(url, thread_id, start, resume, "delete", cwd=tmp_path)
-        else:
-            results = [
-                *run_graph(url, thread_id, start, cwd=tmp_path),
-                *run_graph(url, thread_id, resume, "delete", cwd=tmp_path),
-            ]
-        assert [r["step"] for r in results] == [start, resume, "delete"], results
-        assert results[0]["interrupted"] and results[0]["log"] == ASKED, results
-        assert not results[1]["interrupted"] and results[1]["log"] == DONE, results
-        assert results[2]["log"] == [], "the thread is still there after delete_thread"
 
 
 def test_memory(tmp_path):

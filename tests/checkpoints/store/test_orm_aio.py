@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
 from checkpoints.store.orm import pool
 from checkpoints.store.orm.pool import _conninfo
+from tests.store_helpers import config_for, make_saver
 
 pytestmark = [
     pytest.mark.postgres,
@@ -30,13 +31,7 @@ GUARD = 120
 
 @pytest.fixture
 def pg(request):
-    from tests.conftest import make_saver
-
     return make_saver(request, "postgres")
-
-
-def _config(thread_id: str) -> dict:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
 async def _until_waiting_on_a_lock(dsn: str) -> None:
@@ -53,8 +48,8 @@ async def _until_waiting_on_a_lock(dsn: str) -> None:
 
 
 def test_a_call_waiting_on_the_database_does_not_hold_up_the_others(pg):
-    held = pg.put(_config("held"), empty_checkpoint(), {}, {})
-    free = pg.put(_config("free"), empty_checkpoint(), {}, {})
+    held = pg.put(config_for("held", ns=""), empty_checkpoint(), {}, {})
+    free = pg.put(config_for("free", ns=""), empty_checkpoint(), {}, {})
     dsn = _conninfo(connections["pg"].settings_dict)
     second = create_checkpoint(empty_checkpoint(), None, 1)
 
@@ -63,7 +58,7 @@ def test_a_call_waiting_on_the_database_does_not_hold_up_the_others(pg):
         blocked = asyncio.create_task(pg.aput(held, second, {}, {}))
         await asyncio.wait_for(_until_waiting_on_a_lock(dsn), GUARD)
         # ...while a read and a write of another thread, on the same loop, go through.
-        found = await asyncio.wait_for(pg.aget_tuple(_config("free")), GUARD)
+        found = await asyncio.wait_for(pg.aget_tuple(config_for("free", ns="")), GUARD)
         assert found.config["configurable"]["checkpoint_id"] == cid(free)
         await asyncio.wait_for(pg.aput_writes(free, [("ch", "v")], "task"), GUARD)
         assert not blocked.done()
@@ -78,7 +73,7 @@ def test_a_call_waiting_on_the_database_does_not_hold_up_the_others(pg):
             await scenario(locker)
 
     asyncio.run(main())
-    assert pg.get_tuple(_config("held")).checkpoint["id"] == second["id"]
+    assert pg.get_tuple(config_for("held", ns="")).checkpoint["id"] == second["id"]
     assert pg.get_tuple(free).pending_writes == [("task", "ch", "v")]
 
 
@@ -104,7 +99,10 @@ def test_each_event_loop_gets_its_own_pool_and_closed_loops_let_theirs_go(pg):
     async def burst(i: int):
         # Several at once, so the loop's pool opens more than one connection.
         return await asyncio.gather(
-            *(pg.aput(_config(f"loop{i}-{k}"), empty_checkpoint(), {}, {}) for k in range(4))
+            *(
+                pg.aput(config_for(f"loop{i}-{k}", ns=""), empty_checkpoint(), {}, {})
+                for k in range(4)
+            )
         )
 
     pool.close_pools()  # earlier tests' loops: their connections too
@@ -136,12 +134,12 @@ def test_each_event_loop_gets_its_own_pool_and_closed_loops_let_theirs_go(pg):
 
 
 def test_async_delete_thread_removes_the_thread_whole(pg):
-    config = pg.put(_config("doomed"), empty_checkpoint(), {}, {})
+    config = pg.put(config_for("doomed", ns=""), empty_checkpoint(), {}, {})
     pg.put_writes(config, [("ch", "v")], "task")
 
     async def main():
         await pg.adelete_thread("doomed")
-        return [item async for item in pg.alist(_config("doomed"))]
+        return [item async for item in pg.alist(config_for("doomed", ns=""))]
 
     assert asyncio.run(main()) == []
     assert pg.thread_holdings("doomed").empty
@@ -209,7 +207,7 @@ def test_delete_thread_is_one_statement_that_takes_the_finished_mark_too(pg, sen
         ("sync-doomed", pg.delete_thread),
         ("async-doomed", lambda t: asyncio.run(pg.adelete_thread(t))),
     ):
-        config = pg.put(_config(name), empty_checkpoint(), {}, {})
+        config = pg.put(config_for(name, ns=""), empty_checkpoint(), {}, {})
         pg.put_writes(config, [("ch", "v")], "task")
         pg.mark_finished(name, due)
         sent.clear()
@@ -217,7 +215,7 @@ def test_delete_thread_is_one_statement_that_takes_the_finished_mark_too(pg, sen
         assert len(sent) == 1 and "checkpoints_finishedmark" in sent[0], sent
         assert pg.thread_holdings(name).empty
         assert pg.finished_mark(name) is None
-        assert pg.get_tuple(_config(name)) is None
+        assert pg.get_tuple(config_for(name, ns="")) is None
 
 
 def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statement(pg, sent):
@@ -229,7 +227,7 @@ def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statemen
         ("sync-new", pg.put_writes),
         ("async-new", lambda *a: asyncio.run(pg.aput_writes(*a))),
     ):
-        config = {"configurable": {**_config(name)["configurable"], "checkpoint_id": first["id"]}}
+        config = config_for(name, first["id"], ns="")
         sent.clear()
         with CaptureQueriesContext(connections["pg"]) as orm:
             put_writes(config, [("messages", "hello"), ("route", "start")], "input-task")
@@ -237,7 +235,7 @@ def test_writes_before_the_first_checkpoint_make_the_thread_in_the_same_statemen
         assert pg.thread_holdings(name).writes == 2
         # Written again (a retried task): the slots are kept, nothing fails.
         put_writes(config, [("messages", "other"), ("route", "other")], "input-task")
-        pg.put(_config(name), first, {}, {})
+        pg.put(config_for(name, ns=""), first, {}, {})
         found = pg.get_tuple(config)
         assert found.pending_writes == [
             ("input-task", "messages", "hello"),

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 
 import pytest
@@ -25,13 +21,13 @@ from checkpoints.models import StoreLease
 from checkpoints.store.orm.pool import behind_pooler, prepared_statements_allowed
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
-from tests.checkpoints.store.test_conformance import SyncDriven
-from tests.checkpoints.store.test_graphs import config_for, interrupt_graph
-from tests.pgbouncer import bounced_url, pgbouncer_port  # noqa: F401
-from tests.retention.test_sweep import finished_past_due
-from tests.retention.test_sweep_lease import SWEEPER, start_together
-from tests.retention_fixtures import holds
+from tests.checkpoints.store.graphs import interrupt_graph
+from tests.conformance import run_suite
+from tests.pgbouncer import bounced_url
+from tests.retention_fixtures import finished_past_due, holds
 from tests.standalone import plain_env, run_graph
+from tests.store_helpers import config_for
+from tests.sweep_race import race_sweeps
 
 pytestmark = [
     pytest.mark.postgres,
@@ -40,7 +36,7 @@ pytestmark = [
 
 
 @pytest.fixture
-def bounced(request, transactional_db, pgbouncer_port):  # noqa: F811
+def bounced(request, transactional_db, pgbouncer_port):
     """An ORM saver on the test database, through PgBouncer, with the default settings."""
     from checkpoints.store.orm.ledger import forget_format_checks
 
@@ -61,33 +57,7 @@ def test_the_pooler_is_detected_and_no_statement_is_prepared_behind_it(bounced):
 
 @pytest.mark.parametrize("path", ["async", "sync"])
 def test_conformance_suite_through_pgbouncer(bounced, path):
-    from langgraph.checkpoint.conformance import validate
-    from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
-    from langgraph.checkpoint.conformance.initializer import RegisteredCheckpointer
-    from langgraph.checkpoint.conformance.report import ProgressCallbacks
-
-    subject = bounced if path == "async" else SyncDriven(bounced)
-
-    async def factory():
-        yield subject
-
-    failures: list[str] = []
-
-    def on_result(capability, test_name, passed, error):
-        if not passed:
-            failures.append(f"{capability}.{test_name}: {error}")
-
-    report = asyncio.run(
-        validate(
-            RegisteredCheckpointer(name=f"pgbouncer-{path}", factory=factory),
-            progress=ProgressCallbacks(on_test_result=on_result),
-        )
-    )
-    assert not failures, "\n".join(failures)
-    for capability in ALL_CAPABILITIES:
-        result = report.results[capability.value]
-        assert result.detected and result.passed is True and result.tests_passed > 0
-    print(f"conformance pgbouncer/{path}: {sum(r.tests_passed for r in report.results.values())}")
+    run_suite(bounced, "pgbouncer", path)
 
 
 def test_a_graph_interrupts_and_resumes_through_pgbouncer(bounced):
@@ -101,7 +71,7 @@ def test_a_graph_interrupts_and_resumes_through_pgbouncer(bounced):
 
 
 def test_a_users_script_runs_a_graph_through_pgbouncer_in_two_processes(
-    pgbouncer_port,  # noqa: F811
+    pgbouncer_port,
     tmp_path,
 ):
     """Default settings, as a user's process: start in one process, resume in another."""
@@ -126,7 +96,7 @@ def test_concurrent_writers_through_pgbouncer_lose_nothing_acknowledged(bounced)
     start = threading.Barrier(WRITERS)
 
     def writer(n: int) -> None:
-        config = {"configurable": {"thread_id": f"writer-{n}", "checkpoint_ns": ""}}
+        config = config_for(f"writer-{n}", ns="")
         start.wait()
         try:
             for i in range(PER_WRITER):
@@ -153,20 +123,14 @@ def test_concurrent_writers_through_pgbouncer_lose_nothing_acknowledged(bounced)
     assert len(acknowledged) == WRITERS * PER_WRITER
     direct = get_saver("postgres", using="pg")
     for thread_id, checkpoint_id in acknowledged:
-        config = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": "",
-                "checkpoint_id": checkpoint_id,
-            }
-        }
+        config = config_for(thread_id, checkpoint_id, ns="")
         assert direct.get_tuple(config) is not None, (thread_id, checkpoint_id)
     print(f"pgbouncer writers: {len(acknowledged)} acknowledged, all read back")
 
 
 def test_three_sweeps_through_pgbouncer_at_once_exactly_one_runs(
     bounced,
-    pgbouncer_port,  # noqa: F811
+    pgbouncer_port,
     tmp_path,
     settings,
 ):
@@ -174,38 +138,14 @@ def test_three_sweeps_through_pgbouncer_at_once_exactly_one_runs(
     now = utcnow()
     for i in range(8):
         finished_past_due(bounced, f"t{i}", now)
-    connections.close_all()
-    script = tmp_path / "sweeper.py"
-    script.write_text(textwrap.dedent(SWEEPER))
-    default_db = str(settings.DATABASES["default"]["NAME"])
-    go = str(tmp_path / "go")
-    env = {**os.environ, "PYTHONPATH": str(settings.BASE_DIR)}
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(script),
-                "postgres",
-                "pg",
-                str(settings.DATABASES["pg"]["NAME"]),
-                default_db,
-                go,
-                bounced_url(pgbouncer_port),
-            ],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
-    start_together(procs, go)
-    outcomes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=180)
-        assert proc.returncode == 0, err[-3000:]
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    outcomes = race_sweeps(
+        tmp_path,
+        "postgres",
+        "pg",
+        processes=3,
+        conn_string=bounced_url(pgbouncer_port),
+        timeout=180,
+    )
     ran = [o["ran"] for o in outcomes if "ran" in o]
     refused = [o for o in outcomes if "refused" in o]
     assert ran == [8] and len(refused) == 2, outcomes
@@ -220,7 +160,7 @@ def test_three_sweeps_through_pgbouncer_at_once_exactly_one_runs(
 
 def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
     bounced,
-    pgbouncer_port,  # noqa: F811
+    pgbouncer_port,
     settings,
 ):
     """Forced on behind the pooler: the clash is real, and the saver rides it out."""
@@ -258,7 +198,7 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
 
 def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
     bounced,
-    pgbouncer_port,  # noqa: F811
+    pgbouncer_port,
     settings,
 ):
     """The same clash on the native async path: it runs again unprepared, never raw."""

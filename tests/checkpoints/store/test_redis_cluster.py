@@ -1,8 +1,9 @@
 """The Redis saver on a real private Redis Cluster (3 masters + 3 replicas, started here).
 
-The sweep's rules are imported from `test_sweep` and run again with ``provider`` fixed to
-the cluster; the rest: the settings path, slots, a graph through ``from_conn_string``,
-8 concurrent writers, three concurrent sweeps, a master killed mid-write.
+The sweep's rules run on the cluster too, among the providers of tests/retention/test_sweep.py
+and test_sweep_written_during.py; here: the settings path, slots, a graph through
+``from_conn_string``, 8 concurrent writers, three concurrent sweeps, a master killed
+mid-write.
 """
 
 from __future__ import annotations
@@ -16,31 +17,21 @@ from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
-from checkpoints.errors import StoreUnavailable
 from checkpoints.store.planning import FORMAT_GENERATION, utcnow
 from checkpoints.store.redis.keys import DUE_KEY, FORMAT_KEY, MARKS_KEY, REGISTRY_KEY
 from checkpoints.store.registry import get_saver
 from retention.errors import SweepAlreadyRunning
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
-from tests.checkpoints.store.test_from_conn_string import check_interrupt_and_resume
-from tests.reliability_fixtures import failover_writer, put_value, wait_for, write_batch
-from tests.retention.test_sweep import (  # noqa: F401  (run again here, on the cluster)
-    finished_past_due,
-    test_a_dry_run_reports_the_same_and_deletes_nothing,
-    test_a_filter_registered_in_code_is_asked_and_named,
-    test_a_mark_on_an_empty_thread_is_cleared,
-    test_a_pending_interrupt_spares_the_thread_until_it_resumes,
-    test_a_second_concurrent_sweep_is_refused_and_deletes_nothing,
-    test_an_unexpired_park_spares_the_thread,
-    test_batches_reach_every_thread_and_spared_ones_are_not_asked_twice,
-    test_each_sweep_is_recorded_with_its_spared_threads,
-    test_finished_threads_past_due_are_deleted_on_every_provider,
+from tests.reliability_fixtures import (
+    FailoverWriters,
+    assert_reads_back,
+    concurrent_writers,
+    put_value,
+    wait_for,
 )
-from tests.retention.test_sweep_written_during import (  # noqa: F401  (on the cluster too)
-    test_a_write_during_the_sweep_survives_the_finished_horizon,
-    test_the_store_deletes_only_threads_still_at_their_judged_write,
-)
-from tests.retention_fixtures import holds
+from tests.retention_fixtures import finished_past_due, holds
+from tests.standalone import check_interrupt_and_resume
+from tests.store_helpers import config_for
 
 pytestmark = pytest.mark.redis
 
@@ -48,10 +39,6 @@ pytestmark = pytest.mark.redis
 @pytest.fixture(params=["redis-cluster"])
 def provider(request):
     return request.param
-
-
-def _cfg(thread_id: str) -> dict:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
 def test_the_settings_conn_string_builds_cluster_clients(store):
@@ -66,7 +53,7 @@ def test_the_settings_conn_string_builds_cluster_clients(store):
 
     async def read():
         assert isinstance(saver._aclient(), redis.asyncio.cluster.RedisCluster)
-        return await saver.aget_tuple(_cfg("t"))
+        return await saver.aget_tuple(config_for("t", ns=""))
 
     import asyncio
 
@@ -81,7 +68,7 @@ def test_the_async_path_checks_the_store_again_after_a_lost_connection(store):
     store._ready = False  # what a connection error leaves behind
 
     async def read():
-        return await store.aget_tuple(_cfg("t"))
+        return await store.aget_tuple(config_for("t", ns=""))
 
     assert asyncio.run(read()).config == stored
     assert store._ready and store.durability == "memory"
@@ -113,21 +100,21 @@ def test_marks_copy_delete_and_reset_on_the_cluster(store):
     store.mark_finished("a", now)
     assert [e.thread_id for e in store.finished_due(now + timedelta(seconds=1))] == ["a"]
     store.copy_thread("a", "b")
-    assert store.get_tuple(_cfg("b")).checkpoint["channel_values"] == {"v": 1}
+    assert store.get_tuple(config_for("b", ns="")).checkpoint["channel_values"] == {"v": 1}
     assert sorted(store.threads()) == ["a", "b"]
     store.delete_thread("a")
-    assert store.threads() == ["b"] and store.get_tuple(_cfg("a")) is None
+    assert store.threads() == ["b"] and store.get_tuple(config_for("a", ns="")) is None
     assert store.finished_mark("a") is None  # a deleted thread's mark goes with it
     store.mark_finished("b", now)
     assert store.unmark_finished("b") is True and store.finished_mark("b") is None
     assert store.reset_store() == 1
-    assert store.get_tuple(_cfg("b")) is None
+    assert store.get_tuple(config_for("b", ns="")) is None
     assert store.client.get(FORMAT_KEY) == str(FORMAT_GENERATION).encode()
 
 
 def test_the_durability_stamp_is_the_weakest_masters(store, redis_cluster):
     def fsync(port: int, value: str) -> None:
-        redis_cluster._cli("config", "set", "appendfsync", value, port=port)
+        redis_cluster.cli(port, "config", "set", "appendfsync", value)
 
     masters = redis_cluster.masters()
     assert store.durability == "memory"  # every master fsyncs once a second
@@ -170,30 +157,8 @@ def test_a_graph_interrupts_and_resumes_through_from_conn_string(store, tmp_path
 
 
 def test_eight_concurrent_writers_every_acknowledged_checkpoint_reads_back(store):
-    acknowledged: list = []
-    failures: list = []
-
-    def writer(n: int) -> None:
-        try:
-            saver = get_saver("redis", conn_string=store.url)
-            threads = [f"w{n}-a", f"w{n}-b", "shared"]
-            acknowledged.extend(write_batch(saver, f"w{n}", threads, 60))
-        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
-            failures.append(exc)
-        finally:
-            connections.close_all()
-
-    workers = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(120)
-    assert not failures, failures
-    assert len(acknowledged) == 8 * 60
-    for config, values in acknowledged:
-        got = store.get_tuple(config)
-        assert got is not None, config
-        assert got.checkpoint["channel_values"] == values
+    acknowledged = concurrent_writers(store.url, lambda n: [f"w{n}-a", f"w{n}-b", "shared"], 60)
+    assert_reads_back(store, acknowledged)
     assert len(list(store.list(None))) == 8 * 60
     assert len(store.threads()) == 17
 
@@ -253,24 +218,8 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
 
     threads = [f"fo-{i}" for i in range(6)]
     victim = store.client.get_node_from_key(thread_prefix(threads[0]) + "m").port
-    patient = get_saver("redis", conn_string=store.url)
-    impatient = get_saver("redis", conn_string=store.url + "?retries=0")
-    acked: dict[str, list] = {"patient": [], "impatient": [], "async": []}
-    unavailable: list[StoreUnavailable] = []
-    failures: list = []
-    stop = threading.Event()
-
-    def writer(name: str, saver) -> None:
-        failover_writer(
-            name,
-            saver,
-            threads,
-            stop=stop,
-            acked=acked,
-            unavailable=unavailable,
-            failures=failures,
-            gone="the cluster did not come back",
-        )
+    writers = FailoverWriters(store.url, threads, gone="the cluster did not come back")
+    patient = writers.patient
 
     def wait(condition, seconds: float) -> None:
         wait_for(condition, seconds, why=lambda: f"; cluster nodes:\n{redis_cluster.nodes()}")
@@ -284,7 +233,7 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
         async def loop() -> None:
             parents: dict = dict.fromkeys(threads)
             seq = 0
-            while not stop.is_set():
+            while not writers.stop.is_set():
                 thread_id = threads[seq % len(threads)]
                 values = {"writer": "async", "seq": seq}
                 checkpoint = empty_checkpoint()
@@ -292,47 +241,32 @@ def test_a_killed_master_fails_over_and_nothing_acknowledged_is_lost(store, redi
                 checkpoint["channel_values"] = dict(values)
                 checkpoint["channel_versions"] = dict(versions)
                 stored = await patient.aput(
-                    parents[thread_id] or _cfg(thread_id), checkpoint, {"step": seq}, versions
+                    parents[thread_id] or config_for(thread_id, ns=""),
+                    checkpoint,
+                    {"step": seq},
+                    versions,
                 )
                 parents[thread_id] = stored
-                acked["async"].append((time.monotonic(), stored, values))
+                writers.acked["async"].append((time.monotonic(), stored, values))
                 seq += 1
 
-        try:
-            asyncio.run(loop())
-        except Exception as exc:  # noqa: BLE001 - surfaced by the assert below
-            failures.append(exc)
+        asyncio.run(loop())
 
-    workers = [
-        threading.Thread(target=writer, args=("patient", patient)),
-        threading.Thread(target=writer, args=("impatient", impatient)),
-        threading.Thread(target=async_writer),
-    ]
-    for w in workers:
-        w.start()
+    writers.add("async", async_writer)
+    writers.start()
     try:
-        wait(lambda: min(len(v) for v in acked.values()) >= 50 or failures, 30)
+        wait(lambda: writers.each_wrote(50), 30)
         killed_at = time.monotonic()
         redis_cluster.kill(victim)
         wait(
             lambda: victim not in redis_cluster.masters() and len(redis_cluster.masters()) == 3, 30
         )
         redis_cluster.wait_ok()
-        after = lambda name: sum(1 for t, _, _ in acked[name] if t > killed_at)  # noqa: E731
-        wait(lambda: min(after(n) for n in acked) >= 50 or failures, 60)
+        wait(lambda: writers.each_wrote(50, since=killed_at), 60)
     finally:
-        stop.set()
-        for w in workers:
-            w.join(60)
+        writers.finish()
         # The killed node comes back as a replica of the promoted one.
         redis_cluster.start_node(victim)
         redis_cluster.wait_ok()
         redis_cluster.wait_replicas_synced()
-    assert not failures, failures
-    assert unavailable, "the impatient writer never met the failover"
-    assert "cluster 127.0.0.1:" in str(unavailable[0])
-    for name, items in acked.items():
-        for _, config, values in items:
-            got = patient.get_tuple(config)
-            assert got is not None, (name, config)
-            assert got.checkpoint["channel_values"] == values
+    writers.assert_nothing_lost("cluster 127.0.0.1:")

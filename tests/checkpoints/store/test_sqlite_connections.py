@@ -9,7 +9,8 @@ from django.db import connections, transaction
 from django.db.backends.signals import connection_created
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
-from tests.checkpoints.store.test_graphs import config_for, linear_graph
+from tests.checkpoints.store.graphs import linear_graph
+from tests.store_helpers import config_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,10 +40,7 @@ def opened():
 
 def _put(saver, thread_id: str, step: int, parent: str | None = None) -> dict:
     checkpoint = create_checkpoint(empty_checkpoint(), None, step)
-    config = config_for(thread_id)
-    config["configurable"]["checkpoint_ns"] = ""
-    if parent:
-        config["configurable"]["checkpoint_id"] = parent
+    config = config_for(thread_id, parent, ns="")
     return saver.put(config, checkpoint, {"source": "loop", "step": step}, {})
 
 
@@ -122,8 +120,7 @@ def test_writes_before_the_first_checkpoint_make_the_thread_in_their_transaction
     from django.test.utils import CaptureQueriesContext
 
     first = empty_checkpoint()
-    config = config_for("fresh")
-    config["configurable"].update(checkpoint_ns="", checkpoint_id=first["id"])
+    config = config_for("fresh", first["id"], ns="")
     with CaptureQueriesContext(connections["default"]) as orm:
         saver.put_writes(config, [("messages", "hello"), ("route", "start")], "input-task")
         saver.put_writes(config, [("messages", "other"), ("route", "other")], "input-task")

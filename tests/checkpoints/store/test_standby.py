@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,26 +22,11 @@ from django.test import override_settings
 from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.store.orm.postgres import StandbyWaitTimeout
-from tests.conftest import need_service
+from tests.private_servers import free_ports
+from tests.services import need_service
 
 BINDIR = next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)), "")
 PORTS = range(6500, 6600)
-
-
-def _free_ports(count: int) -> list[int]:
-    found = []
-    start = os.getpid() % len(PORTS)
-    for offset in range(len(PORTS)):
-        port = PORTS[(start + offset) % len(PORTS)]
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        found.append(port)
-        if len(found) == count:
-            return found
-    raise RuntimeError("no free ports in 6500-6599 for a private PostgreSQL")
 
 
 def _as_postgres(*command: str) -> None:
@@ -56,7 +40,7 @@ class Cluster:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.port, self.standby_port = _free_ports(2)
+        self.port, self.standby_port = free_ports(PORTS, 2)
         self.running: list[Path] = []
 
     def start(self, data: Path, port: int) -> None:

@@ -5,7 +5,6 @@ subgraph's, pending writes only, a finished mark, a declared retention, a thread
 a park) × every API role, and the same forms × every provider through the saver's
 `copy_thread` and TimeTravel's fork. A refusal is 409 `thread_exists` and changes nothing.
 """
-# ruff: noqa: F811
 
 from __future__ import annotations
 

@@ -1,36 +1,17 @@
 """Stored bytes that cannot be read fail with one specific error naming where they are,
 in the saver, the API (409, never 500) and the admin (a panel, never a crash)."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
 import pytest
 
 from checkpoints.errors import UndecryptableValue, UnreadableValue
-from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
-from checkpoints.store.redis.keys import ns_hex, pack, thread_prefix, unpack
+from checkpoints.models import Checkpoint, PendingWrite
+from checkpoints.store.redis.keys import pack, unpack
 from tests.reliability_fixtures import put_value
+from tests.store_helpers import corrupt_values
 
 PICKLED = ("pickle", b"\x80\x04K\x01.")
-
-
-def corrupt_values(saver, thread_id: str, typed: tuple[str, bytes], channel: str = "") -> None:
-    """Overwrite every stored channel value of the thread (or of ``channel`` alone) with
-    ``typed``, as a person with access to the database could."""
-    if saver.provider in ("sqlite", "postgres"):
-        rows = ChannelBlob.objects.using(saver.db_alias).filter(thread__thread_id=thread_id)
-        (rows.filter(channel=channel) if channel else rows).update(type=typed[0], blob=typed[1])
-    elif saver.provider == "memory":
-        blobs = saver.store.blobs
-        for key in [k for k, v in blobs.items() if k[0] == thread_id and v is not None]:
-            if not channel or key[2] == channel:
-                blobs[key] = typed
-    else:
-        client = saver.client
-        key = f"{thread_prefix(thread_id)}b:{ns_hex('')}"
-        for field in client.hgetall(key):
-            if not channel or unpack(field)[0].decode() == channel:
-                client.hset(key, field, pack(*typed))
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ from django.test.utils import override_settings
 
 from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
 from checkpoints.graphs import load_graph, time_travel_for
-from tests.checkpoints.timetravel.test_timetravel_graphs import build_delta_graph, build_graph, cfg
+from tests.checkpoints.timetravel.graphs import build_delta_graph, build_graph
+from tests.store_helpers import config_for
 
 # A module-level builder, as a project registers it: compiled on first use.
 builder = build_graph(None).builder
@@ -18,7 +19,7 @@ REGISTERED = {"GRAPHS": {"ab": "tests.checkpoints.timetravel.test_graph_registry
 
 def test_without_a_graph_a_reducer_channel_is_refused_and_last_value_ones_apply(store):
     graph = build_graph(store)
-    graph.invoke({"log": [], "n": 1}, cfg("t"))
+    graph.invoke({"log": [], "n": 1}, config_for("t"))
     travel = time_travel_for(store, "t")
     before = [s.checkpoint_id for s in travel.get_state_history("t")]
     with pytest.raises(InvalidCheckpointInput, match=r"channel\(s\) 'log' have a reducer"):
@@ -29,29 +30,29 @@ def test_without_a_graph_a_reducer_channel_is_refused_and_last_value_ones_apply(
         "t", [[{"channel": "n", "value": 5}, {"channel": "n", "value": 7}]]
     )
     assert snap.values == {"log": ["a", "b"], "n": 7}
-    assert graph.get_state(cfg("t")).values == snap.values
+    assert graph.get_state(config_for("t")).values == snap.values
 
 
 def test_without_a_graph_a_delta_channel_is_refused(store):
     graph = build_delta_graph(store)
     for _ in range(2):
-        graph.invoke({"items": []}, cfg("d"))
+        graph.invoke({"items": []}, config_for("d"))
     with pytest.raises(InvalidCheckpointInput, match="'items': it is a DeltaChannel"):
         time_travel_for(store, "d").bulk_update_state("d", [[{"channel": "items", "value": [9]}]])
 
 
 def test_a_registered_graph_named_by_the_thread_metadata_supplies_its_reducers(store):
     graph = build_graph(store)
-    config = cfg("t") | {"metadata": {"graph_id": "ab"}}
+    config = config_for("t") | {"metadata": {"graph_id": "ab"}}
     graph.invoke({"log": [], "n": 1}, config)
     with override_settings(CHECKPOINTS=REGISTERED):
         travel = time_travel_for(store, "t")
         assert travel.node_subscriptions["b"] == ["branch:to:b"]
         snap = travel.bulk_update_state("t", [[{"channel": "log", "value": ["x"]}]])
     assert snap.values == {"log": ["a", "b", "x"], "n": 20}
-    assert graph.get_state(cfg("t")).values == snap.values
+    assert graph.get_state(config_for("t")).values == snap.values
     # A thread written by another graph, unregistered, gets the graph-less rules.
-    graph.invoke({"log": [], "n": 1}, cfg("other") | {"metadata": {"graph_id": "elsewhere"}})
+    graph.invoke({"log": [], "n": 1}, config_for("other") | {"metadata": {"graph_id": "elsewhere"}})
     with override_settings(CHECKPOINTS=REGISTERED), pytest.raises(InvalidCheckpointInput):
         time_travel_for(store, "other").bulk_update_state(
             "other", [[{"channel": "log", "value": ["x"]}]]

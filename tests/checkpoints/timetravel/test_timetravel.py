@@ -17,13 +17,14 @@ from checkpoints.errors import (
 )
 from checkpoints.signals import thread_forked
 from checkpoints.timetravel import StateSnapshot, TimeTravel
-from tests.checkpoints.timetravel.test_timetravel_graphs import build_graph, cfg, time_travel
+from tests.checkpoints.timetravel.graphs import build_graph, time_travel
+from tests.store_helpers import config_for
 
 
 def seeded(store, thread_id="t", n=1, metadata=None):
     """A thread with one finished run of the a -> b graph (4 checkpoints)."""
     graph = build_graph(store)
-    config = cfg(thread_id)
+    config = config_for(thread_id)
     if metadata:
         config["metadata"] = metadata
     graph.invoke({"log": [], "n": n}, config)
@@ -43,7 +44,7 @@ def test_get_state_latest_and_by_id(store):
     assert head.metadata["source"] == "loop" and head.metadata["step"] == 2
     assert head.metadata["written_by"] == ["b"]
     assert head.config["configurable"]["thread_id"] == "t"
-    assert head.channel_versions == store.get_tuple(cfg("t")).checkpoint["channel_versions"]
+    assert head.channel_versions == store.get_tuple(config_for("t")).checkpoint["channel_versions"]
 
     middle_id = ids(tt, "t")[1]
     middle = tt.get_state("t", middle_id)
@@ -139,7 +140,7 @@ class CountingSaver:
 def test_history_reads_lazily(store):
     graph = build_graph(store)
     for i in range(5):
-        graph.invoke({"log": [], "n": i}, cfg("long"))
+        graph.invoke({"log": [], "n": i}, config_for("long"))
     counting = CountingSaver(store)
     tt = TimeTravel(counting)
     walk = tt.get_state_history("long")
@@ -228,7 +229,7 @@ def test_fork_copies_state_into_new_thread(store):
     assert ids(tt, "src") == source_ids
     assert ids(tt, "dst") == [fork.checkpoint_id]
     # Stored with no in-thread parent: the new thread reads without the source's chain.
-    assert store.get_tuple(cfg("dst")).parent_config is None
+    assert store.get_tuple(config_for("dst")).parent_config is None
     store.delete_thread("src")
     assert tt.get_state("dst").values == {"log": ["a"], "n": 2}
 
@@ -248,7 +249,7 @@ def test_fork_defaults_to_fresh_thread_and_refuses_existing(store):
         tt.fork("src", "missing", "new")
     with pytest.raises(ThreadNotFound):
         tt.fork("nope", "missing", "new")
-    assert store.get_tuple(cfg("new")) is None
+    assert store.get_tuple(config_for("new")) is None
 
 
 def test_fork_signal_fires_and_failing_receiver_does_not_undo(store, caplog):
@@ -313,7 +314,7 @@ def test_bulk_update_refusals_write_nothing(store):
     before = ids(tt, "t")
     with pytest.raises(ThreadNotFound, match="use fork"):
         tt.bulk_update_state("empty", [[{"channel": "log", "value": ["x"]}]])
-    assert store.get_tuple(cfg("empty")) is None
+    assert store.get_tuple(config_for("empty")) is None
     with pytest.raises(InvalidCheckpointInput, match="'ghost'"):
         tt.bulk_update_state(
             "t", [[{"channel": "log", "value": ["x"]}], [{"channel": "ghost", "value": 1}]]

@@ -3,56 +3,11 @@ state time travel leaves behind."""
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, TypedDict
-
 import pytest
-from langgraph.channels.binop import BinaryOperatorAggregate
-from langgraph.channels.delta import DeltaChannel
-from langgraph.channels.last_value import LastValue
-from langgraph.graph import END, START, StateGraph
 
 from checkpoints.timetravel import TimeTravel
-
-
-class State(TypedDict):
-    log: Annotated[list, operator.add]
-    n: int
-
-
-def _step(name: str, how):
-    def node(state: State) -> dict:
-        return {"log": [name], "n": how(state["n"])}
-
-    node.__name__ = name
-    return node
-
-
-def build_graph(store):
-    """START -> a (n+1) -> b (n*10) -> END, logging each node in a reducer channel."""
-    builder = StateGraph(State)
-    builder.add_node("a", _step("a", lambda n: n + 1))
-    builder.add_node("b", _step("b", lambda n: n * 10))
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "b")
-    builder.add_edge("b", END)
-    return builder.compile(checkpointer=store)
-
-
-def state_channels():
-    return {"log": BinaryOperatorAggregate(list, operator.add), "n": LastValue(int)}
-
-
-def time_travel(store, graph) -> TimeTravel:
-    return TimeTravel(
-        store,
-        create_channels=state_channels,
-        node_subscriptions={name: node.triggers for name, node in graph.nodes.items()},
-    )
-
-
-def cfg(thread_id: str) -> dict:
-    return {"configurable": {"thread_id": thread_id}}
+from tests.checkpoints.timetravel.graphs import build_delta_graph, build_graph, time_travel
+from tests.store_helpers import config_for
 
 
 def history(tt: TimeTravel, thread_id: str) -> list[tuple]:
@@ -69,7 +24,7 @@ def at_step(tt: TimeTravel, thread_id: str, step: int):
 def test_rollback_then_invoke_continues_from_target(store):
     graph = build_graph(store)
     tt = time_travel(store, graph)
-    assert graph.invoke({"log": [], "n": 1}, cfg("t")) == {"log": ["a", "b"], "n": 20}
+    assert graph.invoke({"log": [], "n": 1}, config_for("t")) == {"log": ["a", "b"], "n": 20}
     after_a = at_step(tt, "t", 1)
     assert after_a.values == {"log": ["a"], "n": 2} and after_a.next == ["b"]
     old_ids = [s.checkpoint_id for s in tt.get_state_history("t")]
@@ -77,13 +32,13 @@ def test_rollback_then_invoke_continues_from_target(store):
     rolled = tt.rollback("t", after_a.checkpoint_id)
     assert rolled.values == {"log": ["a"], "n": 2}
     assert rolled.next == ["b"]
-    assert graph.get_state(cfg("t")).values == {"log": ["a"], "n": 2}
-    assert graph.get_state(cfg("t")).next == ("b",)
+    assert graph.get_state(config_for("t")).values == {"log": ["a"], "n": 2}
+    assert graph.get_state(config_for("t")).next == ("b",)
 
     # Resuming runs only b, from the target's state.
-    assert graph.invoke(None, cfg("t")) == {"log": ["a", "b"], "n": 20}
+    assert graph.invoke(None, config_for("t")) == {"log": ["a", "b"], "n": 20}
     # A fresh input starts a new run on top of the restored state.
-    assert graph.invoke({"log": ["x"], "n": 5}, cfg("t")) == {
+    assert graph.invoke({"log": ["x"], "n": 5}, config_for("t")) == {
         "log": ["a", "b", "x", "a", "b"],
         "n": 60,
     }
@@ -108,7 +63,7 @@ def test_rollback_then_invoke_continues_from_target(store):
 def test_fork_from_middle_and_continue_both_threads(store):
     graph = build_graph(store)
     tt = time_travel(store, graph)
-    graph.invoke({"log": [], "n": 1}, cfg("src"))
+    graph.invoke({"log": [], "n": 1}, config_for("src"))
     middle = at_step(tt, "src", 1)
     source_before = history(tt, "src")
 
@@ -117,12 +72,12 @@ def test_fork_from_middle_and_continue_both_threads(store):
     assert fork.next == ["b"]
     assert fork.metadata["parents"] == [middle.checkpoint_id]
 
-    assert graph.invoke(None, cfg("branch")) == {"log": ["a", "b"], "n": 20}
-    assert graph.invoke({"log": ["f"], "n": 3}, cfg("branch")) == {
+    assert graph.invoke(None, config_for("branch")) == {"log": ["a", "b"], "n": 20}
+    assert graph.invoke({"log": ["f"], "n": 3}, config_for("branch")) == {
         "log": ["a", "b", "f", "a", "b"],
         "n": 40,
     }
-    assert graph.invoke({"log": ["s"], "n": 7}, cfg("src")) == {
+    assert graph.invoke({"log": ["s"], "n": 7}, config_for("src")) == {
         "log": ["a", "b", "s", "a", "b"],
         "n": 80,
     }
@@ -147,41 +102,24 @@ def test_fork_from_middle_and_continue_both_threads(store):
 def test_bulk_update_then_graph_reads_reduced_state(store):
     graph = build_graph(store)
     tt = time_travel(store, graph)
-    graph.invoke({"log": [], "n": 1}, cfg("t"))
+    graph.invoke({"log": [], "n": 1}, config_for("t"))
     snap = tt.bulk_update_state(
         "t", [[{"channel": "log", "value": ["m1"]}], [{"channel": "log", "value": ["m2"]}]]
     )
     assert snap.values == {"log": ["a", "b", "m1", "m2"], "n": 20}
-    assert graph.get_state(cfg("t")).values == {"log": ["a", "b", "m1", "m2"], "n": 20}
-    assert graph.invoke({"log": ["z"], "n": 0}, cfg("t")) == {
+    assert graph.get_state(config_for("t")).values == {"log": ["a", "b", "m1", "m2"], "n": 20}
+    assert graph.invoke({"log": ["z"], "n": 0}, config_for("t")) == {
         "log": ["a", "b", "m1", "m2", "z", "a", "b"],
         "n": 10,
     }
 
 
-class DeltaState(TypedDict):
-    items: Annotated[
-        list, DeltaChannel(lambda state, writes: state + [x for w in writes for x in w])
-    ]
-
-
-def build_delta_graph(store):
-    def add(state: DeltaState) -> dict:
-        return {"items": [len(state["items"])]}
-
-    builder = StateGraph(DeltaState)
-    builder.add_node("add", add)
-    builder.add_edge(START, "add")
-    builder.add_edge("add", END)
-    return builder.compile(checkpointer=store)
-
-
 def test_fork_materialises_delta_channel(store):
     graph = build_delta_graph(store)
     for _ in range(3):
-        graph.invoke({"items": []}, cfg("d"))
-    assert graph.get_state(cfg("d")).values == {"items": [0, 1, 2]}
-    head = store.get_tuple(cfg("d"))
+        graph.invoke({"items": []}, config_for("d"))
+    assert graph.get_state(config_for("d")).values == {"items": [0, 1, 2]}
+    head = store.get_tuple(config_for("d"))
     # The value lives in the write chain, not in the head checkpoint.
     assert "items" not in head.checkpoint["channel_values"]
 
@@ -190,45 +128,48 @@ def test_fork_materialises_delta_channel(store):
     assert tt.get_state("d").values == {"items": [0, 1, 2]}
     fork = tt.fork("d", head.config["configurable"]["checkpoint_id"], "d-fork")
     assert fork.values == {"items": [0, 1, 2]}
-    stored = store.get_tuple(cfg("d-fork"))
+    stored = store.get_tuple(config_for("d-fork"))
     assert stored.checkpoint["channel_values"]["items"].value == [0, 1, 2]
-    assert graph.invoke({"items": []}, cfg("d-fork")) == {"items": [0, 1, 2, 3]}
-    assert graph.get_state(cfg("d")).values == {"items": [0, 1, 2]}
+    assert graph.invoke({"items": []}, config_for("d-fork")) == {"items": [0, 1, 2, 3]}
+    assert graph.get_state(config_for("d")).values == {"items": [0, 1, 2]}
 
     rolled = tt.rollback("d", fork.metadata["parents"][0])
     assert rolled.values == {"items": [0, 1, 2]}
-    assert graph.invoke({"items": []}, cfg("d")) == {"items": [0, 1, 2, 3]}
+    assert graph.invoke({"items": []}, config_for("d")) == {"items": [0, 1, 2, 3]}
 
     without_reducer = TimeTravel(store)
     from checkpoints.errors import InvalidCheckpointInput
 
-    chain_head = store.get_tuple(cfg("d"))
+    chain_head = store.get_tuple(config_for("d"))
     with pytest.raises(InvalidCheckpointInput, match="items"):
         without_reducer.fork("d", chain_head.config["configurable"]["checkpoint_id"], "d-2")
-    assert store.get_tuple(cfg("d-2")) is None
+    assert store.get_tuple(config_for("d-2")) is None
 
 
 @pytest.mark.asyncio
 async def test_async_rollback_fork_bulk_with_ainvoke(store):
     graph = build_graph(store)
     tt = time_travel(store, graph)
-    assert await graph.ainvoke({"log": [], "n": 1}, cfg("at")) == {"log": ["a", "b"], "n": 20}
+    assert await graph.ainvoke({"log": [], "n": 1}, config_for("at")) == {
+        "log": ["a", "b"],
+        "n": 20,
+    }
     snaps = [s async for s in tt.aget_state_history("at")]
     middle = next(s for s in snaps if s.metadata["step"] == 1)
 
     rolled = await tt.arollback("at", middle.checkpoint_id)
     assert rolled.metadata["source"] == "rollback"
-    assert await graph.ainvoke(None, cfg("at")) == {"log": ["a", "b"], "n": 20}
+    assert await graph.ainvoke(None, config_for("at")) == {"log": ["a", "b"], "n": 20}
 
     fork = await tt.afork("at", middle.checkpoint_id, "at-fork")
     assert fork.values == {"log": ["a"], "n": 2}
-    assert await graph.ainvoke({"log": ["q"], "n": 4}, cfg("at-fork")) == {
+    assert await graph.ainvoke({"log": ["q"], "n": 4}, config_for("at-fork")) == {
         "log": ["a", "q", "a", "b"],
         "n": 50,
     }
     bulk = await tt.abulk_update_state("at-fork", [[{"channel": "n", "value": 9}]])
     assert bulk.values == {"log": ["a", "q", "a", "b"], "n": 9}
-    assert (await graph.aget_state(cfg("at-fork"))).values == bulk.values
+    assert (await graph.aget_state(config_for("at-fork"))).values == bulk.values
     assert await tt.alineage("at-fork") == [
         {"thread_id": "at-fork", "checkpoint_id": bulk.checkpoint_id},
         {"thread_id": "at", "checkpoint_id": middle.checkpoint_id},

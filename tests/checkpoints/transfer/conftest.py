@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from tests import settings
-from tests.conftest import need_service
+from tests.services import need_service
 
 
 @pytest.fixture(scope="session")

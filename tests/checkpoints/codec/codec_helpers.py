@@ -1,0 +1,124 @@
+"""The codec tests' shared pieces: one codec, strict settings allowing the samples module,
+round trips and refusals, and the exact comparison of types and values."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import zoneinfo
+from datetime import datetime, time, tzinfo
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+import pytest
+from django.test import override_settings
+from hypothesis import HealthCheck, settings
+from langgraph.types import Send
+from pydantic import BaseModel
+
+from checkpoints.codec import CheckpointedException, FaithfulJSONCodec
+from checkpoints.conf import DEFAULTS
+from checkpoints.errors import CheckpointCodecError
+from tests.checkpoints.codec import codec_samples as samples
+
+ALLOWED = [*DEFAULTS["CODEC_ALLOWED_MODULES"], samples.__name__]
+codec = FaithfulJSONCodec()
+fast = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def store_settings(**overrides: Any) -> override_settings:
+    """CHECKPOINTS in strict mode with the samples module allowed, plus ``overrides``.
+
+    Strict (an ALLOWED_MSGPACK_MODULES list) so these tests pin the allowlist; the default,
+    permissive mode has its own tests below.
+    """
+    checkpoints = {"CODEC_ALLOWED_MODULES": ALLOWED, "ALLOWED_MSGPACK_MODULES": [], **overrides}
+    return override_settings(CHECKPOINTS=checkpoints)
+
+
+@pytest.fixture(scope="module")
+def allow_samples():
+    """The samples module allowed, in strict mode, for a whole test module (a module using
+    it says ``pytestmark = pytest.mark.usefixtures("allow_samples")``)."""
+    with store_settings():
+        yield
+
+
+def round_trip(value: Any, **kwargs: Any) -> Any:
+    return codec.loads_typed(codec.dumps_typed(value, **kwargs))
+
+
+def refusal(value: Any, **kwargs: Any) -> CheckpointCodecError:
+    with pytest.raises(CheckpointCodecError) as caught:
+        codec.dumps_typed(value, **kwargs)
+    return caught.value
+
+
+def read_refusal(payload: Any) -> CheckpointCodecError:
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    with pytest.raises(CheckpointCodecError) as caught:
+        codec.loads_typed(("json", raw))
+    return caught.value
+
+
+# --- comparing type and value exactly ------------------------------------------------------------
+
+
+def _same_tz(a: tzinfo | None, b: tzinfo | None, path: str) -> None:
+    assert type(a) is type(b), f"{path}: tzinfo {a!r} came back as {b!r}"
+    if isinstance(a, zoneinfo.ZoneInfo):
+        assert a is b, f"{path}: zone {a.key} came back as {b.key}"  # type: ignore[union-attr]
+    elif a is not None:
+        assert a.utcoffset(None) == b.utcoffset(None), path  # type: ignore[union-attr]
+        assert a.tzname(None) == b.tzname(None), path  # type: ignore[union-attr]
+
+
+def assert_same(a: Any, b: Any, path: str = "value") -> None:
+    """Equal values of exactly the same types, all the way down (1, True, 1.0 differ)."""
+    assert type(a) is type(b), f"{path}: {type(a).__name__} came back as {type(b).__name__}"
+    if isinstance(a, float):
+        assert a == b and math.copysign(1, a) == math.copysign(1, b), f"{path}: {a} vs {b}"
+    elif isinstance(a, Decimal):
+        assert str(a) == str(b), f"{path}: {a} vs {b}"
+    elif isinstance(a, (datetime, time)):
+        assert a.replace(tzinfo=None) == b.replace(tzinfo=None), f"{path}: {a} vs {b}"
+        assert a.fold == b.fold, f"{path}: fold {a.fold} vs {b.fold}"
+        _same_tz(a.tzinfo, b.tzinfo, path)
+    elif isinstance(a, tzinfo):
+        _same_tz(a, b, path)
+    elif isinstance(a, Enum):
+        assert a is b, f"{path}: {a!r} vs {b!r}"
+    elif isinstance(a, (list, tuple)):  # named tuples too
+        assert len(a) == len(b), f"{path}: {len(a)} items vs {len(b)}"
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{index}]")
+    elif isinstance(a, dict):
+        assert len(a) == len(b), f"{path}: {len(a)} keys vs {len(b)}"
+        keys_b = {key: key for key in b}
+        for key, item in a.items():
+            assert key in keys_b, f"{path}: key {key!r} missing"
+            assert_same(key, keys_b[key], f"{path} key {key!r}")
+            assert_same(item, b[key], f"{path}[{key!r}]")
+    elif isinstance(a, (set, frozenset)):
+        assert len(a) == len(b), f"{path}: {len(a)} members vs {len(b)}"
+        members_b = {member: member for member in b}
+        for member in a:
+            assert member in members_b, f"{path}: member {member!r} missing"
+            assert_same(member, members_b[member], f"{path}{{{member!r}}}")
+    elif isinstance(a, BaseModel):
+        assert_same(a.__dict__, b.__dict__, path)
+        assert a.__pydantic_fields_set__ == b.__pydantic_fields_set__, f"{path}: fields set"
+        assert_same(a.__pydantic_extra__, b.__pydantic_extra__, f"{path} extra")
+        assert_same(a.__pydantic_private__, b.__pydantic_private__, f"{path} private")
+        assert a == b, path
+    elif dataclasses.is_dataclass(a):
+        for spec in dataclasses.fields(a):
+            assert_same(getattr(a, spec.name), getattr(b, spec.name), f"{path}.{spec.name}")
+    elif isinstance(a, Send):
+        assert_same((a.node, a.arg, a.timeout), (b.node, b.arg, b.timeout), path)
+    elif isinstance(a, CheckpointedException):
+        assert_same(a.record, b.record, path)
+    else:
+        assert a == b, f"{path}: {a!r} vs {b!r}"
