@@ -133,21 +133,27 @@ def _same_database(entry: dict[str, Any], other: dict[str, Any]) -> bool:
 
 
 def database_alias(conn_string: str) -> tuple[str, bool]:
-    """(alias, added): the configured database the URL names, else one added for it."""
+    """(alias, added): the configured database the URL names, else one added for it.
+
+    The one rule from a URL to a database alias: `from_conn_string` and a saver built with
+    ``conn_string`` (`checkpoints.dburl.alias_for_conn_string`) both ask it, under one
+    lock, so the first to register a URL's database registers it as both would.
+    """
     from django.db import connections
 
     entry = _database_entry(conn_string)
-    for alias in connections.settings:
-        if _same_database(entry, connections.settings[alias]):
-            return alias, False
-    alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
-    if alias not in connections.settings:
-        default = connections.settings.get("default")
-        merged = connections.configure_settings(
-            {"default": dict(default) if default else {}, alias: entry}
-        )
-        connections.settings[alias] = merged[alias]
-    return alias, True
+    with _lock:
+        for alias in connections.settings:
+            if _same_database(entry, connections.settings[alias]):
+                return alias, False
+        alias = "checkpoints_" + hashlib.sha1(conn_string.encode()).hexdigest()[:12]
+        if alias not in connections.settings:
+            default = connections.settings.get("default")
+            merged = connections.configure_settings(
+                {"default": dict(default) if default else {}, alias: entry}
+            )
+            connections.settings[alias] = merged[alias]
+        return alias, True
 
 
 def _store_migrations_pending(alias: str) -> bool:

@@ -1,8 +1,9 @@
 """How entrances read the store: thread lists, one thread, history, finished marks.
 
-The API (and any other entrance) reads threads through these functions, never through the
-saver's tables: who may see a thread, the finished-mark annotation and the pagination
-rule (ids first, details only for the page shown) are written here once.
+The API, the admin (and any other entrance) read threads through these functions, never
+through the saver's tables: who may see a thread, the finished-mark annotation and the
+pagination rule (ids first, details only for the page shown) are written here once, and so
+is each read the admin's pages make of the ORM tables (checkpoint rows, lineage, writes).
 
 Ownership is known only where the store records owners (`records_owners`, the ORM
 providers). Elsewhere only staff see threads; a non-staff user sees an empty list and a
@@ -12,20 +13,28 @@ other users' threads do not leak.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db import connections
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Length
 
 from checkpoints.errors import ThreadNotFound
-from checkpoints.models import FinishedMark, Thread
-from checkpoints.status import written_since
+from checkpoints.models import ChannelBlob, Checkpoint, FinishedMark, PendingWrite, Thread
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.ledger import find_user
+
+# How many children (or forks) of one checkpoint a page links to.
+CHILD_LINKS = 20
+
+
+def written_since(marked_at: datetime | None, last_write_at: datetime | None) -> bool:
+    """The run rule: a thread marked finished and written after the mark."""
+    return marked_at is not None and last_write_at is not None and last_write_at > marked_at
 
 
 @dataclass
@@ -95,18 +104,27 @@ def owners_in_tables(saver: StoreSaver) -> bool:
     return saver.records_owners and saver.db_alias is not None
 
 
+# -- the finished mark: one annotation, one condition ------------------------------------
+def with_finished_mark(rows: QuerySet) -> QuerySet:
+    """Thread rows annotated with their finished mark: ``finished_due_at``,
+    ``finished_marked_at`` and ``finished_owner`` (None where the thread is not marked)."""
+    marks = FinishedMark.objects.filter(thread_id=OuterRef("thread_id"))
+    return rows.annotate(
+        finished_due_at=Subquery(marks.values("due_at")[:1]),
+        finished_marked_at=Subquery(marks.values("marked_at")[:1]),
+        finished_owner=Subquery(marks.values("owner")[:1]),
+    )
+
+
+def is_marked() -> Exists:
+    """The condition on Thread rows "marked finished": the API's and the admin's finished."""
+    return Exists(FinishedMark.objects.filter(thread_id=OuterRef("thread_id")))
+
+
 def thread_rows(saver: StoreSaver) -> QuerySet:
     """The store's Thread rows, newest write first, annotated with their finished mark."""
-    marks = FinishedMark.objects.using(saver.db_alias).filter(thread_id=OuterRef("thread_id"))
-    return (
-        Thread.objects.using(saver.db_alias)
-        .select_related("owner")
-        .annotate(
-            finished_due_at=Subquery(marks.values("due_at")[:1]),
-            finished_marked_at=Subquery(marks.values("marked_at")[:1]),
-        )
-        .order_by("-last_write_at", "-pk")
-    )
+    rows = Thread.objects.using(saver.db_alias).select_related("owner")
+    return with_finished_mark(rows).order_by("-last_write_at", "-pk")
 
 
 def visible_rows(user, saver: StoreSaver) -> QuerySet:
@@ -171,9 +189,7 @@ def thread_list(
         if owner is not None:
             found = find_user(owner)
             ids = ids.filter(owner=found) if found else ids.none()
-        marked = Exists(
-            FinishedMark.objects.using(saver.db_alias).filter(thread_id=OuterRef("thread_id"))
-        )
+        marked = is_marked()
         if status == "finished":
             # Finished threads are few (the finished horizon is the short one) and old, so
             # walking the write-order index and probing the marks for each thread reads
@@ -196,6 +212,15 @@ def thread_list(
 
 def not_found(thread_id: str) -> ThreadNotFound:
     return ThreadNotFound(f"thread {thread_id!r} not found", field="thread_id")
+
+
+def owner_name(*, saver: StoreSaver, thread_id: str) -> str:
+    """The username of the thread's owner; "" where it has none or the store records none."""
+    if not owners_in_tables(saver):
+        return ""
+    field = f"owner__{get_user_model().USERNAME_FIELD}"
+    rows = Thread.objects.using(saver.db_alias).filter(thread_id=str(thread_id))
+    return rows.values_list(field, flat=True).first() or ""
 
 
 def thread_get(*, saver: StoreSaver, user, thread_id: str) -> ThreadInfo:
@@ -232,3 +257,209 @@ def history(
         filter=metadata or None,
         checkpoint_ns=checkpoint_ns,
     )
+
+
+# -- what the admin's pages read of the ORM tables (``alias``: the store the page reads) ---
+def with_checkpoint_count(rows: QuerySet) -> QuerySet:
+    """Thread rows annotated with ``checkpoint_count``; correlated per row and answered from
+    the (thread, ns, checkpoint_id) index, so its cost follows the page, not the table."""
+    count = (
+        Checkpoint.objects.filter(thread=OuterRef("pk"))
+        .order_by()
+        .values("thread")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return rows.annotate(checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0))
+
+
+def thread_pks(*, alias: str, thread_ids: Iterable[str]) -> dict[str, int]:
+    """thread id -> its row's pk, for those of ``thread_ids`` the store holds."""
+    rows = Thread.objects.using(alias).filter(thread_id__in=set(thread_ids))
+    return dict(rows.values_list("thread_id", "pk"))
+
+
+def thread_by_pk(*, alias: str, pk: int) -> Thread | None:
+    return Thread.objects.using(alias).filter(pk=pk).first()
+
+
+def checkpoint_rows(*, alias: str) -> QuerySet:
+    """The store's checkpoint rows, without their bodies."""
+    return Checkpoint.objects.using(alias).defer("checkpoint")
+
+
+def checkpoint_row(
+    *, alias: str, thread_id: str, checkpoint_id: str, ns: str = ""
+) -> Checkpoint | None:
+    return (
+        checkpoint_rows(alias=alias)
+        .filter(thread__thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+        .first()
+    )
+
+
+def head_row(*, alias: str, thread_id: str, ns: str = "") -> Checkpoint | None:
+    """The newest checkpoint of the thread's namespace, with its thread."""
+    return (
+        checkpoint_rows(alias=alias)
+        .select_related("thread")
+        .filter(thread__thread_id=thread_id, checkpoint_ns=ns)
+        .order_by("-checkpoint_id")
+        .first()
+    )
+
+
+def children_of(*, alias: str, row: Checkpoint) -> list[tuple[int, str, str]]:
+    """(pk, checkpoint id, other thread id or "") of checkpoints whose parent is ``row``."""
+    rows = Checkpoint.objects.using(alias)
+    same_thread = list(
+        rows.filter(
+            thread_id=row.thread_id,
+            checkpoint_ns=row.checkpoint_ns,
+            parent_checkpoint_id=row.checkpoint_id,
+        )
+        .order_by("checkpoint_id")
+        .values_list("pk", "checkpoint_id")[:CHILD_LINKS]
+    )
+    # Forks start other threads; their first checkpoint names this one in its metadata.
+    forks = list(
+        rows.filter(
+            source="fork",
+            metadata__forked_from__checkpoint_id=row.checkpoint_id,
+            metadata__forked_from__thread_id=row.thread.thread_id,
+        )
+        .order_by("checkpoint_id")
+        .values_list("pk", "checkpoint_id", "thread__thread_id")[:CHILD_LINKS]
+    )
+    return [(pk, cid, "") for pk, cid in same_thread] + forks
+
+
+def forks_from(*, alias: str, thread_id: str) -> list[tuple[str, int, str]]:
+    """(checkpoint id forked from, forked thread's pk, its thread id) for ``thread_id``.
+
+    A fork's first checkpoint names its origin in its metadata; PostgreSQL answers the
+    containment from the metadata GIN index, SQLite by reading the fork rows.
+    """
+    rows = Checkpoint.objects.using(alias).filter(source="fork")
+    if connections[alias].vendor == "postgresql":
+        rows = rows.filter(metadata__contains={"forked_from": {"thread_id": thread_id}})
+    else:
+        rows = rows.filter(metadata__forked_from__thread_id=thread_id)
+    found = rows.order_by("checkpoint_id").values_list(
+        "metadata__forked_from__checkpoint_id", "thread_id", "thread__thread_id"
+    )
+    return [(str(cid), pk, tid) for cid, pk, tid in found[:CHILD_LINKS]]
+
+
+def neighbours(*, alias: str, pk) -> tuple[dict | None, tuple | None, tuple | None]:
+    """The checkpoint row ``pk`` (thread pk, ns, id), and the (pk, checkpoint id) of the
+    older and the newer checkpoint of the same thread and namespace (None at either end)."""
+    rows = Checkpoint.objects.using(alias)
+    row = rows.filter(pk=pk).values("thread_id", "checkpoint_ns", "checkpoint_id").first()
+    if row is None:
+        return None, None, None
+    same = rows.filter(thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"])
+
+    def nearest(lookup: str, order: str):
+        near = same.filter(**{f"checkpoint_id__{lookup}": row["checkpoint_id"]})
+        return near.order_by(order).values_list("pk", "checkpoint_id").first()
+
+    return row, nearest("lt", "-checkpoint_id"), nearest("gt", "checkpoint_id")
+
+
+def checkpoint_windows(
+    *, alias: str, thread_pk: int, window: int
+) -> list[tuple[str, list[tuple], int]]:
+    """Per namespace of the thread (root first): its newest ``window`` checkpoints as
+    (pk, checkpoint id, parent id, source, step), and how many older ones were left out."""
+    checkpoints = Checkpoint.objects.using(alias).filter(thread_id=thread_pk)
+    namespaces = sorted(
+        set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
+    )
+    found = []
+    for ns in namespaces:
+        rows = list(
+            checkpoints.filter(checkpoint_ns=ns)
+            .order_by("-checkpoint_id")
+            .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "source", "step")[
+                : window + 1
+            ]
+        )
+        left_out = 0
+        if len(rows) > window:
+            rows = rows[:window]
+            left_out = checkpoints.filter(checkpoint_ns=ns).count() - window
+        found.append((ns, rows, left_out))
+    return found
+
+
+def newest_checkpoints(*, alias: str, thread_pk: int, limit: int) -> list[tuple]:
+    """(pk, checkpoint id, source, step, written) of the thread's newest checkpoints."""
+    return list(
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk)
+        .order_by("-checkpoint_id")
+        .values_list("pk", "checkpoint_id", "source", "step", "created_at")[:limit]
+    )
+
+
+def head_writes(*, alias: str, heads: dict[int, str], channel: str) -> QuerySet:
+    """(thread pk, task id, idx, task path, type, blob) of the writes on ``channel`` at each
+    thread's head checkpoint (``heads``: thread pk -> head checkpoint id), root namespace."""
+    wanted = Q()
+    for thread_pk, head_id in heads.items():
+        wanted |= Q(thread_id=thread_pk, checkpoint_id=head_id)
+    return (
+        PendingWrite.objects.using(alias)
+        .filter(wanted, checkpoint_ns="", channel=channel)
+        .order_by("thread_id", "task_id", "idx")
+        .values_list("thread_id", "task_id", "idx", "task_path", "type", "blob")
+    )
+
+
+def task_paths(*, alias: str, thread_pk: int, checkpoint_id: str) -> dict[str, str]:
+    """task id -> task path of the writes at a root-namespace checkpoint."""
+    rows = PendingWrite.objects.using(alias).filter(
+        thread_id=thread_pk, checkpoint_ns="", checkpoint_id=checkpoint_id
+    )
+    return dict(rows.values_list("task_id", "task_path"))
+
+
+def writers_of(
+    *, alias: str, checkpoints: Iterable[tuple[int, str, str]]
+) -> list[tuple[int, str, str, str]]:
+    """(thread pk, ns, checkpoint id, task path) of the writes at each of ``checkpoints``
+    ((thread pk, ns, checkpoint id)): the tasks that wrote their children."""
+    # One IN list per (thread, namespace): a history page is one of each, where an OR of 50
+    # (thread, namespace, id) triples cost more to build than to run.
+    by_place: dict[tuple, set[str]] = {}
+    for thread_pk, ns, checkpoint_id in checkpoints:
+        by_place.setdefault((thread_pk, ns), set()).add(checkpoint_id)
+    if not by_place:
+        return []
+    wanted = Q()
+    for (thread_pk, ns), ids in by_place.items():
+        wanted |= Q(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id__in=sorted(ids))
+    return list(
+        PendingWrite.objects.using(alias)
+        .filter(wanted)
+        .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")
+    )
+
+
+def channel_sizes(
+    *, alias: str, thread_pk: int, ns: str, versions: dict[str, str]
+) -> dict[str, int]:
+    """Stored bytes of each channel's value at ``versions`` (after compression)."""
+    if not versions:
+        return {}
+    wanted = Q()
+    for channel, version in versions.items():
+        wanted |= Q(channel=channel, version=version)
+    rows = (
+        ChannelBlob.objects.using(alias)
+        .filter(wanted, thread_id=thread_pk, checkpoint_ns=ns)
+        .annotate(size=Length("blob"))
+        .values_list("channel", "size")
+    )
+    return {channel: size or 0 for channel, size in rows}

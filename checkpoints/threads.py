@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from checkpoints import audit
 from checkpoints.errors import ThreadExists
+
+# Where else a thread id may already be taken, beyond the store itself: name -> func(saver,
+# thread_id) -> how, or None. Apps register theirs in AppConfig.ready() (retention: parks).
+PresenceCheck = Callable[[Any, str], str | None]
+_presence_checks: dict[str, PresenceCheck] = {}
+
+
+def register_presence_check(name: str, check: PresenceCheck) -> None:
+    """Have `thread_presence` also ask ``check(saver, thread_id)``; ``name`` replaces any
+    check registered before under it."""
+    _presence_checks[name] = check
 
 
 def delete_thread(*, saver, thread_id: str) -> None:
@@ -13,19 +27,15 @@ def delete_thread(*, saver, thread_id: str) -> None:
 
 
 def thread_presence(*, saver, thread_id: str) -> str | None:
-    """How ``thread_id`` already exists, in the store or as a retention park; None if not."""
+    """How ``thread_id`` already exists, in the store or anywhere an app registered a check
+    for (`register_presence_check`); None if nowhere."""
     found = saver.thread_presence(thread_id)
     if found is not None:
         return found
-    from django.apps import apps
-
-    from checkpoints.conf import has_database
-
-    # Parks exist only where a run can be parked, and they live in the Django database.
-    if saver.can_park and apps.is_installed("retention") and has_database():
-        park = apps.get_model("retention", "Park")
-        if park.objects.filter(thread_id=str(thread_id), provider=saver.provider).exists():
-            return "a park"
+    for check in list(_presence_checks.values()):
+        found = check(saver, str(thread_id))
+        if found is not None:
+            return found
     return None
 
 
@@ -38,3 +48,21 @@ def refuse_existing(*, saver, thread_id: str, doing: str) -> None:
             "choose a new thread id",
             field="new_thread_id",
         )
+
+
+def record_owner(*, saver, thread_id: str, user) -> None:
+    """Make ``user`` the owner of a thread just made for them, where the store records owners.
+
+    Users live per database: a user of another database than the store's is the store's
+    user of the same name (none when it has none), never whoever has the same number there.
+    """
+    pk = getattr(user, "pk", None)
+    if pk is None or not getattr(saver, "records_owners", False):
+        return
+    alias = getattr(saver, "db_alias", None)
+    if alias is not None and user._state.db not in (None, alias):
+        model = type(user)
+        name = user.get_username()
+        found = model._default_manager.db_manager(alias).filter(**{model.USERNAME_FIELD: name})
+        pk = found.values_list("pk", flat=True).first()
+    saver.set_owner(thread_id, pk)

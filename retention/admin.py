@@ -16,18 +16,18 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from checkpoints import audit, permissions
+from checkpoints import audit, permissions, selectors
 from checkpoints.admin import ThreadAdmin
 from checkpoints.admin.base import RefuseBadInputMixin
 from checkpoints.admin.filters import AmongValues, ProviderNameFilter
-from checkpoints.admin.views import keep_store, store_alias, store_saver
+from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
 from retention.models import Park, SparedThread, SweepBatch, SweepRun
 from retention.policy import effective_retention
-from retention.runs import mark_finished, unmark_finished
+from retention.runs import mark_finished_by, unmark_finished
 from retention.sweep import claimed_threads, live_thread_filters
 from retention.sweep import sweep_checkpoints as run_sweep
 
@@ -43,12 +43,7 @@ def thread_link(thread_id: str, pk=_ASK):
     ``pk``: the thread's row id when the caller already read it (None: not stored).
     """
     if pk is _ASK:
-        pk = (
-            Thread.objects.using(store_alias())
-            .filter(thread_id=thread_id)
-            .values_list("pk", flat=True)
-            .first()
-        )
+        pk = selectors.thread_pks(alias=store_alias(), thread_ids=[thread_id]).get(thread_id)
     if pk is None:
         return thread_id
     return format_html(
@@ -65,11 +60,7 @@ class ThreadLinksChangeList(ChangeList):
         super().get_results(request)
         self.result_list = list(self.result_list)
         wanted = {row.thread_id for row in self.result_list}
-        found = dict(
-            Thread.objects.using(store_alias())
-            .filter(thread_id__in=wanted)
-            .values_list("thread_id", "pk")
-        )
+        found = selectors.thread_pks(alias=store_alias(), thread_ids=wanted)
         for row in self.result_list:
             row.thread_pk = found.get(row.thread_id)
 
@@ -166,7 +157,7 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
                     f"Thread {thread.thread_id} waits again: it was taken out of the finished set."
                 )
             else:
-                entry = mark_finished(saver, thread.thread_id, owner=request.user.get_username())
+                entry = mark_finished_by(saver, thread.thread_id, request.user)
                 due = f"{entry.due_at:%Y-%m-%d %H:%M:%S %Z}"
                 text = f"Thread {thread.thread_id} marked finished; due at {due}."
         self.message_user(request, text, messages.SUCCESS)
@@ -203,10 +194,9 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
     @admin.action(description="Mark selected threads finished", permissions=["mark"])
     def mark_finished_selected(self, request, queryset):
         saver = store_saver()
-        owner = request.user.get_username()
         ids = list(queryset.values_list("thread_id", flat=True))
         for thread_id in ids:
-            mark_finished(saver, thread_id, owner=owner)
+            mark_finished_by(saver, thread_id, request.user)
         self.message_user(
             request,
             ngettext(

@@ -22,7 +22,7 @@ from checkpoints.api.serializers import (
 from checkpoints.api.views import THREAD_ID
 from retention.models import SweepRun
 from retention.policy import declare_retention, effective_retention
-from retention.runs import mark_finished, unmark_finished
+from retention.runs import mark_finished_by, unmark_finished
 from retention.sweep import sweep_checkpoints
 
 # --- shapes ---------------------------------------------------------------------------
@@ -112,8 +112,7 @@ class FinishView(StoreAPIView):
     )
     def post(self, request, thread_id):
         info = self.thread(thread_id, "finish")
-        owner = info.owner_name or request.user.get_username()
-        entry = mark_finished(self.saver, info.thread_id, owner=owner)
+        entry = mark_finished_by(self.saver, info.thread_id, request.user)
         return Response(FinishedSerializer(_finished_body(info.thread_id, entry)).data)
 
     @extend_schema(

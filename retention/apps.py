@@ -9,4 +9,9 @@ class RetentionConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from checkpoints.threads import register_presence_check
         from retention import checks  # noqa: F401  (registers the checks)
+        from retention.runs import park_presence
+
+        # A thread id a park names is taken: no fork or copy may land on it.
+        register_presence_check("retention.parks", park_presence)

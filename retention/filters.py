@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from checkpoints.channels import INTERRUPT
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import utcnow
 from retention.models import Park
 
-__all__ = ["INTERRUPT", "interrupts", "parks"]
+__all__ = ["interrupts", "parks"]
 
 
 def interrupts(

@@ -15,8 +15,6 @@ from checkpoints.store.contract import StoreSaver
 from retention.errors import SweepAlreadyRunning
 
 LOCK_NAME = "checkpoint-sweep"
-# The key the Redis store holds for LOCK_NAME (see its `sweep_lock`).
-REDIS_LOCK_KEY = f"{LOCK_NAME}:lock"
 
 
 def store_key(saver: StoreSaver) -> str:

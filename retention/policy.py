@@ -2,12 +2,16 @@
 
 The platform's values are every thread's default and its ceiling. A declaration may only
 shorten them; a longer value is refused naming both values, never shortened silently.
+
+The horizon in force is retention's rule, written once as `ThreadRetention.in_force` beside
+the store's records: the checkpoints app runs without retention installed (its Redis keys
+still expire, its admin still shows when a thread goes idle), so the rule cannot live only
+here. Retention asks it through `effective_retention` and `platform_retention`.
 """
 
 from __future__ import annotations
 
 from checkpoints import audit
-from checkpoints.conf import setting
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import ThreadRetention
 from retention.errors import InvalidRetention, RetentionTooLong
@@ -15,7 +19,8 @@ from retention.errors import InvalidRetention, RetentionTooLong
 
 def platform_retention() -> tuple[int, int]:
     """The deployment's (waiting, finished) minutes."""
-    return int(setting("RETENTION_WAITING_MINUTES")), int(setting("RETENTION_FINISHED_MINUTES"))
+    platform = ThreadRetention.platform()
+    return platform.waiting_minutes, platform.finished_minutes
 
 
 def _minutes(name: str, value: object) -> int | None:
@@ -88,8 +93,5 @@ def effective_retention(saver: StoreSaver, thread_id: str) -> tuple[int, int]:
 
     An unset finished is the platform's, capped at the thread's waiting.
     """
-    platform_waiting, platform_finished = platform_retention()
-    declared = saver.thread_retention(str(thread_id))
-    waiting = declared.waiting_minutes or platform_waiting
-    finished = declared.finished_minutes or min(platform_finished, waiting)
-    return waiting, finished
+    in_force = saver.thread_retention(str(thread_id)).in_force()
+    return in_force.waiting_minutes, in_force.finished_minutes

@@ -40,6 +40,22 @@ def mark_finished(
     return entry
 
 
+def mark_owner(saver: StoreSaver, thread_id: str, user) -> str:
+    """Whose finish mark it is when ``user`` marks the thread in the admin or the API: the
+    thread's owner (a thread is finished by and for its owner), else, where the store
+    records no owner, the user marking it. The audit trail names who acted either way."""
+    from checkpoints.selectors import owner_name
+
+    return owner_name(saver=saver, thread_id=str(thread_id)) or user.get_username()
+
+
+def mark_finished_by(
+    saver: StoreSaver, thread_id: str, user, now: datetime | None = None
+) -> FinishedEntry:
+    """`mark_finished` on ``user``'s request, the mark owned as `mark_owner` decides."""
+    return mark_finished(saver, thread_id, owner=mark_owner(saver, thread_id, user), now=now)
+
+
 def unmark_finished(saver: StoreSaver, thread_id: str) -> bool:
     """Take the thread out of the finished set; True when it was there."""
     removed = saver.unmark_finished(str(thread_id))
@@ -101,6 +117,21 @@ def park(
         owner=owner or "",
         provider=saver.provider,
     )
+
+
+def park_presence(saver: StoreSaver, thread_id: str) -> str | None:
+    """ "a park" when a park on this store names the thread (expired or not), else None: a
+    fork or copy onto its id would take over a run's thread. Registered with
+    `checkpoints.threads.register_presence_check` by the app's ready()."""
+    from checkpoints.conf import has_database
+
+    # Parks exist only where a run can be parked, and they live in the Django database.
+    if not saver.can_park or not has_database():
+        return None
+    from retention.models import Park
+
+    found = Park.objects.filter(thread_id=str(thread_id), provider=saver.provider).exists()
+    return "a park" if found else None
 
 
 def has_live_park(saver: StoreSaver, thread_id: str, now: datetime | None = None) -> bool:

@@ -19,7 +19,8 @@ from checkpoints.admin.base import (
     thread_change_url,
 )
 from checkpoints.admin.filters import FinishedFilter, ProviderFilter, StatusFilter
-from checkpoints.admin.history import JUMPS, CheckpointAdmin, HistoryChangeList
+from checkpoints.admin.history import CheckpointAdmin
+from checkpoints.admin.history_list import JUMPS, HistoryChangeList
 from checkpoints.admin.threads import ThreadAdmin
 
 __all__ = [

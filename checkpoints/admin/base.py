@@ -10,8 +10,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 
-from checkpoints.admin import views as admin_views
-from checkpoints.admin.views import keep_store, store_choices
+from checkpoints.admin.store_choice import (
+    PROVIDER_PARAM,
+    keep_store,
+    store_choices,
+    with_store_choice,
+)
 
 HEAD_ROWS = 10
 
@@ -33,7 +37,7 @@ class StoreChoiceMixin:
     """Every page of this admin reads the store the request names (see `ProviderFilter`)."""
 
     def changelist_view(self, request, extra_context=None):
-        named = request.GET.get(admin_views.PROVIDER_PARAM)
+        named = request.GET.get(PROVIDER_PARAM)
         choices = dict(store_choices())
         if named is not None and named not in choices:
             # Django would quietly drop the bad filter and show the default store.
@@ -44,7 +48,7 @@ class StoreChoiceMixin:
                 messages.ERROR,
             )
             query = request.GET.copy()
-            del query[admin_views.PROVIDER_PARAM]
+            del query[PROVIDER_PARAM]
             return HttpResponseRedirect(f"{request.path}?{query.urlencode()}")
         return super().changelist_view(request, extra_context)
 
@@ -55,7 +59,7 @@ class StoreChoiceMixin:
         urls = self.get_urls()
         for pattern in urls:
             if hasattr(pattern, "callback"):
-                pattern.callback = admin_views.with_store_choice(
+                pattern.callback = with_store_choice(
                     pattern.callback, lenient=pattern.name == changelist
                 )
         return urls

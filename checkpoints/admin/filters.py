@@ -7,9 +7,8 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import BooleanField, F, Func, Q
 
 from checkpoints import audit, status
-from checkpoints.admin import views as admin_views
-from checkpoints.admin.views import store_alias, store_choices
-from checkpoints.models import FinishedMark, PendingWrite
+from checkpoints.admin.store_choice import PROVIDER_PARAM, store_alias, store_choices
+from checkpoints.selectors import is_marked
 from checkpoints.store.planning import utcnow
 
 
@@ -17,12 +16,12 @@ class ProviderFilter(admin.SimpleListFilter):
     """Which ORM checkpoint store the list reads; the deployment's own when none is chosen.
 
     The rows of two databases cannot be listed as one, so there is no "All" choice. The
-    query itself is switched by `admin_views.with_store_choice`; this filter offers the
+    query itself is switched by `store_choice.with_store_choice`; this filter offers the
     stores and refuses an unknown one (Django answers that with its invalid-filter page).
     """
 
     title = "provider"
-    parameter_name = admin_views.PROVIDER_PARAM
+    parameter_name = PROVIDER_PARAM
 
     def lookups(self, request, model_admin):
         return store_choices()
@@ -60,7 +59,7 @@ class FinishedFilter(admin.SimpleListFilter):
         return [("finished", "Finished (marked)"), ("waiting", "Waiting (not marked)")]
 
     def queryset(self, request, queryset):
-        marked = _marked()
+        marked = Q(is_marked())
         if self.value() == "finished":
             return queryset.filter(marked)
         if self.value() == "waiting":
@@ -69,66 +68,22 @@ class FinishedFilter(admin.SimpleListFilter):
 
 
 class StatusFilter(admin.SimpleListFilter):
-    """Filter by the status column's rule (checkpoints/status.py), in the same order."""
+    """Filter by the status column's rule: its SQL form (`status.status_condition`)."""
 
     title = "status"
     parameter_name = "status"
 
     def lookups(self, request, model_admin):
-        return [(kind, label) for kind, label in status.KINDS.items() if kind != "parked"]
+        return [(kind, status.KINDS[kind]) for kind in status.CONDITION_KINDS]
 
     def queryset(self, request, queryset):
         value = self.value()
         if value is None:
             return queryset
-        now = utcnow()
-        # Each test starts from a small set read once (hashed): the marked threads, the
-        # threads with any interrupt or error write (a partial index); only a thread in
-        # such a set has its head asked. So the rule costs little per thread even where
-        # it must look at every thread (recent, idle) to count them.
-        marked = _marked()
-        # A rule's own test looks its few ids up (_AmongIds); a negated one keeps IN, which
-        # PostgreSQL hashes once, where NOT (id = ANY(...)) would walk the array per thread.
-        asked, erred = _holding(status.INTERRUPT), _holding(status.ERROR)
-        heads_waiting = Q(has_interrupt=True) & Q(has_resume=False)
-        waiting = Q(pk__in=asked) & heads_waiting
-        failed = Q(pk__in=erred) & Q(has_error=True)
-        recent = Q(last_write_at__gte=now - status.RECENT)
-        rules = {
-            "finished": marked,
-            "waiting_on_human": ~marked & Q(_AmongIds("pk", asked)) & heads_waiting,
-            "failed": ~marked & ~waiting & Q(_AmongIds("pk", erred)) & Q(has_error=True),
-            "recent": ~marked & ~waiting & ~failed & recent,
-            "idle": ~marked & ~waiting & ~failed & ~recent,
-        }
-        if value not in rules:
-            raise IncorrectLookupParameters(f"status {value!r} is not one of {', '.join(rules)}")
-        return queryset.filter(rules[value])
-
-
-def _marked() -> Q:
-    """Threads with a finished mark: the one test both filters use. (Finished threads are
-    few and old; ThreadChangeList orders their list so the marks are read first.)"""
-    return Q(thread_id__in=FinishedMark.objects.values("thread_id"))
-
-
-class _AmongIds(Func):
-    """``column IN (subquery)`` for a subquery of a few ids out of a big table.
-
-    PostgreSQL plans ``IN (subquery)`` as a semi join and, expecting many rows, scans all
-    100,000 threads for the 1,000 the subquery names (29 ms); ``= ANY(ARRAY(subquery))``
-    runs the subquery once and looks the ids up by primary key (7 ms).
-    """
-
-    output_field = BooleanField()
-    template = "%(expressions)s"
-    arg_joiner = " IN "
-
-    def as_postgresql(self, compiler, connection, **extra):
-        # The subquery compiles in its own parentheses: "id = ANY(ARRAY(SELECT ...))".
-        return self.as_sql(
-            compiler, connection, template="%(expressions)s)", arg_joiner=" = ANY(ARRAY", **extra
-        )
+        try:
+            return queryset.filter(status.status_condition(value, utcnow()))
+        except ValueError as exc:
+            raise IncorrectLookupParameters(str(exc)) from exc
 
 
 class AmongValues(Func):
@@ -152,13 +107,6 @@ class AmongValues(Func):
     def as_postgresql(self, compiler, connection, **extra):
         column, params = compiler.compile(self.get_source_expressions()[0])
         return f"{column} = ANY(%s)", [*params, self.values]
-
-
-def _holding(channel: str):
-    """Threads with a write on ``channel`` in their root namespace, at any checkpoint."""
-    # Any namespace: a superset is fine (the head is asked next), and the partial index
-    # alone answers it.
-    return PendingWrite.objects.filter(channel=channel).values("thread_id")
 
 
 class ChoiceListFilter(admin.SimpleListFilter):

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import status
+from checkpoints import selectors, status
 from checkpoints.admin import tree as admin_tree
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
@@ -22,15 +20,10 @@ from checkpoints.admin.base import (
 )
 from checkpoints.admin.filters import FinishedFilter, ProviderFilter, StatusFilter
 from checkpoints.admin.paging import IndexPaginator
-from checkpoints.admin.views import store_alias, store_saver
-from checkpoints.conf import setting
+from checkpoints.admin.store_choice import store_alias, store_saver
+from checkpoints.channels import ERROR, INTERRUPT
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import (
-    Checkpoint,
-    FinishedMark,
-    PendingWrite,
-    Thread,
-)
+from checkpoints.models import Thread
 from checkpoints.selectors import unindexed
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
@@ -115,49 +108,8 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
     readonly_fields = fields
 
     def get_queryset(self, request):
-        count = (
-            Checkpoint.objects.filter(thread=OuterRef("pk"))
-            .order_by()
-            .values("thread")
-            .annotate(n=Count("pk"))
-            .values("n")
-        )
-        mark = FinishedMark.objects.filter(thread_id=OuterRef("thread_id"))
-        head = (
-            Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="")
-            .order_by("-checkpoint_id")
-            .values("checkpoint_id")[:1]
-        )
-
-        def head_writes(channel: str) -> Exists:
-            return Exists(
-                PendingWrite.objects.filter(
-                    thread=OuterRef("pk"),
-                    checkpoint_ns="",
-                    checkpoint_id=OuterRef("head_id"),
-                    channel=channel,
-                )
-            )
-
-        return (
-            super()
-            .get_queryset(request)
-            .using(store_alias())
-            .annotate(
-                # Correlated per page row: answered from the (thread, ns, checkpoint_id)
-                # index, so the cost follows the page size, not the table size.
-                checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0),
-                mark_due=Subquery(mark.values("due_at")[:1]),
-                mark_at=Subquery(mark.values("marked_at")[:1]),
-                mark_owner=Subquery(mark.values("owner")[:1]),
-                head_id=Subquery(head),
-            )
-            .annotate(
-                has_interrupt=head_writes(status.INTERRUPT),
-                has_resume=head_writes(status.RESUME),
-                has_error=head_writes(status.ERROR),
-            )
-        )
+        rows = super().get_queryset(request).using(store_alias())
+        return status.with_status_facts(selectors.with_checkpoint_count(rows))
 
     def park_deadline(self, obj):
         """The thread's live park deadline; retention's admin knows parks."""
@@ -174,15 +126,8 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         waiting = {r.pk: r for r in rows if r.has_interrupt and not r.has_resume}
         if not waiting:
             return
-        wanted = Q()
-        for row in waiting.values():
-            wanted |= Q(thread_id=row.pk, checkpoint_id=row.head_id)
-        writes = (
-            PendingWrite.objects.using(store_alias())
-            .filter(wanted, checkpoint_ns="", channel=status.INTERRUPT)
-            .order_by("thread_id", "task_id", "idx")
-            .values_list("thread_id", "task_id", "idx", "task_path", "type", "blob")
-        )
+        heads = {pk: row.head_id for pk, row in waiting.items()}
+        writes = selectors.head_writes(alias=store_alias(), heads=heads, channel=INTERRUPT)
         saver = store_saver()
         for thread_pk, task_id, idx, task_path, type_, blob in writes:
             row = waiting[thread_pk]
@@ -190,7 +135,7 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
                 continue
             try:
                 value = saver.decode_write(
-                    row.thread_id, "", row.head_id, task_id, idx, status.INTERRUPT, type_, blob
+                    row.thread_id, "", row.head_id, task_id, idx, INTERRUPT, type_, blob
                 )
             except CheckpointStoreError:
                 continue  # the page shows "an interrupt"; the thread page names the failure
@@ -205,17 +150,15 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
             head = store_saver().get_tuple({"configurable": {"thread_id": obj.thread_id}})
         except CheckpointStoreError as exc:
             return {"error": f"cannot read the head checkpoint: {exc}"}
-        paths = dict(
-            PendingWrite.objects.using(store_alias())
-            .filter(thread=obj, checkpoint_ns="", checkpoint_id=obj.head_id)
-            .values_list("task_id", "task_path")
+        paths = selectors.task_paths(
+            alias=store_alias(), thread_pk=obj.pk, checkpoint_id=obj.head_id
         )
         found: dict[str, str] = {}
         for task_id, channel, value in (head.pending_writes if head else []) or []:
-            if channel == status.INTERRUPT and "question" not in found:
+            if channel == INTERRUPT and "question" not in found:
                 found["question"] = question_of(value)
                 found["node"] = status.node_of(paths.get(task_id, ""))
-            elif channel == status.ERROR and "error" not in found:
+            elif channel == ERROR and "error" not in found:
                 found["error"] = str(value)[:300]
         return found
 
@@ -225,17 +168,13 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         else:
             # The list read the waiting rows' questions for the whole page (read_questions).
             details = {"question": getattr(obj, "question", ""), "node": getattr(obj, "node", "")}
-        return status.thread_status(
+        return status.row_status(
+            obj,
             now=utcnow(),
-            last_write_at=obj.last_write_at,
-            waiting_minutes=obj.waiting_minutes or setting("RETENTION_WAITING_MINUTES"),
-            mark_due=obj.mark_due,
-            marked_at=obj.mark_at,
             park_deadline=self.park_deadline(obj),
-            interrupted=obj.has_interrupt and not obj.has_resume,
             question=details.get("question", ""),
             node=details.get("node", ""),
-            error=details.get("error") or ("the last task failed" if obj.has_error else ""),
+            error=details.get("error", ""),
         )
 
     def _status_html(self, found: status.ThreadStatus):
@@ -272,14 +211,14 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
 
     @admin.display(description="finished", boolean=True)
     def finished_state(self, obj):
-        return obj.mark_due is not None
+        return obj.finished_due_at is not None
 
     @admin.display(description="due at")
     def due_at(self, obj):
-        if obj.mark_due is None:
+        if obj.finished_due_at is None:
             return "—"
-        owner = f" (marked by {obj.mark_owner})" if obj.mark_owner else ""
-        return f"{obj.mark_due:%Y-%m-%d %H:%M:%S %Z}{owner}"
+        owner = f" (marked by {obj.finished_owner})" if obj.finished_owner else ""
+        return f"{obj.finished_due_at:%Y-%m-%d %H:%M:%S %Z}{owner}"
 
     @admin.display(description="declared retention")
     def declared_retention(self, obj):
@@ -305,27 +244,17 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
 
     @admin.display(description="checkpoint tree")
     def checkpoint_tree(self, obj):
-        checkpoints = Checkpoint.objects.using(store_alias()).filter(thread=obj)
-        namespaces = sorted(
-            set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
-        )
         drawn = []
-        for ns in namespaces:
-            rows = list(
-                checkpoints.filter(checkpoint_ns=ns)
-                .order_by("-checkpoint_id")
-                .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "source", "step")[
-                    : admin_tree.WINDOW + 1
-                ]
-            )
-            truncated = 0
-            if len(rows) > admin_tree.WINDOW:
-                rows = rows[: admin_tree.WINDOW]
-                truncated = checkpoints.filter(checkpoint_ns=ns).count() - admin_tree.WINDOW
-            nodes = [admin_tree.Node(*row) for row in rows]
+        windows = selectors.checkpoint_windows(
+            alias=store_alias(), thread_pk=obj.pk, window=admin_tree.WINDOW
+        )
+        for ns, rows, truncated in windows:
+            # Forks start from the root namespace only.
             forks = [
                 (origin, tid, thread_change_url(pk))
-                for origin, pk, tid in (admin_views.forks_from(obj.thread_id) if not ns else [])
+                for origin, pk, tid in (
+                    [] if ns else selectors.forks_from(alias=store_alias(), thread_id=obj.thread_id)
+                )
             ]
             title = f"namespace {ns}" if ns else "root namespace"
             drawn.append(
@@ -333,7 +262,7 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
                     '<div class="cs-tree-ns"><strong>{}</strong>{}</div>',
                     title,
                     admin_tree.draw(
-                        nodes,
+                        [admin_tree.Node(*row) for row in rows],
                         head_id=rows[0][1] if rows else None,
                         link=checkpoint_change_url,
                         label=f"checkpoints of thread {obj.thread_id}, {title}",
@@ -346,12 +275,7 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
 
     @admin.display(description="newest checkpoints")
     def recent_checkpoints(self, obj):
-        rows = list(
-            Checkpoint.objects.using(store_alias())
-            .filter(thread=obj)
-            .order_by("-checkpoint_id")
-            .values_list("pk", "checkpoint_id", "source", "step", "created_at")[:HEAD_ROWS]
-        )
+        rows = selectors.newest_checkpoints(alias=store_alias(), thread_pk=obj.pk, limit=HEAD_ROWS)
         if not rows:
             return "no checkpoints"
         body = format_html_join(

@@ -2,143 +2,23 @@
 
 from __future__ import annotations
 
-import functools
-import threading
 import uuid
-from contextvars import ContextVar
-from urllib.parse import parse_qs, urlencode
 
-from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db import connections
 from django.http import Http404, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from checkpoints import audit
+from checkpoints import audit, selectors
 from checkpoints.admin.display import Paging, page_nav, pretty
-from checkpoints.codec.compression import reading_response
+from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
 from checkpoints.codec.render import is_message_list, message_page
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
-from checkpoints.models import Checkpoint, Thread
-from checkpoints.store.registry import get_saver
+from checkpoints.models import Checkpoint
 from checkpoints.timetravel.diff import baseline, channel_changes
-
-CHILD_LINKS = 20
-PROVIDER_PARAM = "provider"
-ORM_VENDORS = {"postgresql": "postgres", "sqlite": "sqlite"}
-
-# The store the current admin request reads (a database alias), set by `with_store_choice`
-# around each admin view and its rendering; None means the deployment's own store.
-_chosen: ContextVar[str | None] = ContextVar("checkpoints_admin_store", default=None)
-_tables_seen: dict[tuple[str, str], bool] = {}
-_tables_lock = threading.Lock()
-
-
-# -- which checkpoint store a page reads -------------------------------------------------
-def deployment_alias() -> str:
-    """The database alias the deployment's ORM saver uses ("default" for other providers)."""
-    return get_saver().db_alias or "default"
-
-
-def store_alias() -> str:
-    """The alias the current admin page reads: the chosen store, else the deployment's."""
-    return _chosen.get() or deployment_alias()
-
-
-def store_saver():
-    """The saver for `store_alias()`, so decoded values come from the store the rows did."""
-    chosen = _chosen.get()
-    if chosen is None or chosen == deployment_alias():
-        return get_saver()
-    return get_saver(ORM_VENDORS[connections[chosen].vendor], using=chosen)
-
-
-def _has_tables(alias: str) -> bool:
-    key = (alias, str(connections[alias].settings_dict.get("NAME")))
-    if key in _tables_seen:
-        return _tables_seen[key]
-    try:
-        with connections[alias].cursor() as cursor:
-            found = Thread._meta.db_table in connections[alias].introspection.table_names(cursor)
-    except Exception:  # noqa: BLE001 - a database that cannot answer is simply not offered
-        # Not remembered: it may answer on the next page load.
-        return False
-    with _tables_lock:
-        _tables_seen[key] = found
-    return found
-
-
-def store_choices() -> list[tuple[str, str]]:
-    """(alias, label) of every ORM database holding the checkpoint tables, deployment's first.
-
-    The deployment's own ORM store is offered without asking its database (its saver already
-    relies on the tables); other aliases are asked once whether they hold the tables.
-    """
-    own = get_saver().db_alias
-    aliases = ([own] if own else []) + [a for a in settings.DATABASES if a != own]
-    choices = []
-    for alias in aliases:
-        provider = ORM_VENDORS.get(connections[alias].vendor)
-        if provider is None or (alias != own and not _has_tables(alias)):
-            continue
-        choices.append((alias, f"{provider} ({alias})"))
-    return choices
-
-
-def requested_store(request) -> str | None:
-    """The alias named by ``provider`` in the query, directly or in the preserved filters."""
-    named = request.GET.get(PROVIDER_PARAM)
-    if named is None:
-        preserved = parse_qs(request.GET.get("_changelist_filters", ""))
-        named = (preserved.get(PROVIDER_PARAM) or [None])[-1]
-    return named
-
-
-def with_store_choice(view, *, lenient: bool = False):
-    """Run an admin view (and render its page) against the store the request names.
-
-    An unknown store is a 404, except where ``lenient`` (the change lists, whose provider
-    filter turns it into Django's invalid-filter redirect).
-    """
-
-    @functools.wraps(view)
-    def wrapped(request, *args, **kwargs):
-        named = requested_store(request)
-        chosen = None
-        if named is not None:
-            if named in dict(store_choices()):
-                chosen = named
-            elif not lenient:
-                raise Http404(f"no checkpoint store {named!r} is available to this admin")
-        token = _chosen.set(chosen)
-        try:
-            # One page's reads share a budget of decompressed bytes (MAX_RESPONSE_BYTES).
-            with reading_response():
-                response = view(request, *args, **kwargs)
-                # Read-only fields are computed while the page renders: do that here, in scope.
-                if hasattr(response, "render") and not getattr(response, "is_rendered", True):
-                    response.render()
-            return response
-        finally:
-            _chosen.reset(token)
-
-    return wrapped
-
-
-def keep_store(url: str, *, changelist: bool = False) -> str:
-    """``url`` carrying the chosen store, so the next page reads the same database."""
-    chosen = _chosen.get()
-    if chosen is None:
-        return url
-    if changelist:
-        query = urlencode({PROVIDER_PARAM: chosen})
-    else:
-        query = urlencode({"_changelist_filters": urlencode({PROVIDER_PARAM: chosen})})
-    return f"{url}{'&' if '?' in url else '?'}{query}"
 
 
 def load_tuple(row: Checkpoint):
@@ -154,22 +34,9 @@ def load_tuple(row: Checkpoint):
 
 
 def find_checkpoint(thread_id: str, checkpoint_id: str, ns: str = "") -> Checkpoint | None:
-    return (
-        Checkpoint.objects.using(store_alias())
-        .defer("checkpoint")
-        .filter(thread__thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
-        .first()
-    )
-
-
-def head_of(thread_id: str, ns: str = "") -> Checkpoint | None:
-    return (
-        Checkpoint.objects.using(store_alias())
-        .defer("checkpoint")
-        .select_related("thread")
-        .filter(thread__thread_id=thread_id, checkpoint_ns=ns)
-        .order_by("-checkpoint_id")
-        .first()
+    """The checkpoint row in the store this page reads (see `selectors.checkpoint_row`)."""
+    return selectors.checkpoint_row(
+        alias=store_alias(), thread_id=thread_id, checkpoint_id=checkpoint_id, ns=ns
     )
 
 
@@ -184,48 +51,6 @@ def checkpoint_link(thread_id: str, checkpoint_id: str):
         keep_store(reverse("admin:checkpoints_checkpoint_change", args=[found.pk])),
         label,
     )
-
-
-def children_of(row: Checkpoint) -> list[tuple[int, str, str]]:
-    """(pk, checkpoint id, other thread id or "") of checkpoints whose parent is ``row``."""
-    rows = Checkpoint.objects.using(store_alias())
-    same_thread = list(
-        rows.filter(
-            thread_id=row.thread_id,
-            checkpoint_ns=row.checkpoint_ns,
-            parent_checkpoint_id=row.checkpoint_id,
-        )
-        .order_by("checkpoint_id")
-        .values_list("pk", "checkpoint_id")[:CHILD_LINKS]
-    )
-    # Forks start other threads; their first checkpoint names this one in its metadata.
-    forks = list(
-        rows.filter(
-            source="fork",
-            metadata__forked_from__checkpoint_id=row.checkpoint_id,
-            metadata__forked_from__thread_id=row.thread.thread_id,
-        )
-        .order_by("checkpoint_id")
-        .values_list("pk", "checkpoint_id", "thread__thread_id")[:CHILD_LINKS]
-    )
-    return [(pk, cid, "") for pk, cid in same_thread] + forks
-
-
-def forks_from(thread_id: str) -> list[tuple[str, int, str]]:
-    """(checkpoint id forked from, forked thread's pk, its thread id) for ``thread_id``.
-
-    A fork's first checkpoint names its origin in its metadata; PostgreSQL answers the
-    containment from the metadata GIN index, SQLite by reading the fork rows.
-    """
-    rows = Checkpoint.objects.using(store_alias()).filter(source="fork")
-    if connections[store_alias()].vendor == "postgresql":
-        rows = rows.filter(metadata__contains={"forked_from": {"thread_id": thread_id}})
-    else:
-        rows = rows.filter(metadata__forked_from__thread_id=thread_id)
-    found = rows.order_by("checkpoint_id").values_list(
-        "metadata__forked_from__checkpoint_id", "thread_id", "thread__thread_id"
-    )
-    return [(str(cid), pk, tid) for cid, pk, tid in found[:CHILD_LINKS]]
 
 
 def bad_request(exc: CheckpointStoreError) -> HttpResponseBadRequest:
@@ -378,7 +203,7 @@ class RollbackView(_CheckpointPage):
         thread_id = target.thread.thread_id
         if request.method == "POST" and request.POST.get("post") == "yes" and not from_action:
             return self.perform(request, target, thread_id)
-        head = head_of(thread_id, target.checkpoint_ns)
+        head = selectors.head_row(alias=store_alias(), thread_id=thread_id, ns=target.checkpoint_ns)
         return self.render(
             request,
             target,
@@ -462,6 +287,7 @@ class ForkView(_CheckpointPage):
                     source.checkpoint_id,
                     new_thread_id=new_thread_id or None,
                     checkpoint_ns=source.checkpoint_ns,
+                    owner=request.user,
                 )
         except CheckpointStoreError as exc:
             messages.error(request, f"Fork of thread {thread_id} failed: {exc}")

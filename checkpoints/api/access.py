@@ -23,17 +23,11 @@ def visible_thread(user, saver: StoreSaver, thread_id: str) -> ThreadInfo:
     return thread_get(saver=saver, user=user, thread_id=thread_id)
 
 
-def record_owner(saver: StoreSaver, thread_id: str, user) -> None:
-    """Make ``user`` the owner of a thread the API just created (stores that record owners)."""
-    saver.set_owner(thread_id, user.pk)
-
-
 __all__ = [
     "ThreadInfo",
     "find_owner",
     "is_orm",
     "not_found",
-    "record_owner",
     "thread_rows",
     "visible_rows",
     "visible_thread",

@@ -12,7 +12,6 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
 from checkpoints.api import serializers as s
-from checkpoints.api.access import record_owner
 from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.api.limits import load_json_or_text
 from checkpoints.api.openapi import extend_schema
@@ -331,9 +330,8 @@ class ForkView(StoreAPIView):
             body.validated_data["checkpoint_id"],
             new_id,
             checkpoint_ns=body.validated_data.get("checkpoint_ns") or "",
+            owner=request.user,
         )
-        new_id = snapshot.config["configurable"]["thread_id"]
-        record_owner(self.saver, new_id, request.user)
         return Response(s.StateSnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 
 

@@ -28,7 +28,7 @@ from checkpoints.langgraph_api import shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
 from checkpoints.selectors import thread_get, thread_list
-from checkpoints.threads import delete_thread, thread_presence
+from checkpoints.threads import delete_thread, record_owner, thread_presence
 
 STATUSES = ("idle", "busy", "interrupted", "error")
 SORT_BY = ("thread_id", "status", "created_at", "updated_at", "state_updated_at")
@@ -226,7 +226,7 @@ class ThreadsView(LangGraphView):
                     {"source": "input", "step": -1, "parents": {}, **metadata},
                     {},
                 )
-            saver.set_owner(thread_id, request.user.pk)
+            record_owner(saver=saver, thread_id=thread_id, user=request.user)
             ThreadMetadata.objects.update_or_create(
                 provider=saver.provider, thread_id=thread_id, defaults={"metadata": metadata}
             )
@@ -330,7 +330,7 @@ class CopyView(LangGraphView):
         saver = self.saver
         new_id = str(uuid.uuid4())
         saver.copy_thread(info.thread_id, new_id)
-        saver.set_owner(new_id, request.user.pk)
+        record_owner(saver=saver, thread_id=new_id, user=request.user)
         row = shapes.metadata_row(saver, info.thread_id)
         ThreadMetadata.objects.create(
             provider=saver.provider, thread_id=new_id, metadata=dict(row.metadata) if row else {}

@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from checkpoints import audit, tracing
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.flows import Emit, Flow, arun, astream, run, stream
-from checkpoints.threads import refuse_existing
+from checkpoints.threads import record_owner, refuse_existing
 from checkpoints.timetravel.planning import (
     EVIDENCE_ROWS,
     bulk_plan,
@@ -75,6 +75,12 @@ class GetTuple:
 class RefuseExisting:
     thread_id: str
     doing: str
+
+
+@dataclass(frozen=True)
+class SetOwner:
+    thread_id: str
+    owner: Any
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,16 @@ class FireForked:
 
 
 Request = (
-    GetTuple | GetDurability | DeltaHistory | Put | BumpVersion | OpenList | NextRow | FireForked
+    GetTuple
+    | RefuseExisting
+    | SetOwner
+    | GetDurability
+    | DeltaHistory
+    | Put
+    | BumpVersion
+    | OpenList
+    | NextRow
+    | FireForked
 )
 
 
@@ -225,13 +240,16 @@ class TimeTravel:
         new_thread_id: str | None = None,
         *,
         checkpoint_ns: str = ROOT_NS,
+        owner: Any = None,
     ) -> StateSnapshot:
         """Copy the state at ``checkpoint_id`` into a new thread; the source is untouched.
 
         A subgraph's checkpoint (``checkpoint_ns``) becomes the root of the new thread: a
-        thread of the subgraph alone.
+        thread of the subgraph alone. The fork belongs to the user who forks it: ``owner``,
+        recorded where the store records owners (None: a fork made by code, unowned),
+        whoever owns the source and whatever entrance asks.
         """
-        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns)
+        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns, owner)
         snapshot = self._run(flow)
         audit.record(**self._forked(source_thread_id, checkpoint_id, snapshot))
         return snapshot
@@ -299,8 +317,9 @@ class TimeTravel:
         new_thread_id: str | None = None,
         *,
         checkpoint_ns: str = ROOT_NS,
+        owner: Any = None,
     ) -> StateSnapshot:
-        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns)
+        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns, owner)
         snapshot = await self._arun(flow)
         await audit.arecord(**self._forked(source_thread_id, checkpoint_id, snapshot))
         return snapshot
@@ -442,7 +461,12 @@ class TimeTravel:
         return (yield from self._get_state(thread_id, plan.checkpoint["id"], ns))
 
     def _fork(
-        self, source_thread_id: str, checkpoint_id: str, new_thread_id: str | None, ns: str
+        self,
+        source_thread_id: str,
+        checkpoint_id: str,
+        new_thread_id: str | None,
+        ns: str,
+        owner: Any = None,
     ) -> Flow[StateSnapshot]:
         check_ids(source_thread_id, checkpoint_id, ns)
         new_thread_id = str(uuid.uuid4()) if new_thread_id is None else new_thread_id
@@ -454,6 +478,8 @@ class TimeTravel:
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = fork_plan(source_thread_id, target, rebuilt, self.saver.get_next_version)
         yield Put(thread_config(new_thread_id), *plan)
+        if owner is not None:
+            yield SetOwner(new_thread_id, owner)
         # A subgraph's checkpoint is the root of the new thread, but not of our graph: its
         # tasks are read from what is stored.
         snapshot = yield from self._get_state(
@@ -557,6 +583,8 @@ class TimeTravel:
                 return saver.get_tuple(config)
             case RefuseExisting(thread_id, doing):
                 return refuse_existing(saver=saver, thread_id=thread_id, doing=doing)
+            case SetOwner(thread_id, owner):
+                return record_owner(saver=saver, thread_id=thread_id, user=owner)
             case GetDurability(config):
                 get = getattr(saver, "get_durability", None)
                 return get(config) if get is not None else None
@@ -582,6 +610,9 @@ class TimeTravel:
             case RefuseExisting(thread_id, doing):
                 refuse = sync_to_async(refuse_existing, thread_sensitive=True)
                 return await refuse(saver=saver, thread_id=thread_id, doing=doing)
+            case SetOwner(thread_id, owner):
+                record = sync_to_async(record_owner, thread_sensitive=True)
+                return await record(saver=saver, thread_id=thread_id, user=owner)
             case GetDurability(config):
                 aget = getattr(saver, "aget_durability", None)
                 return await aget(config) if aget is not None else None

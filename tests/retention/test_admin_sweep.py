@@ -12,6 +12,7 @@ from checkpoints.store.planning import utcnow
 from retention.models import Park, SparedThread, SweepRun
 from retention.runs import mark_finished
 from tests.admin_fixtures import run_chat, run_paused, staff_user
+from tests.retention_fixtures import batch_size
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,7 +22,7 @@ THREADS = "/admin/checkpoints/thread/"
 
 
 @pytest.fixture
-def aged(saver):  # noqa: F811
+def aged(saver):
     """Two threads to delete, two past a horizon but live, one fresh thread."""
     long_ago = utcnow() - timedelta(days=30)
     run_chat(saver, "done", turns=1)
@@ -43,7 +44,7 @@ def aged(saver):  # noqa: F811
 
 
 @pytest.fixture
-def admin_client(client, superuser):  # noqa: F811
+def admin_client(client, superuser):
     client.force_login(superuser)
     return client
 
@@ -115,7 +116,7 @@ def test_sweep_needs_the_run_sweep_permission(client, aged):
     assert SweepRun.objects.get().triggered_by == "sweeper"
 
 
-def test_sweep_post_enforces_csrf(superuser, aged):  # noqa: F811
+def test_sweep_post_enforces_csrf(superuser, aged):
     client = Client(enforce_csrf_checks=True)
     client.force_login(superuser)
     assert client.post(SWEEP, {"post": "yes"}).status_code == 403
@@ -171,7 +172,6 @@ def test_parks_page_and_thread_park_filter(admin_client, aged):
 
 def test_a_fanned_out_run_shows_its_batches(admin_client, aged):
     from retention.fanout import fan_out, run_batch
-    from tests.retention.test_sweep import batch_size
 
     now = utcnow()
     with batch_size(2):

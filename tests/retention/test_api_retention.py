@@ -1,8 +1,5 @@
 """The retention API: finish/unfinish, declared retention, the sweep and its history."""
 
-# Fixtures are imported from tests.api_fixtures; pytest injects them by name.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 from datetime import timedelta
@@ -14,7 +11,7 @@ from checkpoints.store.registry import get_saver
 from retention.models import SweepRun
 from retention.runs import mark_finished
 from retention.sweep import register_live_thread_filter, unregister_live_thread_filter
-from tests.checkpoints.api.test_api import assert_error, listed, url
+from tests.api_fixtures import assert_error, listed, url
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

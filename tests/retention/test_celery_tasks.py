@@ -18,11 +18,7 @@ from retention.runs import mark_finished
 from retention.schedule import parse_schedule, sweep_beat_schedule
 from retention.sweep import register_live_thread_filter
 from retention.tasks import fan_out_sweep, sweep_checkpoints, sweep_thread_batch
-from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
-    _forget_registered_filters,
-    holds,
-    write,
-)
+from tests.retention_fixtures import holds, write
 
 
 def schedule(value):

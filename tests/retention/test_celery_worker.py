@@ -19,8 +19,8 @@ from checkpoints.store.orm.ledger import forget_format_checks
 from checkpoints.store.planning import utcnow
 from retention.models import SweepBatch, SweepRun
 from retention.runs import mark_finished
-from tests.conftest import need_service
 from tests.retention_fixtures import holds, write
+from tests.services import need_service
 
 BROKER = os.environ.get("CHECKPOINTS_TEST_CELERY_BROKER", "redis://127.0.0.1:6379/14")
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,10 +8,7 @@ from datetime import timedelta
 from checkpoints.store.planning import utcnow
 from retention.runs import mark_finished
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
-from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
-    _forget_registered_filters,
-    write,
-)
+from tests.retention_fixtures import write
 
 SPARED = re.compile(
     r'^checkpoint_sweep_spared_total\{horizon="finished",owner="scrape-probe"\} (\S+)$', re.M

@@ -24,7 +24,6 @@ from retention.models import SparedThread, SweepRun
 from retention.runs import mark_finished
 from retention.sweep import WRITTEN_SINCE, sweep_checkpoints, sweep_threads
 from tests.admin_fixtures import chat_graph, run_chat
-from tests.admin_fixtures import saver as deployment_saver  # noqa: F401 - the fixture, renamed
 from tests.retention_fixtures import FINISHED, WAITING, holds
 
 DUE = timedelta(minutes=FINISHED + 5)  # past the finished horizon, inside the waiting one
@@ -102,8 +101,8 @@ def test_the_waiting_horizon_still_takes_it_once_idle(store):
     assert not holds(store, "again")
 
 
-def test_the_http_api_and_the_admin_show_it(deployment_saver, superuser, client):  # noqa: F811
-    finished_then_written(deployment_saver, "again")
+def test_the_http_api_and_the_admin_show_it(saver, superuser, client):
+    finished_then_written(saver, "again")
     client.force_login(superuser)
     body = client.get("/api/threads/again/").json()
     assert body["status"] == "finished" and body["written_since_finished"] is True

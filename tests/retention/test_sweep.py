@@ -25,26 +25,18 @@ from retention.sweep import (
     sweep_checkpoints,
     sweep_threads,
 )
-from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
+from tests.retention_fixtures import (
     FINISHED,
     WAITING,
-    _forget_registered_filters,
+    batch_size,
+    finished_past_due,
     holds,
     write,
 )
+from tests.store_helpers import on_every_provider_and_the_cluster
 
 ORM = ("sqlite", "postgres")
 NOT_ORM = ("memory", "redis")
-
-
-def batch_size(n: int):
-    return override_settings(CHECKPOINTS={**settings.CHECKPOINTS, "SWEEP_BATCH_SIZE": n})
-
-
-def finished_past_due(saver, thread_id: str, now):
-    """A thread with a checkpoint, marked finished long enough ago to be due at ``now``."""
-    write(saver, thread_id)
-    mark_finished(saver, thread_id, owner="tests", now=now - timedelta(minutes=FINISHED + 1))
 
 
 def spared_count(horizon: str, owner: str) -> float:
@@ -55,6 +47,7 @@ def spared_count(horizon: str, owner: str) -> float:
 
 
 # -- the finished horizon ---------------------------------------------------------------
+@on_every_provider_and_the_cluster
 def test_finished_threads_past_due_are_deleted_on_every_provider(store):
     now = utcnow()
     finished_past_due(store, "done", now)
@@ -73,6 +66,7 @@ def test_finished_threads_past_due_are_deleted_on_every_provider(store):
     assert result.spared == []
 
 
+@on_every_provider_and_the_cluster
 def test_a_mark_on_an_empty_thread_is_cleared(store):
     now = utcnow()
     mark_finished(store, "never-wrote", now=now - timedelta(days=2))
@@ -129,6 +123,7 @@ def _interrupting_graph(saver):
     return builder.compile(checkpointer=saver)
 
 
+@on_every_provider_and_the_cluster
 def test_a_pending_interrupt_spares_the_thread_until_it_resumes(store, caplog):
     from langgraph.types import Command
 
@@ -161,6 +156,7 @@ def test_a_pending_interrupt_spares_the_thread_until_it_resumes(store, caplog):
     assert after.finished_swept == 1 and not holds(store, "paused")
 
 
+@on_every_provider_and_the_cluster
 def test_an_unexpired_park_spares_the_thread(store):
     now = utcnow()
     finished_past_due(store, "parked", now)
@@ -195,6 +191,7 @@ def test_a_park_spares_an_idle_thread_on_orm(store):
     assert spared_count("waiting", "parks") == before + 1
 
 
+@on_every_provider_and_the_cluster
 def test_a_filter_registered_in_code_is_asked_and_named(store):
     now = utcnow()
     finished_past_due(store, "keep", now)
@@ -275,6 +272,7 @@ def test_a_filter_failing_on_a_later_batch_stops_from_that_batch_on(store):
 
 
 # -- batches ----------------------------------------------------------------------------
+@on_every_provider_and_the_cluster
 def test_batches_reach_every_thread_and_spared_ones_are_not_asked_twice(store):
     now = utcnow()
     names = [f"t{i}" for i in range(7)]
@@ -311,6 +309,7 @@ def test_candidate_batches_and_a_fanned_out_batch_recheck_horizons(store):
 
 
 # -- dry run and history ----------------------------------------------------------------
+@on_every_provider_and_the_cluster
 def test_a_dry_run_reports_the_same_and_deletes_nothing(store):
     now = utcnow()
     finished_past_due(store, "done", now)
@@ -327,6 +326,7 @@ def test_a_dry_run_reports_the_same_and_deletes_nothing(store):
         assert getattr(dry, key) == getattr(real, key)
 
 
+@on_every_provider_and_the_cluster
 def test_each_sweep_is_recorded_with_its_spared_threads(store):
     now = utcnow()
     finished_past_due(store, "done", now)
@@ -353,6 +353,7 @@ def test_each_sweep_is_recorded_with_its_spared_threads(store):
 
 
 # -- one sweep at a time ----------------------------------------------------------------
+@on_every_provider_and_the_cluster
 def test_a_second_concurrent_sweep_is_refused_and_deletes_nothing(store):
     now = utcnow()
     finished_past_due(store, "done", now)

@@ -17,11 +17,7 @@ from retention.locks import sweep_lock
 from retention.models import SweepRun
 from retention.runs import mark_finished
 from retention.sweep import register_live_thread_filter
-from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
-    _forget_registered_filters,
-    holds,
-    write,
-)
+from tests.retention_fixtures import holds, write
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,11 +20,11 @@ from checkpoints.store.planning import utcnow
 from retention.models import SparedThread, SweepRun
 from retention.policy import declare_retention
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
-from tests.retention.test_sweep import batch_size, finished_past_due
-from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
+from tests.retention_fixtures import (
     FINISHED,
     WAITING,
-    _forget_registered_filters,
+    batch_size,
+    finished_past_due,
     holds,
     write,
 )

@@ -17,8 +17,7 @@ from retention.fanout import fan_out, run_batch
 from retention.locks import LOCK_NAME
 from retention.models import SparedThread, SweepBatch, SweepRun
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
-from tests.retention.test_sweep import batch_size, finished_past_due
-from tests.retention_fixtures import holds
+from tests.retention_fixtures import batch_size, finished_past_due, holds
 
 
 def seeded(store, count: int, now) -> list[str]:

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connections
 
 from checkpoints.models import StoreLease
 from checkpoints.store.orm.lease import LeaseLost, Leases, new_owner
 from checkpoints.store.planning import utcnow
 from retention.locks import LOCK_NAME, sweep_lock
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
-from tests.retention.test_sweep import finished_past_due
-from tests.retention_fixtures import holds
+from tests.retention_fixtures import finished_past_due, holds
+from tests.sweep_race import race_sweeps
 
 ORM = ("sqlite", "postgres")
 
@@ -127,48 +123,6 @@ def test_a_sweep_that_lost_its_lease_stops_deleting(store):
     assert leases(store) == [(LOCK_NAME, "thief:1:x")]
 
 
-def start_together(procs: list[subprocess.Popen], go: str) -> None:
-    """Wait until every sweeper process is ready, then let them all go at once."""
-    deadline = time.monotonic() + 120
-    while len(glob.glob(f"{go}.*.ready")) < len(procs):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [
-            p.communicate()[1][-2000:] for p in procs if p.poll() is not None
-        ]
-        time.sleep(0.05)
-    open(go, "w").close()
-
-
-SWEEPER = """
-import json, os, sys, time
-import django
-os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
-from django.conf import settings
-django.setup()
-provider, alias, database, default_db, go = sys.argv[1:6]
-settings.DATABASES[alias]["NAME"] = database
-settings.DATABASES["default"]["NAME"] = default_db
-from checkpoints.store.registry import get_saver
-from retention.errors import SweepAlreadyRunning
-from retention.sweep import register_live_thread_filter, sweep_checkpoints
-conn_string = sys.argv[6] if len(sys.argv) > 6 else None
-if conn_string:
-    saver = get_saver(provider, conn_string=conn_string)
-else:
-    saver = get_saver(provider, using=alias)
-register_live_thread_filter("slow", lambda ids: time.sleep(0.5) or set())
-# Ready, then wait for the test's go: every process starts its sweep at the same moment.
-saver.thread_holdings("warm-up")
-open(f"{go}.{os.getpid()}.ready", "w").close()
-while not os.path.exists(go):
-    time.sleep(0.01)
-try:
-    result = sweep_checkpoints(saver=saver, triggered_by=f"process {os.getpid()}")
-    print(json.dumps({"ran": result.swept_count}))
-except SweepAlreadyRunning as exc:
-    print(json.dumps({"refused": str(exc)}))
-"""
-
-
 @pytest.mark.parametrize("provider", ORM)
 def test_two_processes_sweeping_one_store_at_once_one_runs(store, tmp_path, settings):
     """Two real processes start a sweep at the same instant: exactly one runs."""
@@ -176,32 +130,7 @@ def test_two_processes_sweeping_one_store_at_once_one_runs(store, tmp_path, sett
     now = utcnow()
     for i in range(8):
         finished_past_due(store, f"t{i}", now)
-    connections.close_all()
-    script = tmp_path / "sweeper.py"
-    script.write_text(textwrap.dedent(SWEEPER))
-    alias = store.db_alias
-    database = str(settings.DATABASES[alias]["NAME"])
-    default_db = str(settings.DATABASES["default"]["NAME"])
-    go = str(tmp_path / "go")
-    env = {**os.environ, "PYTHONPATH": str(settings.BASE_DIR)}
-    env["CHECKPOINTS_TEST_REDIS_URL"] = settings.REDIS_TEST_URL
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), store.provider, alias, database, default_db, go],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    start_together(procs, go)
-    outcomes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-3000:]
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    outcomes = race_sweeps(tmp_path, store.provider, store.db_alias, processes=2)
     ran = [o["ran"] for o in outcomes if "ran" in o]
     refused = [o["refused"] for o in outcomes if "refused" in o]
     assert ran == [8] and len(refused) == 1, outcomes

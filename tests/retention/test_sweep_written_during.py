@@ -24,13 +24,8 @@ from retention.sweep import (
     sweep_checkpoints,
     sweep_threads,
 )
-from tests.retention.test_sweep import finished_past_due
-from tests.retention_fixtures import (  # noqa: F401  (autouse fixture)
-    WAITING,
-    _forget_registered_filters,
-    holds,
-    write,
-)
+from tests.retention_fixtures import WAITING, finished_past_due, holds, write
+from tests.store_helpers import config_for, on_every_provider_and_the_cluster
 
 ORM = ("sqlite", "postgres")
 TARGETS = [f"busy-{i}" for i in range(10)]
@@ -67,9 +62,7 @@ def writer_during_filter(store, targets: list[str]) -> dict[str, str]:
 
 
 def survived(store, thread_id: str, checkpoint_id: str) -> bool:
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    config["configurable"]["checkpoint_id"] = checkpoint_id
-    return store.get_tuple(config) is not None
+    return store.get_tuple(config_for(thread_id, checkpoint_id, ns="")) is not None
 
 
 def assert_written_during_kept(store, result, acknowledged, horizon: str) -> None:
@@ -85,6 +78,7 @@ def assert_written_during_kept(store, result, acknowledged, horizon: str) -> Non
     assert sorted(recorded.values_list("thread_id", flat=True)) == sorted(TARGETS)
 
 
+@on_every_provider_and_the_cluster
 def test_a_write_during_the_sweep_survives_the_finished_horizon(store):
     now = utcnow()
     for thread_id in TARGETS + OTHERS:
@@ -126,6 +120,7 @@ def test_a_write_during_a_fanned_out_batch_survives_the_waiting_horizon(store):
 
 
 # -- the store primitive, on every store -------------------------------------------------
+@on_every_provider_and_the_cluster
 def test_the_store_deletes_only_threads_still_at_their_judged_write(store):
     now = utcnow()
     for thread_id in ("same", "rewritten", "appeared"):

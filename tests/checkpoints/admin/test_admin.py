@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Checkpoint, FinishedMark, Thread
 from tests.admin_fixtures import run_chat, run_paused, staff_user
+from tests.checkpoints.timetravel.graphs import subgraph_interrupt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,18 +28,18 @@ def thread_pk(thread_id):
 
 
 @pytest.fixture
-def chat(saver):  # noqa: F811
+def chat(saver):
     return run_chat(saver, "chat-1", turns=2)
 
 
 @pytest.fixture
-def admin_client(client, superuser):  # noqa: F811
+def admin_client(client, superuser):
     client.force_login(superuser)
     return client
 
 
 # -- threads ----------------------------------------------------------------------------
-def test_thread_list_shows_count_mark_due_and_retention(admin_client, saver, chat):  # noqa: F811
+def test_thread_list_shows_count_mark_due_and_retention(admin_client, saver, chat):
     from retention.policy import declare_retention
     from retention.runs import mark_finished
 
@@ -55,7 +56,7 @@ def test_thread_list_shows_count_mark_due_and_retention(admin_client, saver, cha
     assert "platform default" in rows["chat-2"]
 
 
-def test_thread_list_query_count_does_not_grow_with_rows(admin_client, saver, chat):  # noqa: F811
+def test_thread_list_query_count_does_not_grow_with_rows(admin_client, saver, chat):
     def queries():
         with CaptureQueriesContext(connection) as ctx:
             assert admin_client.get(THREADS).status_code == 200
@@ -70,7 +71,7 @@ def test_thread_list_query_count_does_not_grow_with_rows(admin_client, saver, ch
     assert queries() == few
 
 
-def test_thread_search_and_state_filters(admin_client, saver, chat):  # noqa: F811
+def test_thread_search_and_state_filters(admin_client, saver, chat):
     from retention.runs import mark_finished
 
     run_chat(saver, "other-thread", turns=1)
@@ -83,7 +84,7 @@ def test_thread_search_and_state_filters(admin_client, saver, chat):  # noqa: F8
     assert ">chat-1<" in waiting and "other-thread" not in waiting
 
 
-def test_thread_owner_filter(admin_client, saver, superuser):  # noqa: F811
+def test_thread_owner_filter(admin_client, saver, superuser):
     run_chat(saver, "owned", turns=1)
     run_chat(saver, "unowned", turns=1)
     Thread.objects.filter(thread_id="owned").update(owner=superuser)
@@ -91,7 +92,7 @@ def test_thread_owner_filter(admin_client, saver, superuser):  # noqa: F811
     assert ">owned<" in page and ">unowned<" not in page
 
 
-def test_thread_detail_links_history_and_shows_verdict(admin_client, saver, chat):  # noqa: F811
+def test_thread_detail_links_history_and_shows_verdict(admin_client, saver, chat):
     paused = run_paused(saver, "paused-1")
     page = admin_client.get(f"{THREADS}{thread_pk(chat)}/change/").content.decode()
     assert "Checkpoints of this thread" in page
@@ -140,7 +141,7 @@ def test_checkpoint_detail_decodes_values_and_links_lineage(admin_client, chat):
     assert "notes ← task" in parent_page
 
 
-def test_pending_interrupt_is_shown(admin_client, saver):  # noqa: F811
+def test_pending_interrupt_is_shown(admin_client, saver):
     paused = run_paused(saver, "paused-1")
     head = checkpoints_of(paused)[0]
     page = admin_client.get(f"{CHECKPOINTS}{head.pk}/change/").content.decode()
@@ -212,10 +213,8 @@ def test_changes_of_a_rollback_compare_with_the_head_it_replaced(admin_client, c
 
 def test_thread_page_lists_namespaces_and_a_subgraph_checkpoint_rolls_back_in_it(
     admin_client,
-    saver,  # noqa: F811
+    saver,
 ):
-    from tests.checkpoints.timetravel.test_timetravel_parity import subgraph_interrupt
-
     graph = subgraph_interrupt(saver, [])
     config = {"configurable": {"thread_id": "nested"}}
     graph.invoke({"log": []}, config)
@@ -272,7 +271,7 @@ def test_fork_confirmation_prefills_a_uuid_and_post_forks(admin_client, chat):
     assert f"{CHECKPOINTS}{source.pk}/change/" in fork_thread
 
 
-def test_fork_onto_an_existing_thread_is_refused(admin_client, saver, chat):  # noqa: F811
+def test_fork_onto_an_existing_thread_is_refused(admin_client, saver, chat):
     run_chat(saver, "taken", turns=1)
     source = checkpoints_of(chat)[0]
     before = len(checkpoints_of("taken"))
@@ -348,7 +347,7 @@ def test_add_permission_allows_fork_only(client, chat):
     assert checkpoints_of("f2")[0].source == "fork"
 
 
-def test_csrf_is_enforced_on_rollback(superuser, chat):  # noqa: F811
+def test_csrf_is_enforced_on_rollback(superuser, chat):
     client = Client(enforce_csrf_checks=True)
     client.force_login(superuser)
     cp = checkpoints_of(chat)[2]
@@ -363,7 +362,7 @@ def test_csrf_is_enforced_on_rollback(superuser, chat):  # noqa: F811
 
 
 # -- marks from the thread list (registered by retention/admin.py) ----------------------
-def test_mark_and_unmark_finished_actions(admin_client, superuser, chat):  # noqa: F811
+def test_mark_and_unmark_finished_actions(admin_client, superuser, chat):
     response = admin_client.post(
         THREADS,
         {"action": "mark_finished_selected", "_selected_action": [thread_pk(chat)]},

@@ -1,7 +1,5 @@
 """List actions posted with ids that are not the model's are refused, never a 500."""
 
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 from datetime import timedelta
@@ -13,6 +11,7 @@ from checkpoints.store.planning import utcnow
 from retention.models import Park
 from retention.runs import mark_finished
 from tests.admin_fixtures import CHANGELISTS, run_chat
+from tests.services import need_service
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,8 +81,6 @@ def test_a_nul_in_a_list_query_is_refused_and_the_list_shown_without_it(admin_cl
 @pytest.mark.django_db(transaction=True, databases=["default", "pg"])
 def test_a_nul_in_the_search_of_a_postgres_store_is_refused(admin_client):
     from django.conf import settings as django_settings
-
-    from tests.conftest import need_service
 
     need_service(django_settings.POSTGRES_UNAVAILABLE)
     url = "/admin/checkpoints/thread/"

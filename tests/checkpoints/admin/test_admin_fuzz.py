@@ -8,9 +8,6 @@ to each target. Every answer is below 500; a refused post (4xx, a form with erro
 or warning message) changed no stored row; the view-only user never changes one.
 """
 
-# Fixtures are imported from tests.fuzz_fixtures; pytest injects them by name.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import re

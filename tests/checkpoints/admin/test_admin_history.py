@@ -1,6 +1,5 @@
 """The checkpoint history in the admin: one row per checkpoint with the node that wrote it,
 time to the second and size; a jump to a step or a time; older/newer on a checkpoint."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 

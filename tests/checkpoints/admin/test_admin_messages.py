@@ -5,47 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
 from checkpoints.models import Checkpoint
+from tests.admin_fixtures import PAGE, TOTAL, long_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CHECKPOINTS = "/admin/checkpoints/checkpoint/"
-TOTAL = 10_000
-PAGE = 50
-
-
-def message(i: int):
-    kind = HumanMessage if i % 2 == 0 else AIMessage
-    return kind(content=f"said #{i}.", id=f"m{i}")
-
-
-def long_thread(store, thread_id: str, total: int = TOTAL, steps: int = 3) -> None:
-    """``steps`` checkpoints through the saver; the first holds ``total - steps + 1``
-    messages, each later one appends one, so the head holds ``total``."""
-    held = [message(i) for i in range(total - steps + 1)]
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    checkpoint = empty_checkpoint()
-    for step in range(steps):
-        if step:
-            held = [*held, message(len(held))]
-        versions = dict(checkpoint["channel_versions"])
-        new = {}
-        for channel in ("messages", "turn"):
-            versions[channel] = new[channel] = store.get_next_version(versions.get(channel), None)
-        checkpoint = create_checkpoint(
-            {
-                **checkpoint,
-                "channel_values": {"messages": held, "turn": step},
-                "channel_versions": versions,
-            },
-            None,
-            step,
-        )
-        metadata = {"source": "input" if step == 0 else "loop", "step": step, "parents": {}}
-        config = store.put(config, checkpoint, metadata, new)
 
 
 def rows(thread_id: str) -> list[Checkpoint]:
@@ -53,13 +19,13 @@ def rows(thread_id: str) -> list[Checkpoint]:
 
 
 @pytest.fixture
-def admin_client(client, superuser):  # noqa: F811
+def admin_client(client, superuser):
     client.force_login(superuser)
     return client
 
 
 @pytest.fixture
-def big(saver):  # noqa: F811
+def big(saver):
     long_thread(saver, "big")
     return rows("big")
 

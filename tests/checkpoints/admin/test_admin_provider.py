@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, FinishedMark, Thread
-from tests.conftest import need_service
+from tests.services import need_service
 from tests.store_helpers import put_chain
 
 pytestmark = pytest.mark.django_db(
@@ -32,7 +32,7 @@ def saver_on(alias: str):
 
 
 @pytest.fixture
-def admin_client(client, superuser):  # noqa: F811
+def admin_client(client, superuser):
     client.force_login(superuser)
     return client
 

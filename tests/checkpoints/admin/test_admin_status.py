@@ -1,5 +1,4 @@
 """The thread's status at a glance in the admin: list column, filter and thread page."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ def newest(thread_id):
     return Checkpoint.objects.filter(thread__thread_id=thread_id).order_by("-checkpoint_id")
 
 
-def test_browse_thread_checkpoint_and_changes(page, saver, shot):  # noqa: F811
+def test_browse_thread_checkpoint_and_changes(page, saver, shot):
     run_chat(saver, "browse-me", turns=2)
     page.goto(f"{page.base}/admin/checkpoints/thread/")
     page.fill("#searchbar", "browse")
@@ -50,7 +50,7 @@ def test_browse_thread_checkpoint_and_changes(page, saver, shot):  # noqa: F811
     shot(page, "changes")
 
 
-def test_rollback_through_the_confirmation(page, saver, shot):  # noqa: F811
+def test_rollback_through_the_confirmation(page, saver, shot):
     thread_id = run_chat(saver, "roll-me", turns=2)
     target = newest(thread_id)[3]
     page.goto(f"{page.base}/admin/checkpoints/checkpoint/{target.pk}/change/")
@@ -67,7 +67,7 @@ def test_rollback_through_the_confirmation(page, saver, shot):  # noqa: F811
     shot(page, "rollback")
 
 
-def test_fork_with_an_edited_thread_id(page, saver, shot):  # noqa: F811
+def test_fork_with_an_edited_thread_id(page, saver, shot):
     thread_id = run_chat(saver, "fork-me", turns=1)
     source = newest(thread_id).first()
     page.goto(f"{page.base}/admin/checkpoints/checkpoint/{source.pk}/change/")
@@ -87,7 +87,7 @@ def test_fork_with_an_edited_thread_id(page, saver, shot):  # noqa: F811
     shot(page, "fork")
 
 
-def test_sweep_dry_run_then_run_lists_the_spared_thread(page, saver, shot):  # noqa: F811
+def test_sweep_dry_run_then_run_lists_the_spared_thread(page, saver, shot):
     long_ago = utcnow() - timedelta(days=30)
     run_chat(saver, "finished-long-ago", turns=1)
     mark_finished(saver, "finished-long-ago", owner="ops", now=long_ago)

@@ -1,7 +1,6 @@
 """Issue 20's console in a real browser (Debian's Chromium via Playwright): each feature
 clicked through as an operator would, with what the page shows asserted and a screenshot
 of it saved. Data comes from real LangGraph runs on the saver and the time-travel service."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 

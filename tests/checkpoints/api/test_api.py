@@ -1,11 +1,6 @@
 """The thread API: roles, ownership, history, state, time travel, errors and odd ids."""
 
-# Fixtures are imported from tests.api_fixtures; pytest injects them by name.
-# ruff: noqa: F811
-
 from __future__ import annotations
-
-from urllib.parse import quote
 
 import pytest
 from django.db import connection
@@ -14,27 +9,9 @@ from rest_framework.test import APIClient
 
 from checkpoints.models import Thread
 from checkpoints.store.registry import get_saver
-from tests.api_fixtures import run_demo
+from tests.api_fixtures import assert_error, listed, run_demo, url
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
-
-
-def url(thread_id: str, action: str = "") -> str:
-    base = f"/api/threads/{quote(thread_id, safe='')}/"
-    return f"{base}{action}/" if action else base
-
-
-def assert_error(response, status: int, code: str | None = None, field: str | None = None):
-    assert response.status_code == status, response.content
-    assert response["Content-Type"].startswith("application/json")
-    body = response.json()
-    assert set(body) == {"error"}, body
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    if code is not None:
-        assert body["error"]["code"] == code, body
-    if field is not None:
-        assert body["error"].get("field") == field, body
-    return body["error"]
 
 
 def history_ids(client, thread_id: str, **params) -> list[str]:
@@ -91,12 +68,6 @@ def test_session_auth_works(users, threads):
 
 
 # --- list -----------------------------------------------------------------------------
-
-
-def listed(client, **params) -> set[str]:
-    response = client.get("/api/threads/", params)
-    assert response.status_code == 200, response.content
-    return {t["thread_id"] for t in response.json()["results"]}
 
 
 def test_each_user_lists_only_its_own_threads_and_staff_all(clients, threads):

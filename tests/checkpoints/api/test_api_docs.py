@@ -37,7 +37,7 @@ def test_docs_serve_no_other_file():
 # A host project's settings: DRF's defaults everywhere (no pagination class, DRF's own
 # exception handler and schema class), as a fresh `django-admin startproject` has.
 @override_settings(REST_FRAMEWORK={})
-def test_api_needs_no_global_drf_settings(clients, threads):  # noqa: F811
+def test_api_needs_no_global_drf_settings(clients, threads):
     from rest_framework.settings import api_settings
 
     api_settings.reload()

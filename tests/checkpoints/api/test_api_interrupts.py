@@ -1,7 +1,5 @@
 """The API shows a paused thread's pending tasks and interrupts, read without the graph."""
 
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import pytest
@@ -9,7 +7,7 @@ from langgraph.types import Command
 
 from checkpoints.models import Thread
 from checkpoints.store.registry import get_saver
-from tests.checkpoints.timetravel.test_timetravel_parity import one_interrupt
+from tests.checkpoints.timetravel.graphs import one_interrupt, subgraph_interrupt
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -37,8 +35,6 @@ def test_state_shows_next_tasks_and_interrupts_of_a_paused_thread(clients, users
 
 def test_namespaces_listed_and_addressable(clients, users):
     """A subgraph's checkpoints: listed on the thread, read, walked and rolled back."""
-    from tests.checkpoints.timetravel.test_timetravel_parity import subgraph_interrupt
-
     graph = subgraph_interrupt(get_saver(), [])
     config = {"configurable": {"thread_id": "nested"}}
     graph.invoke({"log": []}, config)

@@ -1,14 +1,12 @@
 """A 10,000-message thread in the API: state pages its messages; history values on request."""
 
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import pytest
 
 from checkpoints.models import Thread
 from checkpoints.store.registry import get_saver
-from tests.checkpoints.admin.test_admin_messages import PAGE, TOTAL, long_thread
+from tests.admin_fixtures import PAGE, TOTAL, long_thread
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

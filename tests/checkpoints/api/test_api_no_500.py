@@ -1,5 +1,4 @@
 """Inputs that once reached a 500: each now gets a 4xx naming what was wrong."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 

@@ -10,26 +10,21 @@ Runs of the schemathesis CLI, each authenticated with the token of a staff user 
   one more check: a 4xx answer changed no stored row (``tests.fuzz_fixtures``).
 """
 
-# Fixtures are imported from tests.api_fixtures; pytest injects them by name.
-# ruff: noqa: F811
-
 from __future__ import annotations
 
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.api_fixtures import run_demo
-from tests.fuzz_fixtures import ROOT
+from tests.fuzz_fixtures import ROOT, SCHEMATHESIS
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
-SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 # Refusals by design that OpenAPI cannot state, so 400 counts as an answer there:
 # "finished <= waiting" spans two fields; a channel value the store's serializer cannot hold
 # (an integer beyond 64 bits) is refused with 400 codec_error.

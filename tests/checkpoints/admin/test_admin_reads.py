@@ -1,0 +1,32 @@
+"""The admin reads the store through `checkpoints.selectors` and chooses the store in one
+module (`checkpoints.admin.store_choice`): no admin module queries a store table itself."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import checkpoints
+import retention
+
+STORE_MODELS = ("Thread", "Checkpoint", "ChannelBlob", "PendingWrite", "FinishedMark")
+ADMIN_MODULES = [
+    *sorted((Path(checkpoints.__file__).parent / "admin").glob("*.py")),
+    Path(retention.__file__).parent / "admin.py",
+]
+
+
+def test_no_admin_module_queries_a_store_table():
+    direct = re.compile(rf"\b({'|'.join(STORE_MODELS)})\.objects\b")
+    found = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in ADMIN_MODULES
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if direct.search(line)
+    ]
+    assert found == []
+
+
+def test_the_store_choice_has_a_module_of_its_own():
+    holders = [path.name for path in ADMIN_MODULES if "ContextVar(" in path.read_text()]
+    assert holders == ["store_choice.py"]
