@@ -33,6 +33,11 @@ class InvalidCheckpointInput(CheckpointStoreError, ValueError):
     status = 400
 
 
+class InvalidArgumentType(InvalidCheckpointInput, TypeError):
+    """An argument of the wrong type (a bare string where a list of ids belongs): a
+    TypeError as the peers raise, and our InvalidCheckpointInput."""
+
+
 class ThreadNotFound(CheckpointStoreError, LookupError):
     """No checkpoint exists for the named thread."""
 

@@ -132,6 +132,21 @@ class Capabilities:
             field="provider",
         )
 
+    def write_slots(self, thread_id: str) -> list[tuple] | None:
+        """(ns, checkpoint id, task id, task path, idx, channel) of each pending write the
+        thread holds, which LangGraph's tuples do not carry whole (an export keeps them);
+        None when the store cannot say."""
+        return None
+
+    def reseal(self, *, batch_size: int = 500):
+        """Rewrite every stored value under the first encryption key, bound to its place,
+        batch by batch beside running writers (a `sealing.ResealResult`); a store that
+        keeps no sealed bytes refuses."""
+        raise CheckpointConfigError(
+            f"the {self.provider or 'memory'} store keeps no sealed values to re-seal",
+            field="provider",
+        )
+
     def interrupted(self, thread_ids: Iterable[str]) -> set[str]:
         """Threads whose latest root checkpoint holds a pending interrupt (a paused graph)."""
         live = set()

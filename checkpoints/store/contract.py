@@ -37,7 +37,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from checkpoints import tracing
 from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
+from checkpoints.errors import CheckpointCodecError, InvalidArgumentType, InvalidCheckpointInput
 from checkpoints.flows import arun, run
 from checkpoints.store.capabilities import Capabilities
 from checkpoints.store.planning import (
@@ -67,6 +67,7 @@ from checkpoints.store.requests import (
     DurabilityOf,
     ForgetThreads,
     PruneThread,
+    StoreBatch,
     StoreCheckpoint,
     StoreRequest,
     StoreWrites,
@@ -128,6 +129,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 return self._store_checkpoint(plan)
             case StoreWrites(plan):
                 return self._store_writes(plan)
+            case StoreBatch(plans, writes):
+                return self._store_batch(plans, writes)
             case DurabilityOf(thread_id, ns, checkpoint_id):
                 return self._durability_of(thread_id, ns, checkpoint_id)
             case DeleteRound(thread_ids):
@@ -322,6 +325,38 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         """Store the writes; a slot already held is kept, unless its idx is negative."""
         raise NotImplementedError
 
+    # -- a batch of one thread's puts and writes (the import's path) ------------------------
+    def _flow_put_many(self, puts, writes) -> Flow:
+        plans = [plan_put(*put) for put in puts]
+        batches = [plan for plan in (plan_writes(*w) for w in writes) if plan.items]
+        threads = {p.thread_id for p in plans} | {w.thread_id for w in batches}
+        if len(threads) > 1:
+            raise InvalidCheckpointInput(
+                f"put_many writes one thread, got {len(threads)}: {sorted(threads)[:3]}",
+                field="thread_id",
+            )
+        if plans or batches:
+            yield StoreBatch(plans, batches)
+        return [self._acknowledge(plan) for plan in plans]
+
+    def put_many(
+        self,
+        puts: Sequence[tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]],
+        writes: Sequence[tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]] = (),
+    ) -> list[RunnableConfig]:
+        """``put(*p)`` for each of ``puts``, then ``put_writes(*w)`` for each of ``writes``,
+        all of one thread, as one unit where the store can, in as few round trips as it
+        can (PostgreSQL: one statement). A write slot already held is kept. Returns each
+        put's config. Used by imports, which write whole threads."""
+        return self._run(self._flow_put_many(puts, writes))
+
+    def _store_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> None:
+        """Store the checkpoints, then the writes (savers with a bulk path override)."""
+        for plan in plans:
+            self._store_checkpoint(plan)
+        for batch in writes:
+            self._store_writes(batch)
+
     # -- delete that repeats until the thread is empty ------------------------------------
     def _flow_delete(self, thread_ids: Sequence[str]) -> Flow:
         rounds = DeleteRounds(thread_ids, stop_without_progress=self.delete_stops_without_progress)
@@ -478,8 +513,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         check_prune_args(strategy, keep_last)
         if isinstance(thread_ids, (str, bytes)):
             # "ab" is not the ids "a" and "b", nor surely the one id: refuse, as the peers do.
-            raise InvalidCheckpointInput(
-                f"thread_ids must be a list of thread ids, not the string {thread_ids!r}",
+            raise InvalidArgumentType(
+                f"thread_ids must be a list of thread ids, not a str ({thread_ids!r})",
                 field="thread_ids",
             )
         deleted = 0

@@ -388,6 +388,7 @@ class MemorySaver(StoreSaver):
             },
             keep_last,
             lambda ns: lambda ch, ver: s.blobs.get((thread_id, ns, ch, ver)) is not None,
+            lambda ns: lambda ch, ver: (thread_id, ns, ch, ver) in s.blobs,
         )
         for ns, doomed in plans.items():
             by_id = namespaces[ns]
@@ -444,6 +445,15 @@ class MemorySaver(StoreSaver):
     def unmark_finished(self, thread_id: str) -> bool:
         with self.store.lock:
             return self.store.marks.pop(str(thread_id), None) is not None
+
+    def write_slots(self, thread_id: str) -> list[tuple]:
+        with self.store.lock:
+            return [
+                (ns, cid, w[0], w[3], idx, w[1])
+                for (t, ns, cid), bucket in self.store.writes.items()
+                if t == thread_id
+                for (_, idx), w in bucket.items()
+            ]
 
     def finished_mark(self, thread_id: str) -> FinishedEntry | None:
         return self.store.marks.get(str(thread_id))

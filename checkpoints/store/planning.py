@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
+from checkpoints.channels import TASKS
 from checkpoints.errors import (
     CheckpointDeleteError,
     CheckpointStoreFormatError,
@@ -66,6 +67,28 @@ class ThreadRetention:
 
     waiting_minutes: int | None = None
     finished_minutes: int | None = None
+
+    @classmethod
+    def platform(cls) -> ThreadRetention:
+        """The deployment's values (``RETENTION_*_MINUTES``): every thread's default."""
+        from checkpoints.conf import setting
+
+        return cls(
+            int(setting("RETENTION_WAITING_MINUTES")), int(setting("RETENTION_FINISHED_MINUTES"))
+        )
+
+    def in_force(self, platform: ThreadRetention | None = None) -> ThreadRetention:
+        """The horizons in force: each declared value over the platform's; an unset finished
+        is the platform's, capped at the waiting in force. The one rule (the sweep's SQL
+        form: `idle_writes` of the ORM ledger; Redis's: its scripts' TTL)."""
+        platform = platform or ThreadRetention.platform()
+        waiting = self.waiting_in_force(platform.waiting_minutes)
+        finished = self.finished_minutes or min(platform.finished_minutes, waiting)
+        return ThreadRetention(waiting, finished)
+
+    def waiting_in_force(self, platform_waiting: int) -> int:
+        """The waiting horizon in force, given the platform's (see `in_force`)."""
+        return self.waiting_minutes or platform_waiting
 
 
 @dataclass(frozen=True)
@@ -306,13 +329,37 @@ def validate_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
-    """True when every filter key is a metadata key spelled exactly so, with an equal value."""
+    """True when every filter key names a metadata value equal to the filter's.
+
+    A key names the metadata key spelled exactly so; a dotted key no metadata key is
+    spelled as names the nested value along its path (``"user.level"`` is
+    ``metadata["user"]["level"]``), as SqliteSaver reads it (PostgresSaver and
+    InMemorySaver read only the exact key: the exact key wins, so those still match).
+    """
     for key, wanted in filter.items():
-        if key not in metadata:
-            return False
-        if _json_shape(metadata[key]) != _json_shape(wanted):
+        found = _metadata_value(metadata, key)
+        if found is MISSING or _json_shape(found) != _json_shape(wanted):
             return False
     return True
+
+
+def exact_filter(filter: Mapping[str, Any]) -> dict[str, Any]:
+    """The filter keys a store may match by exact key alone (the rest may be paths, which
+    `metadata_matches` reads): what a database's containment test can be given."""
+    return {k: v for k, v in filter.items() if "." not in k}
+
+
+def _metadata_value(metadata: Mapping[str, Any], key: str) -> Any:
+    if key in metadata:
+        return metadata[key]
+    if "." not in key:
+        return MISSING
+    value: Any = metadata
+    for part in key.split("."):
+        if type(value) is not dict or part not in value:
+            return MISSING
+        value = value[part]
+    return value
 
 
 def _json_shape(value: Any) -> Any:
@@ -507,6 +554,9 @@ class PruneRow:
     versions: Mapping[str, Any]
     # The root graph's checkpoint a subgraph call started from (metadata["parents"][""]).
     root: str | None = None
+    # A checkpoint from before format v4 reads its parent's pending sends
+    # (`migrate_parent_sends`): that parent, when it holds some, else None.
+    sends_parent: str | None = None
 
 
 def delta_channels(metadata: Mapping[str, Any] | None) -> frozenset[str]:
@@ -524,6 +574,7 @@ def prune_thread_plan(
     by_ns: Mapping[str, Iterable[PruneRow]],
     keep_last: int,
     has_value: Callable[[str], Callable[[str, str], bool]],
+    has_row: Callable[[str], Callable[[str, str], bool]] | None = None,
 ) -> dict[str, list[str]]:
     """The checkpoint ids of each namespace of one thread a prune deletes.
 
@@ -531,10 +582,13 @@ def prune_thread_plan(
     subgraph call's namespace (its task id follows a ``:``, unlike a ``checkpointer=True``
     subgraph's, whose state outlives each call) goes whole with the root checkpoint the
     call started from, once that one is stored and not kept. ``has_value(ns)`` gives the
-    namespace's ``has_value`` for `prune_plan`.
+    namespace's ``has_value`` for `prune_plan`, ``has_row(ns)`` its ``has_row``.
     """
     rows = {ns: list(found) for ns, found in by_ns.items()}
-    doomed = {ns: prune_plan(found, keep_last, has_value(ns)) for ns, found in rows.items()}
+    doomed = {
+        ns: prune_plan(found, keep_last, has_value(ns), has_row(ns) if has_row else None)
+        for ns, found in rows.items()
+    }
     root_ids = {row.checkpoint_id for row in rows.get("", ())}
     root_kept = root_ids - set(doomed.get("", ()))
     for ns, found in rows.items():
@@ -559,14 +613,22 @@ def check_prune_args(strategy: str, keep_last: Any) -> None:
 
 
 def prune_plan(
-    rows: Iterable[PruneRow], keep_last: int, has_value: Callable[[str, str], bool]
+    rows: Iterable[PruneRow],
+    keep_last: int,
+    has_value: Callable[[str, str], bool],
+    has_row: Callable[[str, str], bool] | None = None,
 ) -> list[str]:
     """The checkpoint ids of one namespace a prune deletes, newest first.
 
-    Keeps the newest ``keep_last`` and every ancestor a kept checkpoint's delta channels
+    Keeps the newest ``keep_last`` (with the parent a checkpoint from before format v4
+    reads its pending sends from) and every ancestor a kept checkpoint's delta channels
     replay from, up to and including the one holding a stored value (the seed):
     deleting any of them would sever the chain. ``has_value(channel, version)`` says
-    whether the store holds a value for that channel version. A kept checkpoint whose
+    whether the store holds a value for that channel version. ``has_row``, where a store
+    can tell a version it holds nothing for from one it holds "no value" for: a kept
+    checkpoint's channel at a version with nothing stored is replayed from ancestors too
+    (LangGraph's reading of such a version; a DeltaChannel whose counters the metadata
+    lost reads so, and PostgresSaver refuses to prune it). A kept checkpoint whose
     parent is deleted is left with no parent, as PostgresSaver leaves it: its
     ``parent_config`` never names a checkpoint that is gone.
     """
@@ -575,8 +637,14 @@ def prune_plan(
         return []
     ordered = sorted(by_id, reverse=True)
     keep = set(ordered[:keep_last])
+    # A kept checkpoint from before v4 reads its sends from its parent (PostgresSaver
+    # keeps that parent too).
+    keep |= {by_id[cid].sends_parent for cid in keep if by_id[cid].sends_parent in by_id}
     for cid in list(keep):
-        channels = set(by_id[cid].delta_channels)
+        row = by_id[cid]
+        channels = set(row.delta_channels)
+        if has_row is not None:
+            channels |= {ch for ch, ver in row.versions.items() if not has_row(ch, str(ver))}
         current: str | None = cid
         while channels and current in by_id:
             versions = by_id[current].versions
@@ -586,6 +654,32 @@ def prune_plan(
             keep.add(current)
             current = by_id[current].parent_id
     return [cid for cid in ordered if cid not in keep]
+
+
+# -- checkpoints written before format v4 ---------------------------------------------------
+def needs_parent_sends(checkpoint: Mapping[str, Any], parent_id: str | None) -> bool:
+    """Whether a checkpoint predates format v4 and may hold its parent's pending sends."""
+    version = checkpoint.get("v", 4)
+    return (
+        isinstance(version, int)
+        and version < 4
+        and bool(parent_id)
+        and TASKS not in (checkpoint.get("channel_values") or {})
+    )
+
+
+def migrate_parent_sends(
+    checkpoint: dict[str, Any], sends: list[Any], next_version: Callable[[], Any]
+) -> None:
+    """LangGraph's rule for a checkpoint before format v4 (PostgresSaver reads them so):
+    its TASKS channel holds the parent's pending sends (in task path, task id, index
+    order), at the newest of its channel versions."""
+    if not sends:
+        return
+    checkpoint["channel_values"] = {**(checkpoint.get("channel_values") or {}), TASKS: sends}
+    versions = dict(checkpoint.get("channel_versions") or {})
+    versions[TASKS] = max(versions.values()) if versions else next_version()
+    checkpoint["channel_versions"] = versions
 
 
 # -- delete that repeats until the thread is empty ----------------------------------------

@@ -37,6 +37,15 @@ class StoreWrites:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreBatch:
+    """Several checkpoints of one thread, then writes against them, as one unit where the
+    store can (an import's thread): existing write slots are kept."""
+
+    plans: list[PutPlan]
+    writes: list[WritesPlan]
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteRound:
     """Delete the threads once; answers what each one still holding rows holds."""
 
@@ -91,6 +100,7 @@ StoreRequest = (
     DurabilityOf
     | StoreCheckpoint
     | StoreWrites
+    | StoreBatch
     | DeleteRound
     | ForgetThreads
     | DeleteUnwritten

@@ -1,62 +1,72 @@
-"""Re-sealing copied values for their new thread: sealed bytes are bound to their place.
+"""Re-sealing stored values, the rules every store shares; each store walks its own rows.
 
-``copy_thread`` (and a fork built on it) moves values legitimately, so each one sealed in
-the bound format is opened for its source place and sealed again for the target's; the
-copy fails (naming the place) rather than leave unreadable rows if a key is missing.
+Sealed bytes are bound to their place (`checkpoints.codec.encryption`). Two operations
+move or re-key them legitimately, and each saver applies these rules to its own storage:
+
+* ``copy_thread`` (and a fork built on it) opens each value for its source place and seals
+  it again for the target's (`encryption.rebind`); a copy fails, naming the place, rather
+  than leave unreadable rows if a key is missing.
+* ``reseal`` (``manage.py reencrypt_checkpoints``) rewrites every stored value under the
+  first key in the bound format (`resealed`), replacing each only if it still holds the
+  bytes read, so writers keep running and an interrupted run resumes by running again.
 """
 
 from __future__ import annotations
 
-from checkpoints.codec.encryption import Place, rebind
-from checkpoints.models import ChannelBlob, PendingWrite
-from checkpoints.store.redis.keys import dec, pack, unpack
+from dataclasses import dataclass
+
+from checkpoints.codec.encryption import (
+    SUFFIX,
+    Place,
+    current_key_id,
+    keyring,
+    open_typed,
+    seal_typed,
+    sealed_format,
+    sealed_key_id,
+)
+from checkpoints.errors import CheckpointConfigError, CheckpointEncryptionError
 
 
-def rebind_orm_row(model, item: dict, source: str, target: str) -> None:
-    """Re-seal in place the ``type``/``blob`` of a copied ChannelBlob or PendingWrite row."""
-    if model is ChannelBlob:
-        old = Place.blob(source, item["checkpoint_ns"], item["channel"], item["version"])
-    elif model is PendingWrite:
-        old = Place.write(
-            source,
-            item["checkpoint_ns"],
-            item["checkpoint_id"],
-            item["task_id"],
-            item["idx"],
-            item["channel"],
+@dataclass
+class ResealResult:
+    examined: int = 0
+    rewritten: int = 0
+    # Values a writer changed between our read and our write: left as the writer made them.
+    raced: int = 0
+
+
+@dataclass(frozen=True)
+class Sealer:
+    """The key values are re-sealed under, and the ring that opens what they were."""
+
+    key_id: bytes
+    ring: dict
+
+    def resealed(self, typed: tuple[str, bytes], at: Place) -> tuple[str, bytes] | None:
+        """``typed`` sealed under the current key for ``at``; None when it already is."""
+        if sealed_format(typed) == 2 and sealed_key_id(typed) == self.key_id:
+            return None
+        return seal_typed(_plaintext(typed, self.ring, at), at=at)
+
+
+def current_sealer() -> Sealer:
+    """The sealer for a re-seal run; CheckpointConfigError when no key is set."""
+    key_id = current_key_id()
+    if key_id is None:
+        raise CheckpointConfigError(
+            "CHECKPOINTS_ENCRYPTION_KEYS is not set: nothing to encrypt under"
         )
-    else:
-        return  # the ORM's checkpoint body is not sealed
-    typed = (item["type"], None if item["blob"] is None else bytes(item["blob"]))
-    item["type"], item["blob"] = rebind(typed, old, old.moved(thread_id=target))
+    _, ring = keyring()
+    return Sealer(key_id, ring)
 
 
-def redis_hash_places(kind: str, mapping, thread_id: str, ns: str):
-    """(field, parts, (type index, bytes index), place) of each value of a ``c:``, ``b:``
-    or ``w:`` hash: where its sealed pair sits among the value's parts, and its place."""
-    for field, value in mapping:
-        parts = unpack(value)
-        if kind == "c:":
-            # record: blob fields, parent, metadata, body type, body, ...
-            yield field, parts, (3, 4), Place.body(thread_id, ns, dec(field))
-        elif kind == "b:":
-            channel, version = (dec(p) for p in unpack(field)[:2])
-            yield field, parts, (0, 1), Place.blob(thread_id, ns, channel, version)
-        else:
-            checkpoint_id, task_id, idx = (dec(p) for p in unpack(field)[:3])
-            at = Place.write(thread_id, ns, checkpoint_id, task_id, int(idx), dec(parts[2]))
-            yield field, parts, (3, 4), at
-
-
-def rebind_redis_hash(
-    kind: str, mapping: dict[bytes, bytes], source: str, target: str, ns: str
-) -> dict[bytes, bytes]:
-    """The fields of a copied ``c:``, ``b:`` or ``w:`` hash whose sealed values changed."""
-    changed = {}
-    for field, parts, (t, d), old in redis_hash_places(kind, mapping.items(), source, ns):
-        typed = (dec(parts[t]), parts[d])
-        new = rebind(typed, old, old.moved(thread_id=target))
-        if new is not typed:
-            parts[t], parts[d] = new[0].encode(), new[1]
-            changed[field] = pack(*parts)
-    return changed
+def _plaintext(typed: tuple[str, bytes], ring, at: Place) -> tuple[str, bytes]:
+    type_, _ = typed
+    if not type_.endswith(SUFFIX):
+        return typed  # a plaintext value: this is how it gets encrypted the first time
+    if sealed_key_id(typed) not in ring:
+        raise CheckpointEncryptionError(f"{at} is sealed under a key that is not configured")
+    # An unbound value opens whatever ENCRYPTION_REQUIRE_BOUND says: upgrading it is what
+    # a re-seal is for.
+    return open_typed(typed, at=at, allow_unbound=True)

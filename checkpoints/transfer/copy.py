@@ -6,8 +6,11 @@ owners) apply as for a graph's writes. What makes a thread whole or absent:
 
 - ORM stores (PostgreSQL, SQLite): one database transaction per thread;
 - Redis: the thread is written under a staging id, then moved onto its id by the store's
-  ``copy_thread`` (one Lua script, so all or nothing) and the staging copy deleted; a
-  staging copy a killed import left is deleted when the thread is imported again;
+  ``copy_thread`` (one Lua script, so all or nothing), then given its finished mark (a
+  store-wide key, outside the thread's script), and only then is the staging copy
+  deleted. So a staging copy beside its thread means a killed import got as far as the
+  copy: the next run gives the thread its mark and deletes the staging copy. A staging
+  copy alone is deleted and the thread imported again;
 - memory: in-process, so a kill loses the whole store anyway; a failure part-way
   deletes what was written of the thread.
 """
@@ -122,6 +125,11 @@ def copy_threads(
             summary.refused += 1
             summary.refusals.append(item.message)
             continue
+        if not dry_run and _finish_interrupted_copy(target_saver, item, owner_pk):
+            summary.threads += 1
+            summary.checkpoints += len(item.checkpoints)
+            summary.writes += item.writes
+            continue
         if _presence(target_saver, item.thread_id) is not None:
             if on_conflict == "fail":
                 raise ThreadExists(
@@ -151,6 +159,19 @@ def copy_threads(
             progress(summary)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _finish_interrupted_copy(target, thread: ThreadRecord, owner_pk: int | None) -> bool:
+    """Complete a thread a killed import had copied on Redis but not yet marked (its
+    staging copy is still there, see the module's docstring); True when it did."""
+    if getattr(target, "provider", "") != "redis":
+        return False
+    staging = STAGING_PREFIX + thread.thread_id
+    if target.thread_holdings(staging).empty or target.thread_holdings(thread.thread_id).empty:
+        return False
+    _after(target, thread, thread.thread_id, owner_pk)
+    target.delete_thread(staging)
+    return True
 
 
 def _presence(saver, thread_id: str) -> str | None:
@@ -199,15 +220,17 @@ def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -
     provider = getattr(target, "provider", "")
     if provider == "redis":
         staging = STAGING_PREFIX + thread.thread_id
-        target.delete_thread(staging)  # what a killed import left
+        target.delete_thread(staging)  # what a killed import left before its copy
         try:
             _put_thread(target, thread, staging)
             if thread.retention:
                 target.set_thread_retention(staging, ThreadRetention(**thread.retention))
             target.copy_thread(staging, thread.thread_id)
-        finally:
+        except BaseException:
             target.delete_thread(staging)
+            raise
         _after(target, thread, thread.thread_id, owner_pk)
+        target.delete_thread(staging)  # last: its absence says the thread is complete
         return
     with _unit(target, thread.thread_id):
         _put_thread(target, thread, thread.thread_id)
@@ -246,6 +269,7 @@ def _after(target, thread: ThreadRecord, thread_id: str, owner_pk: int | None) -
 
 def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
     written: set[tuple[str, str, str]] = set()
+    puts, writes = [], []
     for cp in thread.checkpoints:
         conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": cp.ns}
         if cp.parent_id:
@@ -261,10 +285,24 @@ def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
             if key not in written:
                 written.add(key)
                 new_versions[channel] = version
-        stored = target.put({"configurable": conf}, cp.checkpoint, cp.metadata, new_versions)
-        at = {"configurable": {**stored["configurable"], "checkpoint_ns": cp.ns}}
+        puts.append(({"configurable": conf}, cp.checkpoint, cp.metadata, new_versions))
+        at = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": cp.ns,
+                "checkpoint_id": cp.checkpoint_id,
+            }
+        }
         for task_id, path, group in _write_groups(cp.writes):
-            target.put_writes(at, group, task_id, path)
+            writes.append((at, group, task_id, path))
+    if hasattr(target, "put_many"):
+        # One unit, in as few round trips as the store can (PostgreSQL: one statement).
+        target.put_many(puts, writes)
+        return
+    for put in puts:
+        target.put(*put)
+    for write in writes:
+        target.put_writes(*write)
 
 
 def _write_groups(writes):

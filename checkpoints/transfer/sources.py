@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, write
 from langgraph.constants import TASKS
 
 from checkpoints.errors import CheckpointConfigError
+from checkpoints.store.planning import migrate_parent_sends, needs_parent_sends
 from checkpoints.transfer.records import CheckpointRecord, ThreadRecord, WriteRecord, read_export
 
 PAGE = 1000
@@ -69,7 +70,13 @@ class SaverSource:
             writes = _writes(tup.pending_writes or (), keys.get((ns, cid)))
             checkpoint = dict(tup.checkpoint)
             parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            _migrate_pending_sends(self.saver, checkpoint, sends.get((ns, parent or "")))
+            if needs_parent_sends(checkpoint, parent):
+                # The saver may have done it as it read (PostgresSaver and ours do).
+                migrate_parent_sends(
+                    checkpoint,
+                    sends.get((ns, parent or "")) or [],
+                    lambda: self.saver.get_next_version(None, None),
+                )
             sends[(ns, cid)] = [w.value for w in writes if w.channel == TASKS]
             checkpoints.append(
                 CheckpointRecord(ns, checkpoint, dict(tup.metadata or {}), parent, writes)
@@ -137,19 +144,6 @@ def _writes(pending, keys: list[tuple] | None) -> list[WriteRecord]:
     return out
 
 
-def _migrate_pending_sends(saver, checkpoint: dict, parent_sends: list | None) -> None:
-    """LangGraph's rule (PostgresSaver._migrate_pending_sends): a checkpoint written before
-    format v4 holds its parent's TASKS writes as the TASKS channel's value."""
-    if checkpoint.get("v", 4) >= 4 or not parent_sends:
-        return
-    values = checkpoint["channel_values"] = dict(checkpoint.get("channel_values") or {})
-    if TASKS in values:
-        return  # the saver migrated it as it read (PostgresSaver does)
-    values[TASKS] = list(parent_sends)
-    versions = checkpoint["channel_versions"] = dict(checkpoint.get("channel_versions") or {})
-    versions[TASKS] = max(versions.values()) if versions else saver.get_next_version(None, None)
-
-
 # -- the tables of LangGraph's savers -----------------------------------------------------
 def _lg_kind(saver) -> str | None:
     module = type(saver).__module__
@@ -203,41 +197,8 @@ def _write_rows(saver, thread_id: str) -> list[tuple] | None:
             "WHERE thread_id = %s",
             (thread_id,),
         )
-    if getattr(saver, "provider", "") in ("postgres", "sqlite") and hasattr(saver, "using"):
-        from checkpoints.models import PendingWrite
-
-        return list(
-            PendingWrite.objects.using(saver.using)
-            .filter(thread__thread_id=thread_id)
-            .values_list("checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel")
-        )
-    store = getattr(saver, "store", None)
-    if getattr(saver, "provider", "") == "memory" and store is not None:
-        with store.lock:
-            return [
-                (ns, cid, w[0], w[3], idx, w[1])
-                for (t, ns, cid), bucket in store.writes.items()
-                if t == thread_id
-                for (_, idx), w in bucket.items()
-            ]
-    if getattr(saver, "provider", "") == "redis" and hasattr(saver, "client"):
-        return _redis_write_rows(saver, thread_id)
-    return None
-
-
-def _redis_write_rows(saver, thread_id: str) -> list[tuple]:
-    # Each namespace's "w:" hash: field pack(checkpoint, task, idx) -> pack(task, path, ...).
-    from checkpoints.store.redis.keys import dec, thread_prefix, unpack
-
-    prefix = thread_prefix(thread_id)
-    rows = []
-    for hexed in saver.client.smembers(prefix + "n"):
-        ns = bytes.fromhex(dec(hexed)).decode()
-        for key, value in saver.client.hscan_iter(prefix + "w:" + dec(hexed)):
-            cid, task_id, idx = (dec(p) for p in unpack(key))
-            parts = unpack(value)
-            rows.append((ns, cid, task_id, dec(parts[1]), int(idx), dec(parts[2])))
-    return rows
+    slots = getattr(saver, "write_slots", None)  # ours: each store reads its own
+    return slots(thread_id) if slots is not None else None
 
 
 class FileSource:
@@ -320,9 +281,27 @@ def open_source(source: str | None, *, saver: str | None = None) -> Iterator[Any
             from langgraph.checkpoint.redis import RedisSaver
         except ImportError as exc:
             raise CheckpointConfigError(REDIS_MISSING, field="source") from exc
-        with RedisSaver.from_conn_string(source.split("+", 1)[1]) as lg:
-            lg.setup()
+        url = source.split("+", 1)[1]
+        cm = RedisSaver.from_conn_string(url)
+        try:
+            lg = cm.__enter__()
+        except Exception as exc:  # noqa: BLE001 - the package's own error, named
+            raise CheckpointConfigError(
+                f"cannot open the langgraph-checkpoint-redis store {_safe(url)}: {exc}",
+                field="source",
+            ) from exc
+        try:
+            try:
+                lg.setup()
+            except Exception as exc:  # noqa: BLE001 - Redis without the modules says so
+                raise CheckpointConfigError(
+                    f"cannot read the langgraph-checkpoint-redis store {_safe(url)} ({exc}); "
+                    f"{REDIS_MISSING}",
+                    field="source",
+                ) from exc
             yield SaverSource(lg, name=_safe(source))
+        finally:
+            cm.__exit__(None, None, None)
         return
     if scheme:
         from checkpoints import from_conn_string

@@ -13,11 +13,19 @@ LGSUITE_SUITE names a saver package's own suite instead (``checkpoint``, ``sqlit
 so for ours the plugin swaps those names, in each collected test module, for stand-ins that
 build our saver; ``Shallow*`` ones build ours with ``max_checkpoints=1``. The peer's
 PostgreSQL address is pointed at a database of this run's own on the shared server.
+
+One helper of a peer suite is translated too: the postgres suite's prune tests observe
+PostgresSaver's three tables through ``_rows(saver, thread_id)`` (each checkpoint's
+namespace and id, each write's namespace, checkpoint id, task id and index, each blob's
+namespace, channel and version). Ours keeps the same keys in its own tables, so on ours
+``_rows`` reads those (`_our_rows`) and the tests' assertions about what a prune keeps run
+on ours instead of failing on the peer's private ``_cursor``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from collections.abc import AsyncIterator, Iterator
 
@@ -310,10 +318,45 @@ def _stand_in(name: str) -> type:
 
 
 def _substitute(module) -> None:
-    """Point the module's peer saver names at stand-ins that build ours."""
+    """Point the module's peer saver names at stand-ins that build ours (and, in the
+    postgres suite, its table reader at ours)."""
     for name in STAND_INS:
         if isinstance(module.__dict__.get(name), type):
             setattr(module, name, _stand_in(name))
+    rows = module.__dict__.get("_rows")
+    if (
+        SUITE == "postgres"
+        and PROVIDER == "postgres"
+        and inspect.iscoroutinefunction(rows)
+        and list(inspect.signature(rows).parameters) == ["saver", "thread_id"]
+    ):
+        module._rows = _our_rows
+
+
+async def _our_rows(saver, thread_id: str) -> dict[str, list[tuple]]:
+    """The postgres suite's ``_rows`` on ours: the rows its three queries name, in the
+    order they ask for (ORDER BY on the same server, so the same collation)."""
+    return await asyncio.to_thread(_read_our_rows, thread_id)
+
+
+def _read_our_rows(thread_id: str) -> dict[str, list[tuple]]:
+    from django.db import connections
+
+    from checkpoints.models import ChannelBlob, PendingWrite
+    from checkpoints.models import Checkpoint as CheckpointRow
+
+    def rows(model, *fields: str) -> list[tuple]:
+        found = model.objects.using("pg").filter(thread__thread_id=thread_id)
+        return [tuple(r) for r in found.order_by(*fields).values_list(*fields)]
+
+    try:
+        return {
+            "checkpoints": rows(CheckpointRow, "checkpoint_ns", "checkpoint_id"),
+            "writes": rows(PendingWrite, "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+            "blobs": rows(ChannelBlob, "checkpoint_ns", "channel", "version"),
+        }
+    finally:
+        connections.close_all()  # this worker thread's; the store is emptied between tests
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,8 @@ Fetches the installed langgraph's sdist (see sdist.py), then runs every upstream
 module that takes ``sync_checkpointer`` / ``async_checkpointer``: one pytest process per
 provider, side by side, plus the ``baseline`` process (upstream's InMemorySaver). Prints
 provider / tests / passed / failed / differential failures (failed on ours, passed on the
-baseline) and exits 1 when there is any differential failure.
+baseline) and exits 1 when there is any differential failure; for a saver package's suite,
+any that `peer_allowlist.toml` does not list (see `exit_code`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ SUITES = {
     "sqlite": Suite("sqlite", "langgraph-checkpoint-sqlite", ("sqlite",)),
     "postgres": Suite("postgres", "langgraph-checkpoint-postgres", ("postgres",)),
 }
+PEER_SUITES = [s for s in SUITES if s != "langgraph"]
 
 
 @dataclass
@@ -86,28 +88,61 @@ def modules(root: Path, suite: str = "langgraph") -> list[str]:
     )
 
 
-def allowlist(suite: str) -> dict[str, list[dict]]:
-    """The suite's entries of peer_allowlist.toml: allowed differences and not-applicable tests.
+# What each kind of allow-list entry must say (besides ``suite``), and may.
+ENTRY_KEYS = {
+    "allow": ({"test", "why", "ours"}, set()),
+    "not_applicable": ({"test", "reason"}, {"ours"}),
+    "not_applicable_modules": ({"module", "reason"}, set()),
+}
 
-    Each ``allow`` entry names a test, why ours differs and the test of ours that shows ours
-    is right; each ``not_applicable`` entry a test of the peer's own API and why.
-    """
+
+class AllowListError(ValueError):
+    """peer_allowlist.toml holds an entry that does not say what its kind must."""
+
+
+def load_allowlist(text: str) -> dict[str, list[dict]]:
+    """Every entry of an allow-list's TOML, checked: each names a known suite and says what
+    its kind must (an ``allow`` entry the test, why ours differs and the test of ours that
+    shows ours right; a ``not_applicable`` one the test and why), in words, not blanks."""
     import tomllib
 
-    data = tomllib.loads(ALLOWLIST.read_text(encoding="utf-8"))
-    out = {"allow": [], "not_applicable": [], "not_applicable_modules": []}
-    for kind in out:
-        for entry in data.get(kind, []):
-            if entry["suite"] == suite:
-                out[kind].append(entry)
+    data = tomllib.loads(text)
+    unknown = set(data) - set(ENTRY_KEYS)
+    if unknown:
+        raise AllowListError(f"unknown kind(s) of entry: {sorted(unknown)}; use {list(ENTRY_KEYS)}")
+    out: dict[str, list[dict]] = {kind: [] for kind in ENTRY_KEYS}
+    for kind, (required, optional) in ENTRY_KEYS.items():
+        for n, entry in enumerate(data.get(kind, []), 1):
+            where = f"[[{kind}]] #{n} ({entry.get('test') or entry.get('module') or '?'})"
+            if entry.get("suite") not in SUITES or entry.get("suite") == "langgraph":
+                raise AllowListError(f"{where}: suite must be one of {PEER_SUITES}")
+            missing = sorted(k for k in required if not str(entry.get(k, "")).strip())
+            if missing:
+                raise AllowListError(f"{where}: says no {', '.join(missing)}")
+            extra = sorted(set(entry) - required - optional - {"suite"})
+            if extra:
+                raise AllowListError(f"{where}: unknown key(s) {extra}")
+            out[kind].append(entry)
     return out
 
 
+def allowlist(suite: str, path: Path | None = None) -> dict[str, list[dict]]:
+    """The suite's entries of peer_allowlist.toml: allowed differences and not-applicable tests.
+
+    Each ``allow`` entry names a test, why ours differs and the test of ours that shows ours
+    is right; each ``not_applicable`` entry a test of the peer's own API and why (and, where
+    the behaviour it observes through that API matters, ``ours``: our test of it).
+    """
+    data = load_allowlist((path or ALLOWLIST).read_text(encoding="utf-8"))
+    return {kind: [e for e in entries if e["suite"] == suite] for kind, entries in data.items()}
+
+
 def _matches(test_id: str, pattern: str) -> bool:
-    """An entry names a test id, or ends in ``*`` for every parametrization of one."""
-    if pattern.endswith("*"):
-        return test_id.startswith(pattern[:-1])
-    return test_id == pattern
+    """An entry names a test id; each ``*`` in it stands for any text, so ``test_x*`` covers
+    every parametrization of test_x and ``test_x[*-counters]`` those ending so."""
+    if "*" not in pattern:
+        return test_id == pattern
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), test_id) is not None
 
 
 def command(root: Path, junit: Path, tests: list[str]) -> list[str]:
@@ -274,14 +309,17 @@ def differential(results: dict[str, Result], provider: str) -> list[str]:
     )
 
 
-def judged(results: dict[str, Result], name: str) -> dict[str, list]:
+def judged(
+    results: dict[str, Result], name: str, entries: dict[str, list[dict]] | None = None
+) -> dict[str, list]:
     """A peer suite's differential failures sorted by the allow-list.
 
     ``unexplained`` fails the run; ``allowed`` and ``not_applicable`` are (test, reason);
-    ``stale`` are allow entries whose test no longer fails only on ours.
+    ``stale`` are allow and not-applicable entries no test fails only on ours any more
+    (printed, so they are taken off, but not failing the run).
     """
     suite, _ = _split(name)
-    entries = allowlist(suite)
+    entries = allowlist(suite) if entries is None else entries
     out: dict[str, list] = {"unexplained": [], "allowed": [], "not_applicable": [], "stale": []}
     diff = differential(results, name)
     for test_id in diff:
@@ -293,10 +331,26 @@ def judged(results: dict[str, Result], name: str) -> dict[str, list]:
             out["allowed"].append((test_id, ok["why"]))
         else:
             out["unexplained"].append(test_id)
-    for e in entries["allow"]:
+    for e in [*entries["allow"], *entries["not_applicable"]]:
         if not any(_matches(t, e["test"]) for t in diff):
             out["stale"].append(e["test"])
     return out
+
+
+def exit_code(results: dict[str, Result], verdicts: dict[str, dict[str, list]]) -> int:
+    """1 when a run gave no results, LangGraph's suite failed a test only on ours, or a peer
+    suite did so with no allow-list entry saying why; else 0."""
+    for name, r in results.items():
+        if not r.outcomes:
+            return 1
+        suite, provider = _split(name)
+        if provider == BASELINE:
+            continue
+        if suite == "langgraph" and differential(results, name):
+            return 1
+        if suite != "langgraph" and verdicts[name]["unexplained"]:
+            return 1
+    return 0
 
 
 def peer_table(results: dict[str, Result]) -> str:
@@ -375,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
+    for suite in args.suite:
+        if suite != "langgraph":
+            allowlist(suite)  # a malformed entry stops the run before minutes of tests
     started = time.monotonic()
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="lgsuite-run-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -391,11 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(peer_table(results))
     print(f"wall time: {wall:.0f}s")
-    failed_runs = []
-    total = 0
     for name, r in results.items():
         if not r.outcomes:
-            failed_runs.append(name)
             print(f"\n{name}: no results (exit {r.returncode}); see {r.log}")
     verdicts = {}
     for name in results:
@@ -404,14 +458,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         diff = differential(results, name)
         if suite == "langgraph":
-            total += len(diff)
             if diff:
                 print(f"\n{name}: {len(diff)} differential failure(s)")
                 for t in diff:
                     print(f"  {t}")
         else:
             verdicts[name] = j = judged(results, name)
-            total += len(j["unexplained"])
             if j["unexplained"]:
                 print(f"\n{name}: {len(j['unexplained'])} fail only on ours, not on the allow-list")
                 for t in j["unexplained"]:
@@ -446,7 +498,13 @@ def main(argv: list[str] | None = None) -> int:
                             if _split(n)[1] == BASELINE
                             else differential(results, n),
                             **(
-                                {"unexplained": verdicts[n]["unexplained"]} if n in verdicts else {}
+                                {
+                                    kind: [t if kind == "unexplained" else t[0] for t in ts]
+                                    for kind, ts in verdicts[n].items()
+                                    if kind != "stale"
+                                }
+                                if n in verdicts
+                                else {}
                             ),
                             "flaky": r.flaky,
                             "log": r.log,
@@ -457,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
                 indent=2,
             )
         )
-    return 1 if total or failed_runs else 0
+    return exit_code(results, verdicts)
 
 
 if __name__ == "__main__":

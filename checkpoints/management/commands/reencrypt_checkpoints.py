@@ -3,7 +3,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.reencrypt import reencrypt_redis, reencrypt_rows
 
 
 class Command(BaseCommand):
@@ -20,16 +19,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, batch_size: int, database: str, redis_url: str | None, **options):
+        from checkpoints.store.orm.saver import OrmSaver
+        from checkpoints.store.registry import get_saver
+
         if batch_size < 1:
             raise CommandError(f"--batch-size must be at least 1, got {batch_size}")
         try:
             if redis_url:
-                from checkpoints.store.registry import get_saver
-
                 saver = get_saver("redis", conn_string=redis_url)
-                result = reencrypt_redis(saver, batch_size=batch_size)
             else:
-                result = reencrypt_rows(using=database, batch_size=batch_size)
+                saver = OrmSaver(using=database)
+            result = saver.reseal(batch_size=batch_size)
         except CheckpointStoreError as exc:
             raise CommandError(exc.message) from exc
         raced = f"; {result.raced} changed by a writer meanwhile, kept" if result.raced else ""

@@ -76,6 +76,16 @@ class OrmLedger(Capabilities):
         return f"{self.provider}:{where}:{entry['NAME']}"
 
     def thread_presence(self, thread_id: str) -> str | None:
+        # Every trace but a finished mark hangs off a Thread row: an absent thread (what
+        # an import asks of each one) is answered in one query.
+        with connections[self.using].cursor() as cur:
+            cur.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {Thread._meta.db_table} WHERE thread_id = %s) "
+                f"OR EXISTS (SELECT 1 FROM {FinishedMark._meta.db_table} WHERE thread_id = %s)",
+                [str(thread_id), str(thread_id)],
+            )
+            if not cur.fetchone()[0]:
+                return None
         found = super().thread_presence(thread_id)
         if found is None and Thread.objects.using(self.using).filter(thread_id=thread_id).exists():
             # A Thread row alone (an owner recorded, a retention declared and cleared).
@@ -180,6 +190,13 @@ class OrmLedger(Capabilities):
             FinishedMark.objects.using(self.using).filter(thread_id=str(thread_id)).delete()
         )
         return bool(deleted)
+
+    def write_slots(self, thread_id: str) -> list[tuple]:
+        return list(
+            PendingWrite.objects.using(self.using)
+            .filter(thread__thread_id=thread_id)
+            .values_list("checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel")
+        )
 
     def finished_mark(self, thread_id: str) -> FinishedEntry | None:
         mark = FinishedMark.objects.using(self.using).filter(thread_id=str(thread_id)).first()
@@ -301,7 +318,8 @@ class OrmLedger(Capabilities):
         idle = {
             thread_id
             for thread_id, last_write, minutes in rows
-            if last_write < now - timedelta(minutes=minutes or waiting_minutes)
+            if last_write
+            < now - timedelta(minutes=ThreadRetention(minutes).waiting_in_force(waiting_minutes))
         }
         return [t for t in ids if t in idle]
 

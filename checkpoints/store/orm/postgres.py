@@ -37,13 +37,21 @@ from checkpoints.store.orm.postgres_sql import (
     GET_LATEST,
     LEVEL,
     PUT,
+    PUT_BATCH,
+    batch_params,
     page_statement,
     put_params,
     writes_statement,
 )
 from checkpoints.store.orm.saver import MISSING_OWNER, OrmSaver
 from checkpoints.store.orm.space import PostgresSpace
-from checkpoints.store.planning import PutPlan, ThreadHoldings, config_keys
+from checkpoints.store.planning import (
+    PutPlan,
+    ThreadHoldings,
+    WritesPlan,
+    config_keys,
+    needs_parent_sends,
+)
 from checkpoints.store.requests import DeleteRound, ForgetThreads, StoreCheckpoint, StoreWrites
 
 
@@ -76,6 +84,31 @@ class PostgresStore(PostgresSpace, OrmSaver):
         # The statement stamps the level its own session commits with (postgres_sql.LEVEL).
         thread_pk, plan.durability["level"] = self._put_row(row, blobs)
         return thread_pk
+
+    def _store_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> None:
+        if self.max_checkpoints or not plans:
+            return super()._store_batch(plans, writes)  # pruning needs the ORM's unit
+        owner = self._owner_pk(next((p.owner for p in plans if p.owner), ""))
+        # The last of a repeated (ns, id) wins, as separate puts would leave it; one
+        # statement may not touch a row twice.
+        latest = {(p.ns, p.checkpoint_id): p for p in plans}
+        rows = []
+        for plan in latest.values():
+            row, blobs = self._checkpoint_row(plan, owner)
+            self._stamp_row(row, plan, level="")
+            rows.append((row, blobs))
+        write_rows = [
+            (w.ns, w.checkpoint_id, w.task_id, w.task_path, *item)
+            for w in writes
+            for item in self._write_rows(w)
+        ]
+        params = batch_params(plans[0].thread_id, owner, rows, write_rows)
+        with self._raw_cursor() as cur:
+            self._execute(cur, PUT_BATCH, params)
+            level = cur.fetchone()[0]
+        for plan in plans:
+            plan.durability = latest[(plan.ns, plan.checkpoint_id)].durability
+            plan.durability["level"] = level
 
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         self._delete_round(thread_ids)
@@ -125,7 +158,17 @@ class PostgresStore(PostgresSpace, OrmSaver):
         thread_id, ns, checkpoint_id = config_keys(config)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         found = await self._aget_rows(params)
-        return self._tuples(found)[0] if found else None
+        return (await self._awith_parent_sends(self._tuples(found)))[0] if found else None
+
+    async def _awith_parent_sends(self, tuples: list[CheckpointTuple]) -> list:
+        # The ORM's query, in Django's thread; only a checkpoint from before v4 needs it.
+        parents = [(t.parent_config or {}).get("configurable", {}) for t in tuples]
+        if not any(
+            needs_parent_sends(t.checkpoint, p.get("checkpoint_id"))
+            for t, p in zip(tuples, parents, strict=True)
+        ):
+            return tuples
+        return await self._in_thread(self._with_parent_sends, tuples)
 
     async def alist(
         self, config, *, filter=None, before=None, limit=None
@@ -136,7 +179,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
             return
         flow = self._list_flow(config, filter=filter, before=before, limit=limit)
         async for page in astream(flow, lambda request: self._apage(*request)):
-            for item in page:
+            for item in await self._awith_parent_sends(page):
                 yield item
 
     # -- running a statement --------------------------------------------------------------

@@ -7,7 +7,7 @@ ORM would spend three to five. Table and column names are the Django models'.
 from __future__ import annotations
 
 from checkpoints.store.orm.pgarrays import ByteaArray, Int4Array, TextArray
-from checkpoints.store.planning import utcnow
+from checkpoints.store.planning import exact_filter, utcnow
 
 # The durability level this session commits with, computed by the statement that writes
 # the checkpoint: the stamp says what held for that very write, even after the server's
@@ -50,6 +50,56 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
     created_at = EXCLUDED.created_at
 RETURNING thread_id, durability
+""".replace("{level}", LEVEL)
+
+# One statement writes a whole batch of one thread (an import's): the thread row, every
+# new blob, every write and every checkpoint, each table's rows as parallel arrays. Write
+# slots already held are kept (the batch writes threads an import found absent).
+PUT_BATCH = """
+WITH t AS (
+    INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
+    VALUES (%(thread_id)s, %(owner_id)s, %(now)s, %(now)s, 1)
+    ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at,
+        owner_id = COALESCE(checkpoints_thread.owner_id, EXCLUDED.owner_id)
+    RETURNING id
+), b AS (
+    INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT t.id, x.ns, x.channel, x.version, x.type, x.blob
+    FROM t, unnest(%(b_ns)s::text[], %(b_channels)s::text[], %(b_versions)s::text[],
+                   %(b_types)s::text[], %(b_blobs)s::bytea[])
+         AS x(ns, channel, version, type, blob)
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+), w AS (
+    INSERT INTO checkpoints_pendingwrite (
+        thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+    )
+    SELECT t.id, x.ns, x.checkpoint_id, x.task_id, x.task_path, x.idx, x.channel, x.type,
+           x.blob
+    FROM t, unnest(%(w_ns)s::text[], %(w_ids)s::text[], %(w_tasks)s::text[],
+                   %(w_paths)s::text[], %(w_idxs)s::int[], %(w_channels)s::text[],
+                   %(w_types)s::text[], %(w_blobs)s::bytea[])
+         AS x(ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+)
+INSERT INTO checkpoints_checkpoint (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    channel_versions, metadata, source, step, run_id, durability, created_at
+)
+SELECT t.id, x.ns, x.checkpoint_id, x.parent_id, x.type, x.body, x.versions::jsonb,
+       x.metadata::jsonb, x.source, x.step, x.run_id, {level}, x.created_at::timestamptz
+FROM t, unnest(%(c_ns)s::text[], %(c_ids)s::text[], %(c_parents)s::text[],
+               %(c_types)s::text[], %(c_bodies)s::bytea[], %(c_versions)s::text[],
+               %(c_metadata)s::text[], %(c_sources)s::text[], %(c_steps)s::int[],
+               %(c_runs)s::text[], %(c_created)s::text[])
+     AS x(ns, checkpoint_id, parent_id, type, body, versions, metadata, source, step, run_id,
+          created_at)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
+    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
+    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
+    created_at = EXCLUDED.created_at
+RETURNING durability
 """.replace("{level}", LEVEL)
 
 # The columns every read returns, with the checkpoint's blobs and pending writes folded
@@ -232,6 +282,44 @@ def put_params(row: dict, blobs: list[tuple]) -> dict:
     )
 
 
+def batch_params(thread_id: str, owner_id, rows: list[tuple[dict, list]], writes) -> dict:
+    """PUT_BATCH's arrays: ``rows`` are (stamped checkpoint row, its blobs), ``writes``
+    (ns, checkpoint id, task id, task path, idx, channel, type, bytes)."""
+    import json
+
+    blobs = [(row["ns"], *blob) for row, row_blobs in rows for blob in row_blobs]
+    checkpoints = [row for row, _ in rows]
+    return {
+        "thread_id": thread_id,
+        "owner_id": owner_id,
+        "now": utcnow(),
+        "b_ns": TextArray(b[0] for b in blobs),
+        "b_channels": TextArray(b[1] for b in blobs),
+        "b_versions": TextArray(b[2] for b in blobs),
+        "b_types": TextArray(b[3] for b in blobs),
+        "b_blobs": ByteaArray(b[4] for b in blobs),
+        "w_ns": TextArray(w[0] for w in writes),
+        "w_ids": TextArray(w[1] for w in writes),
+        "w_tasks": TextArray(w[2] for w in writes),
+        "w_paths": TextArray(w[3] for w in writes),
+        "w_idxs": Int4Array(w[4] for w in writes),
+        "w_channels": TextArray(w[5] for w in writes),
+        "w_types": TextArray(w[6] for w in writes),
+        "w_blobs": ByteaArray(w[7] for w in writes),
+        "c_ns": TextArray(r["ns"] for r in checkpoints),
+        "c_ids": TextArray(r["checkpoint_id"] for r in checkpoints),
+        "c_parents": TextArray(r["parent_id"] for r in checkpoints),
+        "c_types": TextArray(r["type"] for r in checkpoints),
+        "c_bodies": ByteaArray(r["body"] for r in checkpoints),
+        "c_versions": TextArray(json.dumps(r["channel_versions"]) for r in checkpoints),
+        "c_metadata": TextArray(json.dumps(r["metadata"]) for r in checkpoints),
+        "c_sources": TextArray(r["source"] for r in checkpoints),
+        "c_steps": Int4Array(r["step"] for r in checkpoints),
+        "c_runs": TextArray(r["run_id"] for r in checkpoints),
+        "c_created": TextArray(r["now"].isoformat() for r in checkpoints),
+    }
+
+
 def writes_statement(thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
     params = {
         "thread_id": thread_id,
@@ -256,10 +344,12 @@ def page_statement(params, wanted, cursor, size) -> tuple[str, dict]:
         ns=params.get("ns") is not None,
         checkpoint_id=params.get("checkpoint_id") is not None,
         before=params.get("before") is not None,
-        metadata=bool(wanted),
+        metadata=bool(exact_filter(wanted)),
         cursor=cursor is not None,
     )
-    values = dict(params, limit=size, metadata=Jsonb(wanted) if wanted else None)
+    # Dotted keys may be paths: matched after the query (planning.metadata_matches).
+    exact = exact_filter(wanted)
+    values = dict(params, limit=size, metadata=Jsonb(exact) if exact else None)
     if cursor is not None:
         values["cursor_id"], values["cursor_pk"] = cursor
     return sql, values

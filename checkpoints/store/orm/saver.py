@@ -9,6 +9,7 @@ paging, the ORM's deletes and copies); each dialect's subclass (`postgres.Postgr
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections import defaultdict
@@ -21,21 +22,14 @@ from django.db import connections, transaction
 from django.db.models import Sum
 from django.db.models.functions import Length
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+from langgraph.checkpoint.base import CheckpointTuple
 
 from checkpoints.codec import compress_typed, decompress_typed
-from checkpoints.codec.compression import (
-    FRAME_MIN_BYTES,
-    current_budget,
-    reading_checkpoint,
-    reserve,
-)
 from checkpoints.codec.encryption import SUFFIX as SEALED
 from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
-from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.conf import setting
 from checkpoints.dburl import alias_for_conn_string
-from checkpoints.errors import CheckpointCodecError, CheckpointConfigError
+from checkpoints.errors import CheckpointConfigError
 from checkpoints.flows import Emit, stream
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
@@ -45,6 +39,8 @@ from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
+from checkpoints.store.orm.reading import OrmReading
+from checkpoints.store.orm.sealing import OrmReseal, rebind_orm_row
 from checkpoints.store.planning import (
     MISSING,
     CopyOutcome,
@@ -52,19 +48,15 @@ from checkpoints.store.planning import (
     ThreadHoldings,
     ThreadStorage,
     WritesPlan,
-    body_shape,
     check_limit,
     config_keys,
     list_bounds,
     metadata_matches,
-    metadata_shape,
     thread_storage,
     utcnow,
     validate_filter,
 )
-from checkpoints.store.projection import set_aside
 from checkpoints.store.requests import StoreRequest
-from checkpoints.store.sealing import rebind_orm_row
 
 PAGE = 100
 # An owner not looked up yet (the owner cache holds None for "no such user").
@@ -87,7 +79,16 @@ def dialect_class(using: str) -> type[OrmSaver]:
     )
 
 
-class OrmSaver(OrmAsync, OrmPrune, OrmLedger, StoreSaver):
+@functools.cache
+def _with_dialect(cls: type, dialect: type) -> type:
+    """``cls`` on ``dialect``: the dialect's class itself for OrmSaver, else a subclass of
+    both (a deployment's OrmSaver subclass keeps its own methods on either database)."""
+    if cls is OrmSaver or issubclass(dialect, cls):
+        return dialect
+    return type(cls.__name__, (cls, dialect), {"__module__": cls.__module__})
+
+
+class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver):
     """Checkpoints, blobs and writes as Django models; one transaction per write."""
 
     vendor = ""  # the Django backend's vendor the dialect speaks
@@ -95,7 +96,7 @@ class OrmSaver(OrmAsync, OrmPrune, OrmLedger, StoreSaver):
 
     def __new__(cls, *args, using: str = "default", **kwargs):
         if not cls.vendor:
-            cls = dialect_class(using)
+            cls = _with_dialect(cls, dialect_class(using))
         return super().__new__(cls)
 
     def __init__(
@@ -319,21 +320,6 @@ class OrmSaver(OrmAsync, OrmPrune, OrmLedger, StoreSaver):
         return found[0] if found else None
 
     # -- reads ----------------------------------------------------------------------------
-    # Row shape shared by both read paths: pk, thread pk, thread id, ns, checkpoint id,
-    # parent id, body type, body, metadata, channel versions, blobs, writes.
-    _ROW_FIELDS = (
-        "pk",
-        "thread_id",
-        "thread__thread_id",
-        "checkpoint_ns",
-        "checkpoint_id",
-        "parent_checkpoint_id",
-        "type",
-        "checkpoint",
-        "metadata",
-        "channel_versions",
-    )
-
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         if on_loop_thread():
             return off_loop(self.get_tuple, config)
@@ -341,171 +327,7 @@ class OrmSaver(OrmAsync, OrmPrune, OrmLedger, StoreSaver):
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         with self._warm():
             found = self._get_rows(params)
-        return self._tuples(found)[0] if found else None
-
-    def _plain_loads(self, typed: list[tuple[Any, Any]], seen: dict | None = None) -> list | None:
-        """Values read in one go when none is sealed (the common case), else None; also
-        None on any failure, and the caller reads them one by one to name the failing one.
-
-        ``seen``: values this call has read already, by their plain bytes object. A page's
-        rows share a document's compressed frame, which decompresses to one cached object
-        (`FRAMES`): a value that cannot be changed in place is then read once for them all.
-        """
-        stored = []
-        for type_, data in typed:
-            if type(type_) is not str:
-                type_ = _text(type_)
-            if type_.endswith(SEALED):
-                return None
-            stored.append((type_, data if type(data) is bytes else bytes(data)))
-        # Frames stating more than this checkpoint (or response) may expand to are refused
-        # before any is expanded.
-        reserve(stored)
-        budget = current_budget()
-        mark = budget.mark() if budget is not None else None
-        try:
-            plain = [decompress_typed(one) for one in stored]
-        except CheckpointCodecError as exc:
-            if exc.where:
-                raise
-            if budget is not None:
-                budget.rewind(mark)  # read again one by one, which names the failing value
-            return None
-        # Only cached frames' plain bytes are shared; shorter values are not worth a lookup.
-        keys = [
-            (t, id(d)) if seen is not None and len(d) >= FRAME_MIN_BYTES else None for t, d in plain
-        ]
-        values: list = [None] * len(plain)
-        missing = []
-        for i, key in enumerate(keys):
-            # The entry holds its bytes object, so no other object can take its id meanwhile.
-            known = seen.get(key) if key is not None else None
-            if known is not None and known[0] is plain[i][1]:
-                values[i] = known[1]
-            else:
-                missing.append(i)
-        loads_many = getattr(self.serde, "loads_many", None)
-        todo = [plain[i] for i in missing]
-        try:
-            if loads_many is not None:
-                loaded = loads_many(todo)
-            else:
-                loaded = [self.serde.loads_typed(one) for one in todo]
-        except Exception:  # noqa: BLE001 - read again one by one, which names the failure
-            return None
-        for i, value in zip(missing, loaded, strict=True):
-            values[i] = value
-            if keys[i] is not None and type(value) in _UNCHANGEABLE:
-                seen[keys[i]] = (plain[i][1], value)
-        return values
-
-    def _tuples(self, rows: list[tuple]) -> list[CheckpointTuple]:
-        out = []
-        # Sealed values, and plaintext in a store with keys, need their place: the slow path.
-        plain = not encryption_enabled()
-        # Values read once for all of this page's rows (`_plain_loads`).
-        seen: dict | None = {} if len(rows) > 1 else None
-        # A str is JSON text only where the dialect hands JSON columns back as text.
-        text_json = self.json_as_text
-        for row in rows:
-            _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
-            with reading_checkpoint(thread_id, ns, cid):
-                at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": cid}
-                checkpoint = decode_at(
-                    lambda t=type_, b=body, v=versions: body_shape(
-                        self.serde.loads_typed((t, bytes(b))),
-                        json.loads(v) if text_json and isinstance(v, str) else v,
-                    ),
-                    part="the body",
-                    **at,
-                )
-                metadata = decode_at(
-                    lambda m=metadata: metadata_shape(m), part="the metadata", **at
-                )
-                versions = checkpoint["channel_versions"]
-                blobs, unread = set_aside(blobs or [], lambda b: _text(b[0]))
-                values = checkpoint["channel_values"] = unread
-                loaded = (
-                    self._plain_loads([b[1:] for b in blobs], seen) if plain and blobs else None
-                )
-                if loaded is not None:
-                    values.update(zip((_text(b[0]) for b in blobs), loaded, strict=True))
-                else:
-                    for channel, blob_type, data in blobs or ():
-                        channel = _text(channel)
-                        values[channel] = decode_at(
-                            lambda t=_text(blob_type), d=data, c=channel, a=at, v=versions: (
-                                self._load(t, d, lambda: _blob_place(a, c, v))
-                            ),
-                            part=f"channel {channel!r}",
-                            **at,
-                        )
-                pending = sorted(
-                    (
-                        (
-                            _text(task_id),
-                            _text(task_path),
-                            int(_text(idx)),
-                            _text(channel),
-                            _text(w_type),
-                            data,
-                        )
-                        for task_id, task_path, idx, channel, w_type, data in (writes or ())
-                    ),
-                    key=lambda w: writes_sort_key(w[1], w[0], w[2]),
-                )
-                loaded = self._plain_loads([w[4:] for w in pending]) if plain and pending else None
-                if loaded is not None:
-                    pending_writes = [(w[0], w[3], v) for w, v in zip(pending, loaded, strict=True)]
-                else:
-                    pending_writes = decode_writes(
-                        (
-                            (
-                                w[0],
-                                w[3],
-                                lambda w=w, key=(thread_id, ns, cid): self._load(
-                                    w[4], w[5], lambda: Place.write(*key, w[0], w[2], w[3])
-                                ),
-                            )
-                            for w in pending
-                        ),
-                        **at,
-                    )
-                conf = {"thread_id": thread_id, "checkpoint_ns": ns}
-                out.append(
-                    CheckpointTuple(
-                        config={"configurable": {**conf, "checkpoint_id": cid}},
-                        checkpoint=checkpoint,
-                        metadata=metadata,
-                        parent_config=(
-                            {"configurable": {**conf, "checkpoint_id": parent}} if parent else None
-                        ),
-                        pending_writes=pending_writes,
-                    )
-                )
-        return out
-
-    def decode_write(
-        self,
-        thread_id: str,
-        ns: str,
-        checkpoint_id: str,
-        task_id: str,
-        idx: int,
-        channel: str,
-        type_: str,
-        blob: Any,
-    ) -> Any:
-        """One pending write's value from its row, for readers of the tables (the admin's
-        list shows an interrupt's question without loading the whole checkpoint)."""
-        at = Place.write(thread_id, ns, checkpoint_id, task_id, idx, channel)
-        return decode_at(
-            lambda: self._load(type_, blob, at),
-            thread_id=thread_id,
-            ns=ns,
-            checkpoint_id=checkpoint_id,
-            part=f"pending write {channel!r} of task {task_id!r}",
-        )
+            return self._with_parent_sends(self._tuples(found))[0] if found else None
 
     def list(
         self,
@@ -529,7 +351,9 @@ class OrmSaver(OrmAsync, OrmPrune, OrmLedger, StoreSaver):
                 return self._page(*request)
 
         flow = self._list_flow(config, filter=filter, before=before, limit=limit)
-        return stream(flow, fetch_warm)
+        for page in stream(flow, fetch_warm):
+            with self._warm():
+                yield self._with_parent_sends(page)
 
     def _list_flow(self, config, *, filter=None, before=None, limit=None):
         """The paging rules, written once: yields each page's query arguments (params,
@@ -731,20 +555,3 @@ class OrmSaver(OrmAsync, OrmPrune, OrmLedger, StoreSaver):
                         ignore_conflicts=True,
                     )
         return CopyOutcome.COPIED
-
-
-# Values a reader cannot change in place: one object may stand in every row that holds it.
-_UNCHANGEABLE = frozenset({str, bytes, int, float, bool, type(None)})
-
-
-def _blob_place(at: dict, channel: Any, versions: dict) -> Place:
-    # The stored blob is the one at the checkpoint's version of the channel.
-    channel = _text(channel)
-    return Place.blob(at["thread_id"], at["ns"], channel, versions.get(channel, ""))
-
-
-def _text(value: Any) -> str:
-    """Names come back as bytea from the PostgreSQL arrays and as str from the ORM."""
-    if isinstance(value, memoryview):
-        value = bytes(value)
-    return value.decode() if isinstance(value, bytes) else value

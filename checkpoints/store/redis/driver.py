@@ -29,7 +29,7 @@ from redis.exceptions import (
 from checkpoints.errors import CheckpointStoreError, StoreUnavailable
 from checkpoints.flows import arun, astream, run, stream
 from checkpoints.store.redis.clients import RETRY_PAUSE, async_client
-from checkpoints.store.redis.keys import thread_prefix
+from checkpoints.store.redis.keys import META, thread_prefix
 from checkpoints.store.redis.scripts import Script
 
 
@@ -49,7 +49,7 @@ class Eval:
 
     def queue(self, pipe) -> None:
         prefix = thread_prefix(self.thread_id)
-        pipe.execute_command("EVALSHA", self.script.sha, 1, prefix + "m", prefix, *self.args)
+        pipe.execute_command("EVALSHA", self.script.sha, 1, prefix + META, prefix, *self.args)
 
 
 @dataclass

@@ -15,6 +15,18 @@ FORMAT_KEY = STORE_TAG + "format"
 REGISTRY_KEY = STORE_TAG + "threads"
 DUE_KEY = STORE_TAG + "finished:due"
 MARKS_KEY = STORE_TAG + "finished:at"
+# A thread's keys are its prefix (`thread_prefix`: one hash tag, so one slot on a cluster)
+# plus one of these suffixes; the per-namespace ones are followed by the namespace's hex.
+META = "m"  # hash: id, ca/lw (created, last write ms), v (version), o (owner), wm/fm
+NAMESPACES = "n"  # set: the hex of every namespace the thread holds
+INDEX = "i:"  # sorted set (by id): the namespace's checkpoint ids
+RECORDS = "c:"  # hash: checkpoint id -> record (see the saver's `_record`)
+BLOBS = "b:"  # hash: packed (channel, version) -> value
+WRITES = "w:"  # hash: packed (checkpoint id, task id, idx) -> write
+WRITE_INDEX = "x:"  # sorted set (by field): the write fields, for reading a checkpoint's
+STORED_KINDS = (RECORDS, BLOBS, WRITES)  # the ones holding stored (sealable) values
+# A lease (the sweep's lock) is a store-wide key too, inside the store's namespace.
+LEASE_PREFIX = STORE_TAG + "lease:"
 PAGE = 100
 CHUNK = 1000
 
@@ -57,6 +69,34 @@ def thread_tag(thread_id: str) -> str:
 
 def thread_prefix(thread_id: str) -> str:
     return f"cp:{{{thread_tag(thread_id)}}}:"
+
+
+def meta_key(thread_id: str) -> str:
+    return thread_prefix(thread_id) + META
+
+
+def namespaces_key(thread_id: str) -> str:
+    return thread_prefix(thread_id) + NAMESPACES
+
+
+def ns_key(prefix: str, kind: str, ns_hex: str) -> str:
+    """The thread's ``kind`` key (INDEX, RECORDS, ...) of the namespace ``ns_hex``."""
+    return prefix + kind + ns_hex
+
+
+def lease_key(name: str) -> str:
+    return LEASE_PREFIX + name
+
+
+# SCAN's pattern for every thread's keys holding stored values (RECORDS, BLOBS, WRITES).
+STORED_KEYS_PATTERN = "cp:{*}:[" + "".join(kind[0] for kind in STORED_KINDS) + "]:*"
+
+
+def split_ns_key(key: str) -> tuple[str, str, str]:
+    """(thread prefix, kind, namespace hex) of a per-namespace key (`ns_key`'s inverse)."""
+    prefix_end = key.index("}:") + 2
+    kind_end = key.index(":", prefix_end) + 1
+    return key[:prefix_end], key[prefix_end:kind_end], key[kind_end:]
 
 
 def ns_hex(ns: str) -> str:

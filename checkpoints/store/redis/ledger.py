@@ -18,11 +18,17 @@ from checkpoints.store.redis.keys import (
     MARKS_KEY,
     PAGE,
     REGISTRY_KEY,
+    WRITES,
     dec,
     enc,
+    lease_key,
     lw_time,
+    meta_key,
+    namespaces_key,
     now_ms,
+    ns_key,
     thread_prefix,
+    unpack,
 )
 from checkpoints.store.redis.scripts import BUMP, RETENTION
 
@@ -38,7 +44,7 @@ class RedisLedger(Capabilities):
     # a cluster; a server or failover error is StoreUnavailable.
     def _lease(self, name: str, token: str):
         lock = self.client.lock(
-            f"{name}:lock", timeout=LOCK_SECONDS, blocking=False, thread_local=False
+            lease_key(name), timeout=LOCK_SECONDS, blocking=False, thread_local=False
         )
         lock.local.token = token.encode()
         return lock
@@ -50,7 +56,7 @@ class RedisLedger(Capabilities):
         if not acquired:
             raise LockHeld(
                 f"lock {name!r} on redis {self.address} is held",
-                how=f"Redis key {name + ':lock'!r} is set",
+                how=f"Redis key {lease_key(name)!r} is set",
             )
 
     def renew_lease(self, name: str, token: str) -> None:
@@ -86,7 +92,7 @@ class RedisLedger(Capabilities):
             (members,) = yield Batch([cmd("ZRANGE", REGISTRY_KEY, start, start + PAGE - 1, "REV")])
             if not members:
                 break
-            exists = yield Batch([cmd("EXISTS", thread_prefix(dec(m)) + "m") for m in members])
+            exists = yield Batch([cmd("EXISTS", meta_key(dec(m))) for m in members])
             # A thread whose keys expired leaves a registry entry behind: drop it here.
             stale = [m for m, e in zip(members, exists, strict=True) if not int(e)]
             if stale:
@@ -133,6 +139,19 @@ class RedisLedger(Capabilities):
     def unmark_finished(self, thread_id: str) -> bool:
         return self._drive(self._unmark_flow(thread_id))
 
+    def write_slots(self, thread_id: str) -> list[tuple]:
+        # Each namespace's WRITES hash: field pack(checkpoint, task, idx) -> pack(task,
+        # path, channel, ...).
+        rows = []
+        for hexed in self.client.smembers(namespaces_key(thread_id)):
+            ns = bytes.fromhex(dec(hexed)).decode("utf-8", "surrogatepass")
+            key = ns_key(thread_prefix(thread_id), WRITES, dec(hexed))
+            for field, value in self.client.hscan_iter(key):
+                cid, task_id, idx = (dec(p) for p in unpack(field))
+                parts = unpack(value)
+                rows.append((ns, cid, task_id, dec(parts[1]), int(idx), dec(parts[2])))
+        return rows
+
     def finished_mark(self, thread_id: str) -> FinishedEntry | None:
         (record,) = self._drive(single(Batch([cmd("HGET", MARKS_KEY, enc(str(thread_id)))])))
         return _entry(str(thread_id), record) if record is not None else None
@@ -174,9 +193,7 @@ class RedisLedger(Capabilities):
         )
 
     def thread_retention(self, thread_id: str) -> ThreadRetention:
-        (found,) = self._drive(
-            single(Batch([cmd("HMGET", thread_prefix(str(thread_id)) + "m", "wm", "fm")]))
-        )
+        (found,) = self._drive(single(Batch([cmd("HMGET", meta_key(str(thread_id)), "wm", "fm")])))
         return ThreadRetention(*(None if v is None else int(v) for v in found))
 
     def finished_marks(self, thread_ids: Iterable[str]) -> dict[str, FinishedEntry]:
@@ -193,13 +210,11 @@ class RedisLedger(Capabilities):
         ids = [str(t) for t in thread_ids]
         if not ids:
             return {}
-        found = self._drive(single(Batch([cmd("HGET", thread_prefix(t) + "m", "lw") for t in ids])))
+        found = self._drive(single(Batch([cmd("HGET", meta_key(t), "lw") for t in ids])))
         return {t: lw_time(ms) for t, ms in zip(ids, found, strict=True) if ms is not None}
 
     def thread_version(self, thread_id: str) -> int:
-        (found,) = self._drive(
-            single(Batch([cmd("HGET", thread_prefix(str(thread_id)) + "m", "v")]))
-        )
+        (found,) = self._drive(single(Batch([cmd("HGET", meta_key(str(thread_id)), "v")])))
         return int(found) if found is not None else 0
 
     def bump_thread_version(self, thread_id: str, expected: int | None = None) -> int:

@@ -57,7 +57,6 @@ from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_type
 from checkpoints.codec.compression import reading_checkpoint, reserve
 from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.codec.failures import decode_at, decode_writes
-from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import Emit
 from checkpoints.store.contract import StoreSaver
@@ -66,6 +65,7 @@ from checkpoints.store.planning import (
     CopyOutcome,
     PutPlan,
     ThreadHoldings,
+    ThreadRetention,
     ThreadStorage,
     WritesPlan,
     body_shape,
@@ -91,13 +91,22 @@ from checkpoints.store.redis.clients import (
 from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
 from checkpoints.store.redis.format import RedisFormat
 from checkpoints.store.redis.keys import (
+    BLOBS,
+    INDEX,
+    META,
+    NAMESPACES,
     PAGE,
+    RECORDS,
     REGISTRY_KEY,
+    STORED_KINDS,
+    WRITE_INDEX,
     dec,
     enc,
     lw_ms,
+    namespaces_key,
     now_ms,
     ns_hex,
+    ns_key,
     pack,
     prune_row,
     thread_prefix,
@@ -114,6 +123,7 @@ from checkpoints.store.redis.scripts import (
     PUT_WRITES,
     READ,
 )
+from checkpoints.store.redis.sealing import RedisReseal, rebind_redis_hash
 from checkpoints.store.requests import (
     CopyThread,
     CountThread,
@@ -123,14 +133,14 @@ from checkpoints.store.requests import (
     DurabilityOf,
     ForgetThreads,
     PruneThread,
+    StoreBatch,
     StoreCheckpoint,
     StoreRequest,
     StoreWrites,
 )
-from checkpoints.store.sealing import rebind_redis_hash
 
 
-class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
+class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver):
     """Checkpoints in Redis; a thread's keys expire on its waiting retention."""
 
     provider = "redis"
@@ -200,6 +210,8 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
                 return self._io_store_checkpoint(plan)
             case StoreWrites(plan):
                 return self._io_store_writes(plan)
+            case StoreBatch(plans, writes):
+                return self._io_store_batch(plans, writes)
             case DurabilityOf(thread_id, ns, checkpoint_id):
                 return self._io_durability_of(thread_id, ns, checkpoint_id)
             case DeleteRound(thread_ids):
@@ -228,12 +240,12 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         p, h = thread_prefix(thread_id), ns_hex(ns)
         if not checkpoint_id:
             (newest,) = yield Batch(
-                [cmd("ZRANGE", f"{p}i:{h}", "+", "-", "BYLEX", "REV", "LIMIT", 0, 1)]
+                [cmd("ZRANGE", ns_key(p, INDEX, h), "+", "-", "BYLEX", "REV", "LIMIT", 0, 1)]
             )
             if not newest:
                 return None
             checkpoint_id = dec(newest[0])
-        (record,) = yield Batch([cmd("HGET", f"{p}c:{h}", checkpoint_id)])
+        (record,) = yield Batch([cmd("HGET", ns_key(p, RECORDS, h), checkpoint_id)])
         if record is None:
             return None
         return json.loads(unpack(record)[6])
@@ -281,7 +293,9 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         return self.serde.loads_typed(decompress_typed(open_typed((dec(type_), data), at=at)))
 
     def _default_ttl_ms(self) -> int:
-        return int(setting("RETENTION_WAITING_MINUTES")) * 60000
+        # The platform's waiting horizon; the scripts put a thread's declared one over it
+        # (`ttl_for`: ThreadRetention.in_force's rule, read where the write happens).
+        return ThreadRetention.platform().waiting_minutes * 60000
 
     # -- writes ---------------------------------------------------------------------------
     def _io_store_checkpoint(self, plan: PutPlan):
@@ -339,6 +353,12 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         )
         if self.max_checkpoints and int(size) > self.max_checkpoints:
             yield from self._io_prune_thread(thread_id, self.max_checkpoints, only_ns=ns)
+
+    def _io_store_batch(self, plans: list[PutPlan], writes: list[WritesPlan]):
+        for plan in plans:
+            yield from self._io_store_checkpoint(plan)
+        for batch in writes:
+            yield from self._io_store_writes(batch)
 
     def _io_store_writes(self, plan: WritesPlan):
         thread_id, ns = plan.thread_id, plan.ns
@@ -445,7 +465,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         if only_ns is not None:
             sources = [(t, str(only_ns)) for t in threads]
         else:
-            found = yield Batch([cmd("SMEMBERS", thread_prefix(t) + "n") for t in threads])
+            found = yield Batch([cmd("SMEMBERS", namespaces_key(t)) for t in threads])
             sources = [
                 (t, dec(bytes.fromhex(dec(h))))
                 for t, hexes in zip(threads, found, strict=True)
@@ -525,10 +545,10 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
 
     def _io_storage(self, thread_id: str):
         p = thread_prefix(thread_id)
-        (nsets,) = yield Batch([cmd("SMEMBERS", p + "n")])
+        (nsets,) = yield Batch([cmd("SMEMBERS", p + NAMESPACES)])
         hexes = [dec(h) for h in nsets]
         found = yield Batch(
-            [cmd("HGETALL", f"{p}{kind}{h}") for h in hexes for kind in ("c:", "b:", "w:")]
+            [cmd("HGETALL", ns_key(p, kind, h)) for h in hexes for kind in STORED_KINDS]
         )
         bodies, values, writes = [], [], []
         for n in range(len(hexes)):
@@ -558,7 +578,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         threads = [dec(m) for m in members]
         if not threads:
             return
-        nsets = yield Batch([cmd("SMEMBERS", thread_prefix(t) + "n") for t in threads])
+        nsets = yield Batch([cmd("SMEMBERS", namespaces_key(t)) for t in threads])
         sources = [(t, dec(h)) for t, hexes in zip(threads, nsets, strict=True) for h in hexes]
         if not sources:
             return
@@ -573,9 +593,9 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
 
     def _io_copy_thread(self, src: str, dst: str):
         sp = thread_prefix(src)
-        meta, nsets = yield Batch([cmd("HGETALL", sp + "m"), cmd("SMEMBERS", sp + "n")])
+        meta, nsets = yield Batch([cmd("HGETALL", sp + META), cmd("SMEMBERS", sp + NAMESPACES)])
         hexes = sorted(dec(h) for h in nsets)
-        suffixes = [kind + h for h in hexes for kind in ("i:", "c:", "b:", "w:", "x:")]
+        suffixes = [kind + h for h in hexes for kind in (INDEX, *STORED_KINDS, WRITE_INDEX)]
         if not suffixes:
             return CopyOutcome.NO_SOURCE
         dumps = yield Batch([cmd("DUMP", sp + s) for s in suffixes], transaction=True)
@@ -583,7 +603,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         for suffix, payload in zip(suffixes, dumps, strict=True):
             if payload is not None:
                 pairs += [suffix, payload]
-        if not any(s.startswith("i:") for s in pairs[::2]):
+        if not any(s.startswith(INDEX) for s in pairs[::2]):
             return CopyOutcome.NO_SOURCE
         now = now_ms()
         copied, _ = yield Batch(
@@ -616,8 +636,8 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         # DUMP/RESTORE copied the source's bytes, sealed for the source thread: seal them
         # again for the target (see checkpoints.store.sealing).
         dp = thread_prefix(dst)
-        kinds = ("c:", "b:", "w:")
-        found = yield Batch([cmd("HGETALL", f"{dp}{kind}{h}") for h in hexes for kind in kinds])
+        kinds = STORED_KINDS
+        found = yield Batch([cmd("HGETALL", ns_key(dp, kind, h)) for h in hexes for kind in kinds])
         sets = []
         for n, h in enumerate(hexes):
             ns = dec(bytes.fromhex(h))
@@ -625,7 +645,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
                 changed = rebind_redis_hash(kind, mapping, src, dst, ns)
                 if changed:
                     sets.append(
-                        cmd("HSET", f"{dp}{kind}{h}", *(x for kv in changed.items() for x in kv))
+                        cmd("HSET", ns_key(dp, kind, h), *(x for kv in changed.items() for x in kv))
                     )
         if sets:
             yield Batch(sets, transaction=True)
@@ -635,15 +655,15 @@ class RedisSaver(RedisFormat, RedisLedger, RedisDriver, StoreSaver):
         if only_ns is not None:
             hexes = [ns_hex(only_ns)]
         else:
-            (nsets,) = yield Batch([cmd("SMEMBERS", p + "n")])
+            (nsets,) = yield Batch([cmd("SMEMBERS", p + NAMESPACES)])
             hexes = [dec(h) for h in nsets]
         if not hexes:
             return 0
         found = yield Batch(
             [
-                cmd(op, f"{p}{kind}{h}")
+                cmd(op, ns_key(p, kind, h))
                 for h in hexes
-                for op, kind in (("HGETALL", "c:"), ("HKEYS", "b:"))
+                for op, kind in (("HGETALL", RECORDS), ("HKEYS", BLOBS))
             ]
         )
         by_ns = {dec(bytes.fromhex(h)): h for h in hexes}

@@ -8,8 +8,27 @@ from __future__ import annotations
 
 import hashlib
 
-_LUA_COMMON = r"""
-local KINDS = {'i:', 'c:', 'b:', 'w:', 'x:'}
+from checkpoints.store.redis.keys import (
+    BLOBS,
+    INDEX,
+    META,
+    NAMESPACES,
+    RECORDS,
+    WRITE_INDEX,
+    WRITES,
+)
+
+# The key suffixes, from keys.py: the scripts build a thread's key names as Python does.
+_LUA_KEYS = (
+    f"local META, NAMESPACES = '{META}', '{NAMESPACES}'\n"
+    f"local INDEX, RECORDS, BLOBS = '{INDEX}', '{RECORDS}', '{BLOBS}'\n"
+    f"local WRITES, WRITE_INDEX = '{WRITES}', '{WRITE_INDEX}'\n"
+    "local KINDS = {INDEX, RECORDS, BLOBS, WRITES, WRITE_INDEX}\n"
+)
+
+_LUA_COMMON = (
+    _LUA_KEYS
+    + r"""
 local function item(s, i)
   local c = string.find(s, ':', i, true)
   local n = tonumber(string.sub(s, i, c - 1))
@@ -35,39 +54,40 @@ local function chunked(cmd, key, list)
   return out
 end
 local function ttl_for(p, default)
-  local wm = redis.call('HGET', p .. 'm', 'wm')
+  local wm = redis.call('HGET', p .. META, 'wm')
   if wm then return tonumber(wm) * 60000 end
   return tonumber(default)
 end
 local function expire_all(p, ttl)
-  redis.call('PEXPIRE', p .. 'm', ttl)
-  redis.call('PEXPIRE', p .. 'n', ttl)
-  for _, ns in ipairs(redis.call('SMEMBERS', p .. 'n')) do
+  redis.call('PEXPIRE', p .. META, ttl)
+  redis.call('PEXPIRE', p .. NAMESPACES, ttl)
+  for _, ns in ipairs(redis.call('SMEMBERS', p .. NAMESPACES)) do
     for _, kind in ipairs(KINDS) do redis.call('PEXPIRE', p .. kind .. ns, ttl) end
   end
 end
 local function touch_meta(p, id, now)
-  local m = p .. 'm'
+  local m = p .. META
   redis.call('HSET', m, 'id', id)
   redis.call('HSETNX', m, 'ca', now)
   redis.call('HSETNX', m, 'lw', now)
   redis.call('HSETNX', m, 'v', 1)
 end
 """
+)
 
 # ARGV: prefix, default ttl ms, ns, checkpoint id, record, now ms, thread id, owner,
 # then (blob field, blob value) pairs. Returns how many checkpoints the namespace holds.
 _LUA_PUT = r"""
 local p, nh, cid = ARGV[1], ARGV[3], ARGV[4]
 touch_meta(p, ARGV[7], ARGV[6])
-redis.call('HSET', p .. 'm', 'lw', ARGV[6])
-if ARGV[8] ~= '' then redis.call('HSETNX', p .. 'm', 'o', ARGV[8]) end
-redis.call('SADD', p .. 'n', nh)
-redis.call('ZADD', p .. 'i:' .. nh, 0, cid)
-redis.call('HSET', p .. 'c:' .. nh, cid, ARGV[5])
-for j = 9, #ARGV, 2 do redis.call('HSETNX', p .. 'b:' .. nh, ARGV[j], ARGV[j + 1]) end
+redis.call('HSET', p .. META, 'lw', ARGV[6])
+if ARGV[8] ~= '' then redis.call('HSETNX', p .. META, 'o', ARGV[8]) end
+redis.call('SADD', p .. NAMESPACES, nh)
+redis.call('ZADD', p .. INDEX .. nh, 0, cid)
+redis.call('HSET', p .. RECORDS .. nh, cid, ARGV[5])
+for j = 9, #ARGV, 2 do redis.call('HSETNX', p .. BLOBS .. nh, ARGV[j], ARGV[j + 1]) end
 expire_all(p, ttl_for(p, ARGV[2]))
-return redis.call('ZCARD', p .. 'i:' .. nh)
+return redis.call('ZCARD', p .. INDEX .. nh)
 """
 
 # ARGV: prefix, default ttl ms, ns, now ms, thread id, then (field, value, overwrite) triples.
@@ -75,9 +95,9 @@ _LUA_PUT_WRITES = r"""
 local p, nh = ARGV[1], ARGV[3]
 touch_meta(p, ARGV[5], ARGV[4])
 -- A write moves the thread's last write, so a sweep that judged it before keeps it.
-redis.call('HSET', p .. 'm', 'lw', ARGV[4])
-redis.call('SADD', p .. 'n', nh)
-local w, x = p .. 'w:' .. nh, p .. 'x:' .. nh
+redis.call('HSET', p .. META, 'lw', ARGV[4])
+redis.call('SADD', p .. NAMESPACES, nh)
+local w, x = p .. WRITES .. nh, p .. WRITE_INDEX .. nh
 for j = 6, #ARGV, 3 do
   if ARGV[j + 2] == '1' then
     redis.call('HSET', w, ARGV[j], ARGV[j + 1])
@@ -95,17 +115,17 @@ return 1
 _LUA_READ = r"""
 local p, nh, cid = ARGV[1], ARGV[2], ARGV[3]
 if cid == '' then
-  local r = redis.call('ZRANGE', p .. 'i:' .. nh, '+', '-', 'BYLEX', 'REV', 'LIMIT', 0, 1)
+  local r = redis.call('ZRANGE', p .. INDEX .. nh, '+', '-', 'BYLEX', 'REV', 'LIMIT', 0, 1)
   if #r == 0 then return false end
   cid = r[1]
 end
-local rec = redis.call('HGET', p .. 'c:' .. nh, cid)
+local rec = redis.call('HGET', p .. RECORDS .. nh, cid)
 if not rec then return false end
 local fields = items((item(rec, 1)))
-local blobs = chunked('HMGET', p .. 'b:' .. nh, fields)
+local blobs = chunked('HMGET', p .. BLOBS .. nh, fields)
 local pre = tostring(#cid) .. ':' .. cid
-local wf = redis.call('ZRANGE', p .. 'x:' .. nh, '[' .. pre, '[' .. pre .. '\255', 'BYLEX')
-local wv = chunked('HMGET', p .. 'w:' .. nh, wf)
+local wf = redis.call('ZRANGE', p .. WRITE_INDEX .. nh, '[' .. pre, '[' .. pre .. '\255', 'BYLEX')
+local wv = chunked('HMGET', p .. WRITES .. nh, wf)
 return {cid, rec, blobs, wf, wv}
 """
 
@@ -113,9 +133,9 @@ return {cid, rec, blobs, wf, wv}
 _LUA_COUNT = r"""
 local p = ARGV[1]
 local c, w = 0, 0
-for _, ns in ipairs(redis.call('SMEMBERS', p .. 'n')) do
-  c = c + redis.call('ZCARD', p .. 'i:' .. ns)
-  w = w + redis.call('HLEN', p .. 'w:' .. ns)
+for _, ns in ipairs(redis.call('SMEMBERS', p .. NAMESPACES)) do
+  c = c + redis.call('ZCARD', p .. INDEX .. ns)
+  w = w + redis.call('HLEN', p .. WRITES .. ns)
 end
 return {c, w}
 """
@@ -123,10 +143,10 @@ return {c, w}
 # ARGV: prefix. Drops every key of the thread.
 _LUA_DELETE = r"""
 local p = ARGV[1]
-for _, ns in ipairs(redis.call('SMEMBERS', p .. 'n')) do
+for _, ns in ipairs(redis.call('SMEMBERS', p .. NAMESPACES)) do
   for _, kind in ipairs(KINDS) do redis.call('DEL', p .. kind .. ns) end
 end
-redis.call('DEL', p .. 'n', p .. 'm')
+redis.call('DEL', p .. NAMESPACES, p .. META)
 return 1
 """
 
@@ -136,12 +156,12 @@ return 1
 # the thread was dropped, 0 when it was kept as written since.
 _LUA_DELETE_UNWRITTEN = r"""
 local p = ARGV[1]
-local lw = redis.call('HGET', p .. 'm', 'lw')
+local lw = redis.call('HGET', p .. META, 'lw')
 if (lw or '') ~= ARGV[2] then return 0 end
-for _, ns in ipairs(redis.call('SMEMBERS', p .. 'n')) do
+for _, ns in ipairs(redis.call('SMEMBERS', p .. NAMESPACES)) do
   for _, kind in ipairs(KINDS) do redis.call('DEL', p .. kind .. ns) end
 end
-redis.call('DEL', p .. 'n', p .. 'm')
+redis.call('DEL', p .. NAMESPACES, p .. META)
 return 1
 """
 
@@ -149,8 +169,8 @@ return 1
 # remaining checkpoint refers to, in one step so a concurrent put cannot lose a blob.
 _LUA_DROP = r"""
 local p, nh = ARGV[1], ARGV[2]
-local i, c, b, w, x = p .. 'i:' .. nh, p .. 'c:' .. nh, p .. 'b:' .. nh, p .. 'w:' .. nh,
-  p .. 'x:' .. nh
+local i, c, b, w, x = p .. INDEX .. nh, p .. RECORDS .. nh, p .. BLOBS .. nh, p .. WRITES .. nh,
+  p .. WRITE_INDEX .. nh
 local dropped, gone = 0, {}
 for j = 3, #ARGV do
   local cid = ARGV[j]
@@ -188,7 +208,7 @@ return dropped
 _LUA_RETENTION = r"""
 local p = ARGV[1]
 touch_meta(p, ARGV[3], ARGV[4])
-local m = p .. 'm'
+local m = p .. META
 if ARGV[5] == '' then redis.call('HDEL', m, 'wm') else redis.call('HSET', m, 'wm', ARGV[5]) end
 if ARGV[6] == '' then redis.call('HDEL', m, 'fm') else redis.call('HSET', m, 'fm', ARGV[6]) end
 expire_all(p, ttl_for(p, ARGV[2]))
@@ -197,7 +217,7 @@ return 1
 
 # ARGV: prefix, expected version or ''. Returns {bumped 0/1, version}.
 _LUA_BUMP = r"""
-local m = ARGV[1] .. 'm'
+local m = ARGV[1] .. META
 local v = redis.call('HGET', m, 'v')
 if not v then return {0, 0} end
 if ARGV[2] ~= '' and v ~= ARGV[2] then return {0, tonumber(v)} end
@@ -209,13 +229,13 @@ return {1, redis.call('HINCRBY', m, 'v', 1)}
 # Returns 0 when the target already holds checkpoints (nothing is written), else 1.
 _LUA_COPY = r"""
 local p = ARGV[1]
-for _, ns in ipairs(redis.call('SMEMBERS', p .. 'n')) do
-  if redis.call('ZCARD', p .. 'i:' .. ns) > 0 then return 0 end
+for _, ns in ipairs(redis.call('SMEMBERS', p .. NAMESPACES)) do
+  if redis.call('ZCARD', p .. INDEX .. ns) > 0 then return 0 end
 end
 local k = tonumber(ARGV[8])
-for j = 9, 8 + k do redis.call('SADD', p .. 'n', ARGV[j]) end
+for j = 9, 8 + k do redis.call('SADD', p .. NAMESPACES, ARGV[j]) end
 for j = 9 + k, #ARGV, 2 do redis.call('RESTORE', p .. ARGV[j], 0, ARGV[j + 1], 'REPLACE') end
-local m = p .. 'm'
+local m = p .. META
 redis.call('DEL', m)
 touch_meta(p, ARGV[3], ARGV[4])
 if ARGV[5] ~= '' then redis.call('HSET', m, 'o', ARGV[5]) end
@@ -223,6 +243,17 @@ if ARGV[6] ~= '' then redis.call('HSET', m, 'wm', ARGV[6]) end
 if ARGV[7] ~= '' then redis.call('HSET', m, 'fm', ARGV[7]) end
 expire_all(p, ttl_for(p, ARGV[2]))
 return 1
+"""
+
+
+# Replace a hash field only if it still holds the bytes read (one key: cluster-safe); a
+# plain EVAL, not a `Script`: it touches no thread prefix.
+HASH_CAS = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
 """
 
 

@@ -326,12 +326,12 @@ def test_reencrypt_upgrades_unbound_rows(store, provider, request, capsys):
 
 def test_reencrypt_leaves_a_row_a_writer_changed(store, provider, monkeypatch):
     """Compare-and-swap: a row rewritten between the read and the write is kept as is."""
-    from checkpoints import reencrypt
     from checkpoints.codec.encryption import seal_typed
+    from checkpoints.store import sealing
 
     with override_settings(CHECKPOINTS={**store_settings(), "ENCRYPTION_KEYS": []}):
         config = put_chain(store, "t-race", {"p": "before"})
-    real = reencrypt._plaintext
+    real = sealing._plaintext
 
     def writer_races(typed, ring, at):
         # A writer seals the value for its place between the command's read and write
@@ -343,14 +343,13 @@ def test_reencrypt_leaves_a_row_a_writer_changed(store, provider, monkeypatch):
         write_slot(store, slot, seal_typed(typed, at=at))
         return real(typed, ring, at)
 
-    monkeypatch.setattr(reencrypt, "_plaintext", writer_races)
+    monkeypatch.setattr(sealing, "_plaintext", writer_races)
     with keys():
+        result = store.reseal()
         if provider == "redis":
-            result = reencrypt.reencrypt_redis(store)
             # The body and the channel value: both changed under the command.
             assert (result.rewritten, result.raced) == (0, 2)
         else:
-            result = reencrypt.reencrypt_rows(using=store.using)
             assert (result.rewritten, result.raced) == (0, 1)
         assert store.get_tuple(config).checkpoint["channel_values"] == {"p": "before"}
 
@@ -397,3 +396,11 @@ def test_the_api_refuses_another_users_value_copied_over_yours(request):
     assert error["code"] == "encryption_error"
     assert "in thread 'bob-1'" in error["message"] and "another place" in error["message"]
     assert "alice" not in response.content.decode().replace("alice-1", "")
+
+
+def test_a_store_without_sealed_values_refuses_a_reseal_by_name():
+    from checkpoints.errors import CheckpointConfigError
+    from checkpoints.store.memory import MemorySaver
+
+    with pytest.raises(CheckpointConfigError, match="memory store keeps no sealed values"):
+        MemorySaver().reseal()

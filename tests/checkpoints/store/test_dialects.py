@@ -135,3 +135,13 @@ def test_a_thread_without_a_connection_borrows_an_open_one():
     # The second thread was lent the connection the first one opened and gave back.
     assert [one for _, _, one, _ in seen] == [1, 1]
     assert seen[1][0] is True and seen[0][3] == seen[1][3]
+
+
+def test_a_subclass_of_orm_saver_keeps_its_methods_on_its_databases_dialect(db):
+    class Audited(OrmSaver):
+        def label(self) -> str:
+            return f"audited {self.provider}"
+
+    saver = Audited(using="default")
+    assert isinstance(saver, Audited) and isinstance(saver, SqliteStore)
+    assert saver.label() == "audited sqlite" and saver.using == "default"

@@ -12,12 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from checkpoints.codec.serde import store_serializer
 from checkpoints.transfer import SaverSource
 from checkpoints.transfer.records import header, thread_lines
+from checkpoints.transfer.sources import STAGING_PREFIX
 from tests.checkpoints.transfer.graphs import THREADS, seed
+from tests.services import need_service, redis_tools_unavailable
+from tests.store_helpers import make_saver
 
 ROOT = Path(__file__).resolve().parents[3]
 # The commands write the deployment's store (the default database) from this process.
@@ -26,8 +30,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def sqlite_store(request):
-    from tests.conftest import make_saver
-
     return make_saver(request, "sqlite")
 
 
@@ -80,9 +82,10 @@ def test_import_command_from_a_saver_factory(lg_sqlite, sqlite_store, capsys, mo
     assert f"Imported {len(THREADS) - 1} thread(s)" in out and "1 skipped" in out
 
 
-def deployment(db: Path, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    """manage.py and the environment of a service whose store is the SQLite file ``db``,
-    migrated: the commands run as a deployment runs them, in processes of their own."""
+def deployment(db: Path, tmp_path: Path, **extra: str) -> tuple[list[str], dict[str, str]]:
+    """manage.py and the environment of a service whose store is the SQLite file ``db``
+    (unless ``extra`` names another), migrated: the commands run as a deployment runs
+    them, in processes of their own."""
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -90,6 +93,7 @@ def deployment(db: Path, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         "DATABASE_URL": f"sqlite:///{db}",
         "LLM_PROVIDER_CHECKPOINT": "sqlite",
         "CHECKPOINTS_DATA_DIR": str(tmp_path),
+        **extra,
     }
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=tmp_path)
@@ -162,8 +166,11 @@ def test_unknown_owner_and_missing_sources_are_named(sqlite_store, tmp_path):
         call_command("import_checkpoints", f"langgraph+sqlite:///{tmp_path}/none.sqlite3")
     with pytest.raises(CommandError, match="does not exist"):
         call_command("import_checkpoints", str(tmp_path / "none.jsonl"))
-    with pytest.raises(CommandError, match="langgraph-checkpoint-redis"):
+    # The package is installed (dev extra); the shared Redis has no RediSearch module, so
+    # the store's setup fails, and the error names the modules it needs.
+    with pytest.raises(CommandError, match="RedisJSON and RediSearch modules") as missing:
         call_command("import_checkpoints", "langgraph+redis://127.0.0.1:6379/0")
+    assert "FT." in str(missing.value)  # Redis's own refusal, kept in the message
     with pytest.raises(CommandError, match="module:callable"):
         call_command("import_checkpoints", "--saver", "nonsense")
     (tmp_path / "e.jsonl").write_text(json.dumps(header()) + "\n")
@@ -184,39 +191,137 @@ def test_owner_option_owns_threads_naming_none(lg_sqlite, sqlite_store, django_u
     assert Thread.objects.get(thread_id="t-done").owner_id is None
 
 
-def _many_threads_file(lg_sqlite, path: Path, copies: int) -> dict[str, int]:
-    """An export of ``copies`` renamed copies of the seeded threads; thread -> checkpoints."""
+def _many_threads_file(lg_sqlite, path: Path, copies: int) -> tuple[dict[str, int], set[str]]:
+    """An export of ``copies`` renamed copies of the seeded threads, every other one with a
+    finished mark: (thread -> checkpoints, the marked threads)."""
     serde = store_serializer()
     source = SaverSource(lg_sqlite)
     records = [source.thread(t) for t in THREADS if t != "t-big"]
-    counts = {}
+    counts, marked = {}, set()
     with open(path, "w") as fh:
         fh.write(json.dumps(header()) + "\n")
         for i in range(copies):
             for record in records:
                 record.thread_id = f"k{i:04}-{record.thread_id.split('-', 1)[-1]}"
                 counts[record.thread_id] = len(record.checkpoints)
+                record.finished = None
+                if i % 2:
+                    record.finished = {"due_at": "2030-01-01T00:00:00+00:00", "owner": ""}
+                    marked.add(record.thread_id)
                 for line in thread_lines(serde, record):
                     fh.write(json.dumps(line) + "\n")
-    return counts
+    return counts, marked
+
+
+_HELD = (
+    "SELECT t.thread_id, COUNT(c.id) FROM checkpoints_thread t "
+    "LEFT JOIN checkpoints_checkpoint c ON c.thread_id = t.id GROUP BY t.thread_id"
+)
 
 
 def _held(db: Path) -> dict[str, int]:
+    """Thread -> checkpoints of a SQLite store of ours."""
     with sqlite3.connect(db) as conn:
-        return dict(
-            conn.execute(
-                "SELECT t.thread_id, COUNT(c.id) FROM checkpoints_thread t "
-                "LEFT JOIN checkpoints_checkpoint c ON c.thread_id = t.id GROUP BY t.thread_id"
-            ).fetchall()
-        )
+        return dict(conn.execute(_HELD).fetchall())
 
 
-def test_kill_9_mid_import_leaves_whole_threads_then_rerun_completes(lg_sqlite, tmp_path):
+class KillTarget:
+    """The deployment store an import is killed in: its environment, what it holds."""
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind, self.db = kind, tmp_path / "target.sqlite3"
+        self.env_extra: dict[str, str] = {}
+        self.pg_name = self.redis = None
+        if kind == "postgres":
+            self.pg_name = f"cp_kill_{os.getpid()}"
+            self._admin(
+                f"DROP DATABASE IF EXISTS {self.pg_name}", f"CREATE DATABASE {self.pg_name}"
+            )
+            self.env_extra = {
+                "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{self.pg_name}",
+                "LLM_PROVIDER_CHECKPOINT": "postgres",
+            }
+        elif kind == "redis":
+            from tests.private_servers import RedisServer
+
+            self.redis = RedisServer()
+            self.redis.start()
+            self.env_extra = {
+                "LLM_PROVIDER_CHECKPOINT": "redis",
+                "LLM_PROVIDER_CHECKPOINT_CONN_STRING": self.redis.url,
+            }
+
+    def _admin(self, *statements: str) -> None:
+        import psycopg
+
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as c:
+            for statement in statements:
+                c.execute(statement)
+
+    def held(self) -> dict[str, int]:
+        """Thread -> checkpoints of every thread the store holds (staging copies aside)."""
+        if self.kind == "sqlite":
+            return _held(self.db)
+        if self.kind == "postgres":
+            import psycopg
+
+            url = f"postgresql://postgres@127.0.0.1:5432/{self.pg_name}"
+            with psycopg.connect(url) as conn:
+                return dict(conn.execute(_HELD).fetchall())
+        saver = self.saver()
+        return {
+            t: saver.thread_holdings(t).checkpoints
+            for t in saver.threads()
+            if not t.startswith(STAGING_PREFIX)
+        }
+
+    def marked(self, threads) -> set[str]:
+        if self.kind == "redis":
+            saver = self.saver()
+            return {t for t in threads if saver.finished_mark(t) is not None}
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.db) as conn:
+                rows = conn.execute("SELECT thread_id FROM checkpoints_finishedmark").fetchall()
+        else:
+            import psycopg
+
+            url = f"postgresql://postgres@127.0.0.1:5432/{self.pg_name}"
+            with psycopg.connect(url) as conn:
+                rows = conn.execute("SELECT thread_id FROM checkpoints_finishedmark").fetchall()
+        return {r[0] for r in rows} & set(threads)
+
+    def saver(self):
+        from checkpoints.store.registry import get_saver
+
+        return get_saver("redis", conn_string=self.redis.url)
+
+    def close(self) -> None:
+        if self.redis is not None:
+            self.redis.stop()
+        if self.pg_name is not None:
+            self._admin(f"DROP DATABASE IF EXISTS {self.pg_name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
+def kill_target(request, tmp_path):
+    if request.param == "postgres":
+        need_service(settings.POSTGRES_UNAVAILABLE)
+    if request.param == "redis":
+        need_service(redis_tools_unavailable())
+    target = KillTarget(request.param, tmp_path)
+    try:
+        yield target
+    finally:
+        target.close()
+
+
+def test_kill_9_mid_import_leaves_whole_threads_then_rerun_completes(
+    lg_sqlite, tmp_path, kill_target
+):
     seed(lg_sqlite)
     export = tmp_path / "many.jsonl"
-    counts = _many_threads_file(lg_sqlite, export, copies=300)
-    db = tmp_path / "target.sqlite3"
-    manage, env = deployment(db, tmp_path)
+    counts, marked = _many_threads_file(lg_sqlite, export, copies=300)
+    manage, env = deployment(kill_target.db, tmp_path, **kill_target.env_extra)
     importer = subprocess.Popen(
         [*manage, "import_checkpoints", str(export)],
         env=env,
@@ -228,7 +333,7 @@ def test_kill_9_mid_import_leaves_whole_threads_then_rerun_completes(lg_sqlite, 
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and importer.poll() is None:
             try:
-                if len(_held(db)) >= 20:
+                if len(kill_target.held()) >= 20:
                     break
             except sqlite3.OperationalError:
                 pass  # the importer holds the write lock
@@ -238,7 +343,7 @@ def test_kill_9_mid_import_leaves_whole_threads_then_rerun_completes(lg_sqlite, 
     finally:
         importer.wait()
     assert importer.returncode == -signal.SIGKILL
-    held = _held(db)
+    held = kill_target.held()
     assert 20 <= len(held) < len(counts)
     # Whole threads or none: every thread there holds all its checkpoints.
     assert {t: counts[t] for t in held} == held
@@ -250,6 +355,10 @@ def test_kill_9_mid_import_leaves_whole_threads_then_rerun_completes(lg_sqlite, 
         text=True,
     )
     assert rerun.returncode == 0, rerun.stderr
-    assert f"Imported {len(counts) - len(held)} thread(s)" in rerun.stdout
-    assert f"{len(held)} skipped" in rerun.stdout
-    assert _held(db) == counts
+    assert kill_target.held() == counts
+    # Every finished mark arrived, the killed thread's too (on Redis a mark is written
+    # after the thread's atomic copy: the re-run completes a thread killed in between).
+    assert kill_target.marked(counts) == marked
+    imported = int(rerun.stdout.split("Imported ", 1)[1].split(" ", 1)[0])
+    assert f"{len(counts) - imported} skipped" in rerun.stdout
+    assert len(counts) - len(held) <= imported <= len(counts) - len(held) + 1

@@ -1,0 +1,113 @@
+"""put_many, the import's path: a thread's puts and writes as one unit, read back as if put
+one by one, on every provider."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from checkpoints.errors import InvalidCheckpointInput
+
+_IDS = [str(uuid6(clock_seq=step)) for step in range(5)]
+
+
+def _thread(thread_id: str, steps: int = 4):
+    """(puts, writes) of a small thread: a root chain, a subgraph namespace, a 100 KB value,
+    ordinary and special writes; the same checkpoint ids whatever the thread."""
+    puts, writes = [], []
+    parent = None
+    big = "x" * 100_000
+    for step in range(steps):
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = _IDS[step]
+        checkpoint["channel_values"] = {"count": step, "big": big}
+        version = f"{step + 1:032}.0"
+        checkpoint["channel_versions"] = {"count": version, "big": "1".zfill(32) + ".0"}
+        new_versions = {"count": version}
+        if step == 0:
+            new_versions["big"] = checkpoint["channel_versions"]["big"]
+        conf = {"thread_id": thread_id, "checkpoint_ns": ""}
+        if parent:
+            conf["checkpoint_id"] = parent
+        metadata = {"source": "loop", "step": step, "writes": {"node": {"count": step}}}
+        puts.append(({"configurable": conf}, checkpoint, metadata, new_versions))
+        at = {"configurable": {**conf, "checkpoint_id": checkpoint["id"]}}
+        writes.append((at, [("count", step + 1), ("note", f"n{step}")], f"task-{step}", "p"))
+        writes.append((at, [("__interrupt__", f"ask {step}")], f"task-{step}", "p"))
+        parent = checkpoint["id"]
+    sub = empty_checkpoint()
+    sub["id"] = _IDS[4]
+    sub["channel_values"] = {"inner": "sub"}
+    sub["channel_versions"] = {"inner": "1".zfill(32) + ".5"}
+    puts.append(
+        (
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": "node:abc"}},
+            sub,
+            {"source": "loop", "step": 0},
+            {"inner": sub["channel_versions"]["inner"]},
+        )
+    )
+    return puts, writes
+
+
+def _read(saver, thread_id: str) -> list:
+    out = []
+    for ns in ("", "node:abc"):
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+        for tup in saver.list(config):
+            out.append(
+                (
+                    ns,
+                    tup.config["configurable"]["checkpoint_id"],
+                    tup.parent_config and tup.parent_config["configurable"]["checkpoint_id"],
+                    tup.checkpoint["channel_values"],
+                    tup.metadata,
+                    sorted(tup.pending_writes, key=repr),
+                )
+            )
+    return out
+
+
+def test_put_many_reads_back_as_the_same_puts_one_by_one(store):
+    puts, writes = _thread("batched")
+    configs = store.put_many(puts, writes)
+    assert [c["configurable"]["checkpoint_id"] for c in configs] == [p[1]["id"] for p in puts]
+    one_by_one, single_writes = _thread("single")
+    for put in one_by_one:
+        store.put(*put)
+    for write in single_writes:
+        store.put_writes(*write)
+    batched, single = _read(store, "batched"), _read(store, "single")
+    assert len(batched) == 5 and batched == single
+    for put in puts:
+        config = {"configurable": {**put[0]["configurable"], "checkpoint_id": put[1]["id"]}}
+        assert store.get_durability(config)["level"] == store.durability
+
+
+def test_put_many_refuses_more_than_one_thread_and_writes_nothing(store):
+    puts, _ = _thread("one")
+    other, _ = _thread("two")
+    with pytest.raises(InvalidCheckpointInput, match="put_many writes one thread, got 2"):
+        store.put_many([puts[0], other[0]])
+    assert store.get_tuple({"configurable": {"thread_id": "one"}}) is None
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "pg"])
+def test_on_postgresql_a_thread_is_one_statement(monkeypatch):
+    from checkpoints.store.orm.postgres_sql import PUT_BATCH
+    from checkpoints.store.registry import get_saver
+
+    saver = get_saver("postgres", using="pg")
+    real = saver._execute
+    statements = []
+
+    def execute(cur, sql, params, **options):
+        statements.append(sql)
+        return real(cur, sql, params, **options)
+
+    monkeypatch.setattr(saver, "_execute", execute)
+    puts, writes = _thread("one-trip")
+    saver.put_many(puts, writes)
+    assert statements == [PUT_BATCH]
+    assert len(_read(saver, "one-trip")) == 5
