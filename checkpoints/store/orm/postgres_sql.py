@@ -20,49 +20,60 @@ LEVEL = """(CASE
         THEN 'replicated'
     ELSE 'disk' END)"""
 
-# One statement writes the thread row, the new channel blobs and the checkpoint.
-PUT = """
-WITH t AS (
+# The parts both writing statements share: the thread row (its last write moved, an owner
+# kept once set), the checkpoint's columns, and a re-put replacing a checkpoint whole.
+_PARTS = {
+    "{thread}": """WITH t AS (
     INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
     VALUES (%(thread_id)s, %(owner_id)s, %(now)s, %(now)s, 1)
     ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at,
         owner_id = COALESCE(checkpoints_thread.owner_id, EXCLUDED.owner_id)
     RETURNING id
-), b AS (
+)""",
+    "{insert}": """INSERT INTO checkpoints_checkpoint (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    channel_versions, metadata, source, step, run_id, durability, created_at
+)""",
+    "{conflict}": """ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
+    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
+    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
+    created_at = EXCLUDED.created_at""",
+    "{level}": LEVEL,
+}
+
+
+def _statement(text: str) -> str:
+    for name, part in _PARTS.items():
+        text = text.replace(name, part)
+    return text
+
+
+# One statement writes the thread row, the new channel blobs and the checkpoint.
+PUT = """
+{thread}, b AS (
     INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT t.id, %(ns)s, x.channel, x.version, x.type, x.blob
     FROM t, unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[],
                    %(blobs)s::bytea[]) AS x(channel, version, type, blob)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 )
-INSERT INTO checkpoints_checkpoint (
-    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
-    channel_versions, metadata, source, step, run_id, durability, created_at
-)
+{insert}
 SELECT t.id, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(type)s, %(body)s,
        %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(source)s, %(step)s, %(run_id)s,
        {level}, %(now)s
 FROM t
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
-    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
-    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
-    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
-    created_at = EXCLUDED.created_at
+{conflict}
 RETURNING thread_id, durability
-""".replace("{level}", LEVEL)
+"""
+PUT = _statement(PUT)
 
 # One statement writes a whole batch of one thread (an import's): the thread row, every
 # new blob, every write and every checkpoint, each table's rows as parallel arrays. Write
 # slots already held are kept (the batch writes threads an import found absent).
 PUT_BATCH = """
-WITH t AS (
-    INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
-    VALUES (%(thread_id)s, %(owner_id)s, %(now)s, %(now)s, 1)
-    ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at,
-        owner_id = COALESCE(checkpoints_thread.owner_id, EXCLUDED.owner_id)
-    RETURNING id
-), b AS (
+{thread}, b AS (
     INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT t.id, x.ns, x.channel, x.version, x.type, x.blob
     FROM t, unnest(%(b_ns)s::text[], %(b_channels)s::text[], %(b_versions)s::text[],
@@ -81,10 +92,7 @@ WITH t AS (
          AS x(ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 )
-INSERT INTO checkpoints_checkpoint (
-    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
-    channel_versions, metadata, source, step, run_id, durability, created_at
-)
+{insert}
 SELECT t.id, x.ns, x.checkpoint_id, x.parent_id, x.type, x.body, x.versions::jsonb,
        x.metadata::jsonb, x.source, x.step, x.run_id, {level}, x.created_at::timestamptz
 FROM t, unnest(%(c_ns)s::text[], %(c_ids)s::text[], %(c_parents)s::text[],
@@ -93,14 +101,10 @@ FROM t, unnest(%(c_ns)s::text[], %(c_ids)s::text[], %(c_parents)s::text[],
                %(c_runs)s::text[], %(c_created)s::text[])
      AS x(ns, checkpoint_id, parent_id, type, body, versions, metadata, source, step, run_id,
           created_at)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
-    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
-    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
-    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
-    created_at = EXCLUDED.created_at
+{conflict}
 RETURNING durability
-""".replace("{level}", LEVEL)
+"""
+PUT_BATCH = _statement(PUT_BATCH)
 
 # The columns every read returns, with the checkpoint's blobs and pending writes folded
 # into two arrays (channel and type names as bytea, so one array type holds them).
