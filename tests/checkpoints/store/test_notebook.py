@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
+from pathlib import Path
 from typing import Annotated, TypedDict
 
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from tests.standalone import run_python
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class State(TypedDict):
@@ -117,3 +121,58 @@ def test_from_conn_string_on_a_new_sqlite_file_inside_a_running_loop(tmp_path):
     url = f"sqlite:///{tmp_path / 'notebook.sqlite3'}"
     done = run_python(["-c", CELL, url], cwd=tmp_path)
     assert done.stdout.split("\n")[:2] == ["['a', 'n']", "3"], done.stdout
+
+
+KERNEL_CELL = """
+import asyncio
+import operator
+from typing import Annotated, TypedDict
+from langgraph.graph import END, START, StateGraph
+from checkpoints import from_conn_string
+
+class S(TypedDict):
+    items: Annotated[list, operator.add]
+
+builder = StateGraph(S)
+builder.add_node("n", lambda s: {"items": ["n"]})
+builder.add_edge(START, "n")
+builder.add_edge("n", END)
+with from_conn_string(URL) as saver:
+    graph = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"items": ["a"]}, config)
+    graph.update_state(config, {"items": ["edited"]}, as_node="n")
+    print(graph.get_state(config).values["items"], len(list(graph.get_state_history(config))))
+print("loop running:", asyncio._get_running_loop() is not None)
+"""
+
+
+def test_a_real_kernel_runs_the_cell_on_a_sqlite_store(tmp_path):
+    # The issue's notebook, for real: ipykernel runs the cell in its event loop's thread.
+    from jupyter_client.manager import start_new_kernel
+
+    url = f"sqlite:///{tmp_path / 'kernel.sqlite3'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)  # the store configures its own Django
+    # ipykernel's own "python3" spec: this interpreter, as a notebook server starts it.
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=env)
+    try:
+        outputs, errors = [], []
+
+        def collect(message):
+            content = message["content"]
+            if message["msg_type"] == "stream":
+                outputs.append(content["text"])
+            elif message["msg_type"] == "error":
+                errors.append("\n".join(content["traceback"]))
+
+        reply = client.execute_interactive(
+            f"URL = {url!r}\n" + KERNEL_CELL, timeout=120, output_hook=collect
+        )
+        assert errors == [] and reply["content"]["status"] == "ok", errors
+        # The kernel runs the cell on its event loop's thread, where Django refuses sync ORM
+        # calls: the saver's sync methods work there anyway.
+        assert "".join(outputs).split("\n")[:2] == ["['a', 'n', 'edited'] 4", "loop running: True"]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
