@@ -28,6 +28,7 @@ from checkpoints.langgraph_api import shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
 from checkpoints.selectors import thread_get, thread_list
+from checkpoints.store.planning import metadata_matches, validate_filter
 from checkpoints.threads import delete_thread, record_owner, thread_presence
 
 STATUSES = ("idle", "busy", "interrupted", "error")
@@ -500,20 +501,32 @@ class HistoryView(LangGraphView):
         metadata = field(data, "metadata", dict, None)
         checkpoint = checkpoint_of(data)
         select = select_of(data.get("select"))
+        wanted = checkpoint.get("checkpoint_id")
+        ns = checkpoint.get("checkpoint_ns") or ""
+        travel = shapes.travel(self.saver, info.thread_id)
         try:
-            snapshots = list(
-                shapes.travel(self.saver, info.thread_id).get_state_history(
-                    info.thread_id,
-                    limit=limit,
-                    before=before or None,
-                    filter=metadata or None,
-                    checkpoint_ns=checkpoint.get("checkpoint_ns") or "",
+            if wanted:
+                # As LangGraph's server lists with the checkpoint in its config: that one
+                # checkpoint, when ``before`` and ``metadata`` keep it.
+                snapshot = travel.get_state(info.thread_id, wanted, checkpoint_ns=ns)
+                kept = (not before or wanted < before) and metadata_matches(
+                    snapshot.metadata or {}, validate_filter(metadata)
                 )
-            )
-        except ThreadNotFound:
-            if before:
+                snapshots = [snapshot] if kept else []
+            else:
+                snapshots = list(
+                    travel.get_state_history(
+                        info.thread_id,
+                        limit=limit,
+                        before=before or None,
+                        filter=metadata or None,
+                        checkpoint_ns=ns,
+                    )
+                )
+        except (ThreadNotFound, CheckpointNotFound):
+            if before and not wanted:
                 raise
-            snapshots = []
+            snapshots = []  # LangGraph's server lists nothing for a checkpoint it lacks
         return Response([shapes.state_body(self.saver, s, select) for s in snapshots])
 
 

@@ -167,6 +167,14 @@ def test_same_answers(lg, dev_server):
     assert [h["values"] for h in hist_a] == [h["values"] for h in hist_b]
     assert [h["next"] for h in hist_a] == [h["next"] for h in hist_b]
     assert [h["metadata"]["step"] for h in hist_a] == [h["metadata"]["step"] for h in hist_b]
+    # History from one checkpoint: that checkpoint alone, on both; nothing for an unknown one.
+    one_a = ours.threads.get_history("diff-run", checkpoint=hist_a[1]["checkpoint"])
+    one_b = theirs.threads.get_history(run["thread_id"], checkpoint=hist_b[1]["checkpoint"])
+    assert [h["metadata"]["step"] for h in one_a] == [h["metadata"]["step"] for h in one_b]
+    assert len(one_a) == 1
+    unknown = {"checkpoint_ns": "", "checkpoint_id": "1f000000-0000-6000-8000-000000000000"}
+    assert ours.threads.get_history("diff-run", checkpoint=unknown) == []
+    assert theirs.threads.get_history(run["thread_id"], checkpoint=unknown) == []
     # update_state through the graph, as_node and reducers, on both.
     ours.threads.update_state("diff-run", {"notes": ["x"]}, as_node="write")
     theirs.threads.update_state(run["thread_id"], {"notes": ["x"]}, as_node="write")

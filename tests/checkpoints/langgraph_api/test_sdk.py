@@ -282,3 +282,51 @@ def test_storage_bytes_by_table_and_channel(lg):
         lg.sync("bob").http.get("/threads/sized-1/storage")
     with pytest.raises(NotFoundError):
         client.http.get("/threads/none/storage")
+
+
+def test_search_and_count_arguments(lg):
+    # The SDK's search arguments beyond metadata: values, ids, status, paging, sort, select.
+    for thread_id in ("a-1", "a-2", "a-3"):
+        lg.run_graph(thread_id)
+    lg.run_graph("ask-9", topic="ask")
+    client = lg.sync(lg.owner())
+    everyone = {"a-1", "a-2", "a-3", "ask-9"}
+    assert {t["thread_id"] for t in client.threads.search(limit=10)} == everyone
+    by_value = client.threads.search(values={"approved": True}, limit=10)
+    assert {t["thread_id"] for t in by_value} == {"a-1", "a-2", "a-3"}
+    picked = client.threads.search(ids=["a-2", "ask-9", "nope"], limit=10)
+    assert {t["thread_id"] for t in picked} == {"a-2", "ask-9"}
+    assert [t["thread_id"] for t in client.threads.search(status="interrupted")] == ["ask-9"]
+    assert client.threads.count(status="interrupted") == 1
+    assert client.threads.count(status="idle") == 3
+    assert client.threads.count(values={"approved": True}) == 3
+    ascending = client.threads.search(sort_by="thread_id", sort_order="asc", limit=10)
+    assert [t["thread_id"] for t in ascending] == sorted(everyone)
+    descending = client.threads.search(sort_by="thread_id", sort_order="desc", limit=10)
+    assert [t["thread_id"] for t in descending] == sorted(everyone, reverse=True)
+    pages = [
+        t["thread_id"]
+        for offset in (0, 2)
+        for t in client.threads.search(
+            sort_by="thread_id", sort_order="asc", limit=2, offset=offset
+        )
+    ]
+    assert pages == sorted(everyone)
+    slim = client.threads.search(ids=["a-1"], select=["thread_id", "status"])
+    assert slim == [{"thread_id": "a-1", "status": "idle"}]
+
+
+def test_history_select_and_filters(lg):
+    lg.run_graph("h-1")
+    client = lg.sync(lg.owner())
+    history = client.threads.get_history("h-1", limit=10)
+    assert [h["metadata"]["step"] for h in history] == [3, 2, 1, 0, -1]
+    loops = client.threads.get_history("h-1", limit=10, metadata={"source": "loop"})
+    assert [h["metadata"]["step"] for h in loops] == [3, 2, 1, 0]
+    at = client.threads.get_history("h-1", limit=10, checkpoint=history[2]["checkpoint"])
+    assert [h["metadata"]["step"] for h in at] == [1]
+    # ``before`` and ``metadata`` still apply to the one checkpoint asked for.
+    one = history[2]["checkpoint"]
+    assert client.threads.get_history("h-1", checkpoint=one, before=history[3]["checkpoint"]) == []
+    assert client.threads.get_history("h-1", checkpoint=one, metadata={"source": "input"}) == []
+    assert client.threads.get_history("h-1", checkpoint={**one, "checkpoint_id": "nope"}) == []
