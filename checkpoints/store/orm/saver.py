@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -147,25 +148,30 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
         """The unit a put (and its ``max_checkpoints`` prune) commits in."""
         return transaction.atomic(using=self.using)
 
+    @abstractmethod
     def _insert_checkpoint(self, row: dict, blobs: list[tuple], plan: PutPlan) -> int:
         """Write the stamped row and its new blobs; return the thread's key."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _put_write_rows(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
         """Store encoded writes and move the thread's last write, as one unit."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _get_rows(self, params: dict) -> list[tuple]:
         """The rows (with blobs and writes) of one checkpoint, by id or the newest."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _page(self, params, wanted, cursor, size) -> list[tuple]:
         """One keyset page of list's rows (see `_list_flow`)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _read_durability(self) -> str:
         """The level a commit on this thread's connection gets now."""
-        raise NotImplementedError
+        ...
 
     def _run(self, flow) -> Any:
         # A sync call from a running loop's thread (a notebook cell): the whole flow, its
@@ -422,9 +428,6 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
             )
         values, writes = ([(c, n or 0) for c, n in rows] for rows in by_channel)
         return thread_storage((n or 0 for n in bodies), values, writes)
-
-    def _delete_thread_round(self, thread_id: str) -> ThreadHoldings:
-        return self._delete_threads_round([thread_id]).get(thread_id, ThreadHoldings(0, 0))
 
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         """Set-based deletes, one transaction per thousand threads."""
