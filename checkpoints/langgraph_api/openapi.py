@@ -11,7 +11,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from checkpoints.langgraph_api.shapes import STATE_FIELDS, THREAD_FIELDS
-from checkpoints.langgraph_api.views import SEARCH_MAX, SORT_BY, STATUSES
+from checkpoints.langgraph_api.views import EXTRACT_MAX, SEARCH_MAX, SORT_BY, STATUSES
 
 OBJECT = {"type": "object"}
 STRING = {"type": "string"}
@@ -152,6 +152,13 @@ def document() -> dict:
                         "sort_by": {"type": "string", "enum": list(SORT_BY)},
                         "sort_order": {"type": "string", "enum": ["asc", "desc"]},
                         "select": SELECT_THREAD,
+                        "extract": {
+                            "type": "object",
+                            "maxProperties": EXTRACT_MAX,
+                            "additionalProperties": STRING,
+                            "description": "alias -> path such as values.messages[-1].content; "
+                            "each thread answers them in `extracted`",
+                        },
                     },
                 )
             },

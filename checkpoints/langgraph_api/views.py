@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -20,6 +21,7 @@ from checkpoints.errors import (
     CheckpointNotFound,
     GraphNotRegistered,
     InvalidCheckpointInput,
+    MissingPermission,
     ThreadExists,
     ThreadNotFound,
 )
@@ -27,13 +29,16 @@ from checkpoints.graphs import graph_name_of, load_graph, registered
 from checkpoints.langgraph_api import shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
-from checkpoints.selectors import thread_get, thread_list
+from checkpoints.selectors import owners_in_tables, thread_get, thread_list
 from checkpoints.store.planning import metadata_matches, validate_filter
 from checkpoints.threads import delete_thread, record_owner, thread_presence
 
 STATUSES = ("idle", "busy", "interrupted", "error")
 SORT_BY = ("thread_id", "status", "created_at", "updated_at", "state_updated_at")
 SEARCH_MAX = 1000
+# What a search's ``extract`` may read, and how many paths one search may ask for.
+EXTRACT_ROOTS = ("values", "metadata", "config", "interrupts")
+EXTRACT_MAX = 10
 NOT_SERVED = (
     "this service stores threads and does not run graphs: runs, assistants, crons and "
     "streams are not served here"
@@ -210,11 +215,23 @@ class ThreadsView(LangGraphView):
         steps = updates_of(supersteps) if supersteps else None
         check_ttl(minutes)
         saver = self.saver
+        if not owners_in_tables(saver) and not request.user.is_staff:
+            # A thread made now would have no owner, so its maker could never see it again.
+            raise MissingPermission(
+                f"the {saver.provider} store records no thread owners: only staff may create "
+                "threads through this API",
+                field="thread_id",
+            )
         if thread_presence(saver=saver, thread_id=thread_id) is not None:
-            if if_exists == "do_nothing":
+            taken = ThreadExists(f"thread {thread_id!r} already exists", field="thread_id")
+            if if_exists == "raise":
+                raise taken
+            try:
                 info = self.thread(thread_id)
-                return Response(shapes.thread_body(saver, info))
-            raise ThreadExists(f"thread {thread_id!r} already exists", field="thread_id")
+            except ThreadNotFound:
+                # Another owner's: the id is taken all the same, and its contents stay theirs.
+                raise taken from None
+            return Response(shapes.thread_body(saver, info))
         graph = graph_for(saver, thread_id, metadata) if steps else None
         config = shapes.root_config(thread_id)
         with transaction.atomic():
@@ -290,12 +307,89 @@ class SearchView(LangGraphView):
             raise InvalidCheckpointInput(
                 f"select names fields of {', '.join(shapes.THREAD_FIELDS)}", field="select"
             )
+        extract = extract_of(data)
         found = matching(self, data)
         if sort_by is not None:
             key = "updated_at" if sort_by == "state_updated_at" else sort_by
             found.sort(key=lambda b: b[key] or "", reverse=sort_order == "desc")
         page = found[offset : offset + limit]
-        return Response([shapes.pick(b, select, shapes.THREAD_FIELDS) for b in page])
+        answer = []
+        for body in page:
+            picked = shapes.pick(body, select, shapes.THREAD_FIELDS)
+            if extract:
+                picked["extracted"] = {
+                    alias: extracted(body, path) for alias, path in extract.items()
+                }
+            answer.append(picked)
+        return Response(answer)
+
+
+def extract_of(data: dict) -> dict[str, list]:
+    """The search's ``extract`` ({alias: "values.messages[-1].content"}) as parsed paths."""
+    extract = field(data, "extract", dict, {})
+    if len(extract) > EXTRACT_MAX:
+        raise InvalidCheckpointInput(
+            f"extract names at most {EXTRACT_MAX} paths, got {len(extract)}", field="extract"
+        )
+    paths = {}
+    for alias, path in extract.items():
+        if not alias.isidentifier() or not alias.isascii():
+            raise InvalidCheckpointInput(
+                f"extract alias {alias!r} must be letters, digits and _ (not first a digit)",
+                field="extract",
+            )
+        if alias in shapes.THREAD_FIELDS:
+            raise InvalidCheckpointInput(
+                f"extract alias {alias!r} is a thread field's name; choose another",
+                field="extract",
+            )
+        if not isinstance(path, str) or not path:
+            raise InvalidCheckpointInput(
+                f"extract path of {alias!r} must be a non-empty string", field="extract"
+            )
+        steps = path_steps(path)
+        if steps is None or steps[0] not in EXTRACT_ROOTS:
+            raise InvalidCheckpointInput(
+                f"extract path {path!r} must start with one of {', '.join(EXTRACT_ROOTS)} and "
+                "go on with .key and [index] steps",
+                field="extract",
+            )
+        paths[alias] = steps
+    return paths
+
+
+_STEP = re.compile(r"\.([^.\[\]]+)|\[(-?\d+)\]")
+
+
+def path_steps(path: str) -> list | None:
+    """``values.messages[-1].content`` -> ["values", "messages", -1, "content"]; None when
+    the path is not a key followed by .key and [index] steps."""
+    root = re.match(r"[^.\[\]]+", path)
+    if root is None:
+        return None
+    steps: list = [root.group()]
+    at = root.end()
+    while at < len(path):
+        found = _STEP.match(path, at)
+        if found is None:
+            return None
+        key, index = found.groups()
+        steps.append(int(index) if index is not None else key)
+        at = found.end()
+    return steps
+
+
+def extracted(body: dict, steps: list):
+    """The value at ``steps`` in the thread's answer, or None where the path leads nowhere."""
+    value = body
+    for step in steps:
+        if isinstance(step, int):
+            if not isinstance(value, list) or not -len(value) <= step < len(value):
+                return None
+        elif not isinstance(value, dict) or step not in value:
+            return None
+        value = value[step]
+    return value
 
 
 def matching(view: LangGraphView, data: dict) -> list[dict]:

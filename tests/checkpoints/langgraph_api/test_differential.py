@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import NotFoundError
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from tests.private_servers import free_port
 
@@ -175,6 +175,24 @@ def test_same_answers(lg, dev_server):
     unknown = {"checkpoint_ns": "", "checkpoint_id": "1f000000-0000-6000-8000-000000000000"}
     assert ours.threads.get_history("diff-run", checkpoint=unknown) == []
     assert theirs.threads.get_history(run["thread_id"], checkpoint=unknown) == []
+    # Search's extract reads the same paths on both; a reserved alias is a 422 on both.
+    paths = {
+        "first": "values.notes[0]",
+        "last": "values.notes[-1]",
+        "topic": "values.topic",
+        "none": "values.notes[9]",
+        "tag": "metadata.nope",
+    }
+    ext_a = ours.threads.search(ids=["diff-run"], extract=paths)
+    ext_b = theirs.threads.search(ids=[run["thread_id"]], extract=paths)
+    assert [t["extracted"] for t in ext_a] == [t["extracted"] for t in ext_b]
+    assert ext_a[0]["extracted"]["topic"] == "ask"
+    for client in (ours, theirs):
+        with pytest.raises(UnprocessableEntityError):
+            client.threads.search(extract={"status": "values.topic"})
+    # return_minimal: no body from either.
+    assert ours.threads.update("diff-run", metadata={"m": 1}, return_minimal=True) is None
+    assert theirs.threads.update(run["thread_id"], metadata={"m": 1}, return_minimal=True) is None
     # update_state through the graph, as_node and reducers, on both.
     ours.threads.update_state("diff-run", {"notes": ["x"]}, as_node="write")
     theirs.threads.update_state(run["thread_id"], {"notes": ["x"]}, as_node="write")
