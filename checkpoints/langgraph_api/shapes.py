@@ -59,19 +59,46 @@ def _interrupt(item: dict) -> dict:
     return {"value": to_plain(item.get("value"), path="interrupts"), "id": item.get("id")}
 
 
-def tasks_of(snapshot) -> list[dict]:
-    return [
-        {
+def tasks_of(saver, snapshot, subgraphs: bool | None = None) -> list[dict]:
+    """The snapshot's next tasks. ``subgraphs`` None (history) leaves a subgraph task bare;
+    False points it at the subgraph's namespace (``checkpoint``); True nests the subgraph's
+    own state (``state``), as LangGraph's ``get_state(subgraphs=...)`` does."""
+    tasks = []
+    for task in snapshot.pending_tasks:
+        body = {
             "id": task["id"],
             "name": task["name"],
+            "path": list(task.get("path") or ()),
             "error": task.get("error"),
             "interrupts": [_interrupt(i) for i in task.get("interrupts") or []],
             "checkpoint": None,
             "state": None,
             "result": None,
         }
-        for task in snapshot.pending_tasks
-    ]
+        if subgraphs is not None:
+            nested = subgraph_state(saver, snapshot, task)
+            if nested is not None and subgraphs:
+                body["state"] = state_body(saver, nested, subgraphs=True)
+            elif nested is not None:
+                conf = nested.config["configurable"]
+                body["checkpoint"] = {
+                    "thread_id": conf["thread_id"],
+                    "checkpoint_ns": conf["checkpoint_ns"],
+                }
+        tasks.append(body)
+    return tasks
+
+
+def subgraph_state(saver, snapshot, task: dict):
+    """The newest state a subgraph run by ``task`` stored (its namespace is the task's node
+    and id under the snapshot's own), or None: the task ran no subgraph here."""
+    conf = snapshot.config["configurable"]
+    outer = conf.get("checkpoint_ns") or ""
+    ns = f"{outer}|{task['name']}:{task['id']}" if outer else f"{task['name']}:{task['id']}"
+    try:
+        return travel(saver, conf["thread_id"]).get_state(conf["thread_id"], checkpoint_ns=ns)
+    except (ThreadNotFound, CheckpointNotFound):
+        return None
 
 
 def status_of(snapshot) -> str:
@@ -89,15 +116,25 @@ def status_of(snapshot) -> str:
     return "idle"
 
 
-def state_body(saver, snapshot, select=None) -> dict:
-    """A ``ThreadState``; ``metadata`` is the checkpoint's own, as LangGraph stored it."""
+def state_body(saver, snapshot, select=None, subgraphs: bool | None = None) -> dict:
+    """A ``ThreadState``; ``metadata`` is the checkpoint's own, as LangGraph stored it;
+    ``subgraphs`` as `tasks_of` reads it."""
     tup = saver.get_tuple(snapshot.config)
     ts = snapshot.metadata.get("timestamp")
+    checkpoint = checkpoint_ref(snapshot.config)
+    if checkpoint["checkpoint_ns"] and tup is not None:
+        # A subgraph's checkpoint names its place in every enclosing namespace, as
+        # LangGraph's does: the parents its metadata records, then itself.
+        parents = tup.metadata.get("parents") if isinstance(tup.metadata, dict) else None
+        checkpoint["checkpoint_map"] = {
+            **(parents if isinstance(parents, dict) else {}),
+            checkpoint["checkpoint_ns"]: checkpoint["checkpoint_id"],
+        }
     body = {
         "values": plain_mapping(snapshot.values, path="values"),
         "next": list(snapshot.next),
-        "tasks": tasks_of(snapshot),
-        "checkpoint": checkpoint_ref(snapshot.config),
+        "tasks": tasks_of(saver, snapshot, subgraphs),
+        "checkpoint": checkpoint,
         "metadata": to_plain(dict(tup.metadata or {}), path="metadata") if tup else {},
         "created_at": str(ts) if ts else None,
         "parent_checkpoint": checkpoint_ref(tup.parent_config) if tup else None,

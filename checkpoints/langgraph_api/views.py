@@ -468,6 +468,15 @@ class PruneView(LangGraphView):
 # --- state and history ------------------------------------------------------------------
 
 
+def flag(value: str | None, name: str) -> bool:
+    """A boolean query parameter as the SDK sends it (``true``/``false``)."""
+    if value is None or value.lower() in ("false", "0", ""):
+        return False
+    if value.lower() in ("true", "1"):
+        return True
+    raise InvalidCheckpointInput(f"{name} must be true or false, got {value!r}", field=name)
+
+
 def select_of(value) -> list[str] | None:
     if value is None or value == []:
         return None
@@ -482,9 +491,12 @@ class StateView(LangGraphView):
     def get(self, request, thread_id, checkpoint_id=None):
         info = self.thread(thread_id)
         select = select_of(request.query_params.getlist("select") or None)
-        return Response(self.state(info.thread_id, checkpoint_id, "", select))
+        subgraphs = flag(request.query_params.get("subgraphs"), "subgraphs")
+        return Response(self.state(info.thread_id, checkpoint_id, "", select, subgraphs))
 
-    def state(self, thread_id: str, checkpoint_id, checkpoint_ns: str, select) -> dict:
+    def state(
+        self, thread_id: str, checkpoint_id, checkpoint_ns: str, select, subgraphs=False
+    ) -> dict:
         travel = shapes.travel(self.saver, thread_id)
         try:
             snapshot = travel.get_state(thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns)
@@ -492,7 +504,7 @@ class StateView(LangGraphView):
             if checkpoint_id:
                 raise
             return empty_state(thread_id, checkpoint_ns)
-        return shapes.state_body(self.saver, snapshot, select)
+        return shapes.state_body(self.saver, snapshot, select, subgraphs=subgraphs)
 
     def post(self, request, thread_id):
         """update_state: the registered graph applies the values, its reducers and as_node."""
@@ -558,12 +570,14 @@ class StateCheckpointView(StateView):
         data = body_of(request)
         checkpoint = checkpoint_of(data)
         select = select_of(data.get("select"))
+        subgraphs = field(data, "subgraphs", bool, False)
         return Response(
             self.state(
                 info.thread_id,
                 checkpoint.get("checkpoint_id"),
                 checkpoint.get("checkpoint_ns") or "",
                 select,
+                subgraphs,
             )
         )
 

@@ -300,13 +300,20 @@ def pending_tasks_of(
     else:
         pulls = stored_pulls(tup)
     tasks = [
-        {"id": _pull_task_id(checkpoint_id, ns, step, node, triggers), "name": node, "input": None}
+        {
+            "id": _pull_task_id(checkpoint_id, ns, step, node, triggers),
+            "name": node,
+            "input": None,
+            "path": [PULL, node],
+        }
         for node, triggers in sorted(pulls.items())
     ]
     for index, packet in enumerate(_sends(tup)):
         if isinstance(packet, Send):
             task_id = _task_id(checkpoint_id, ns, step, packet.node, PUSH, str(index))
-            tasks.append({"id": task_id, "name": packet.node, "input": packet.arg})
+            tasks.append(
+                {"id": task_id, "name": packet.node, "input": packet.arg, "path": [PUSH, index]}
+            )
     by_id = {task["id"]: task for task in tasks}
     for task in tasks:
         task.update({"interrupts": [], "error": None, "finished": False})

@@ -89,6 +89,14 @@ class LG:
     def owner(self) -> str:
         return "alice" if self.isolates else "staff"
 
+    def claim(self, thread_id: str, owner: str | None = None) -> None:
+        """Make ``owner`` (default: the provider's usual caller) own a thread written
+        directly through the saver, where owners are recorded."""
+        if self.isolates:
+            saver = get_saver()
+            who = self.users[owner or self.owner()]
+            Thread.objects.using(saver.db_alias).filter(thread_id=thread_id).update(owner=who)
+
     def run_graph(self, thread_id: str, topic: str = "checkpoints", owner: str | None = None):
         """A real LangGraph run onto the service's saver, owned by ``owner``."""
         from tests.checkpoints.langgraph_api.graphs import builder

@@ -53,7 +53,8 @@ def dev_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("langgraph-dev")
     shutil.copy(HERE / "graphs.py", folder / "graphs.py")
     (folder / "langgraph.json").write_text(
-        '{"dependencies": ["."], "graphs": {"agent": "./graphs.py:graph"}}'
+        '{"dependencies": ["."], "graphs": '
+        '{"agent": "./graphs.py:graph", "nested": "./graphs.py:nested"}}'
     )
     port = free_port()
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_API_KEY": ""}
@@ -211,3 +212,65 @@ def test_same_answers(lg, dev_server):
     for client, thread_id in ((ours, "diff-run"), (theirs, run["thread_id"])):
         with pytest.raises(NotFoundError):
             client.threads.get(thread_id)
+
+
+def test_same_subgraph_state(lg, dev_server, settings):
+    # An interrupt raised inside a subgraph: get_state points at the subgraph's namespace,
+    # and with subgraphs=True nests its state, on both.
+    from checkpoints.store.registry import get_saver
+    from tests.checkpoints.langgraph_api.graphs import nested_builder
+
+    settings.CHECKPOINTS = {
+        **settings.CHECKPOINTS,
+        "GRAPHS": {
+            "agent": "tests.checkpoints.langgraph_api.graphs:builder",
+            "nested": "tests.checkpoints.langgraph_api.graphs:nested_builder",
+        },
+    }
+    ours, theirs = lg.sync(lg.owner()), get_sync_client(url=dev_server, api_key=None)
+    graph = nested_builder.compile(checkpointer=get_saver())
+    config = {"configurable": {"thread_id": "nest-1"}, "metadata": {"graph_id": "nested"}}
+    graph.invoke({"topic": "x"}, config)
+    lg.claim("nest-1")
+    run = theirs.threads.create()
+    theirs.runs.wait(run["thread_id"], "nested", input={"topic": "x"})
+    ids = {"ours": "nest-1", "theirs": run["thread_id"]}
+    clients = {"ours": ours, "theirs": theirs}
+
+    def both(call):
+        return [call(clients[side], ids[side]) for side in ("ours", "theirs")]
+
+    a, b = both(lambda c, t: c.threads.get(t))
+    assert a["status"] == b["status"] == "interrupted"
+    assert [i["value"] for v in a["interrupts"].values() for i in v] == [{"question": "publish x?"}]
+    # Keyed by the outer task on both (task ids differ: they hash the checkpoint ids).
+    assert list(a["interrupts"]) == [t["id"] for t in ours.threads.get_state("nest-1")["tasks"]]
+    assert [len(v) for v in a["interrupts"].values()] == [len(v) for v in b["interrupts"].values()]
+    a, b = both(lambda c, t: c.threads.get_state(t))
+    assert [t["name"] for t in a["tasks"]] == [t["name"] for t in b["tasks"]] == ["inner"]
+    # The subgraph's namespace is its task's node and id on both (ids differ).
+    for side in (a, b):
+        task = side["tasks"][0]
+        assert task["checkpoint"]["checkpoint_ns"] == f"inner:{task['id']}"
+        task["checkpoint"]["checkpoint_ns"] = "inner:<task>"
+    assert same_shape(a["tasks"], b["tasks"]) == [], (a["tasks"], b["tasks"])
+    ns = f"inner:{a['tasks'][0]['id']}"
+    a, b = both(lambda c, t: c.threads.get_state(t, subgraphs=True))
+    inner_a, inner_b = a["tasks"][0]["state"], b["tasks"][0]["state"]
+    assert inner_a["checkpoint"]["checkpoint_ns"] == ns
+    assert set(inner_a["checkpoint"]["checkpoint_map"]) == {"", ns}
+    assert inner_a["checkpoint"]["checkpoint_map"][""] == a["checkpoint"]["checkpoint_id"]
+    for key in ("values", "next", "interrupts"):
+        assert same_shape(inner_a[key], inner_b[key]) == [], key
+    assert same_shape(inner_a["tasks"], inner_b["tasks"]) == []
+    assert same_shape(a["tasks"][0]["interrupts"], b["tasks"][0]["interrupts"]) == []
+    # From a past checkpoint too (the SDK posts it to /state/checkpoint).
+    a, b = both(
+        lambda c, t: c.threads.get_state(
+            t, checkpoint=c.threads.get_state(t)["checkpoint"], subgraphs=True
+        )
+    )
+    assert same_shape(a["tasks"][0]["state"]["values"], b["tasks"][0]["state"]["values"]) == []
+    # History leaves subgraph tasks bare on both.
+    a, b = both(lambda c, t: c.threads.get_history(t, limit=1))
+    assert a[0]["tasks"][0]["state"] is None is b[0]["tasks"][0]["state"]
