@@ -5,6 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${DEMO_PORT:-8000}"
 base="http://127.0.0.1:${port}"
+# Refuse before anything is installed or printed: a login printed for a port another
+# server answers on would be a login that server rejects.
+if ! [[ "$port" =~ ^[0-9]+$ ]] || (( port < 1 || port > 65535 )); then
+  echo "DEMO_PORT must be a port number from 1 to 65535, got '${port}'" >&2
+  exit 2
+fi
+if (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; then
+  echo "port ${port} is taken: stop what listens there, or choose another port with" \
+    "DEMO_PORT=<port> bash scripts/demo.sh" >&2
+  exit 2
+fi
 venv="${VENV:-.venv}"
 [ -n "${DEMO_SKIP_INSTALL:-}" ] || bash scripts/install.sh prod   # the tests set it
 "$venv/bin/python" manage.py migrate --verbosity 0

@@ -80,3 +80,34 @@ def test_demo_script_prints_login_docs_token_and_stop_last(tmp_path):
     finally:
         os.killpg(demo.pid, signal.SIGTERM)
         demo.wait(timeout=30)
+
+
+@pytest.mark.parametrize("port", ["taken", "eighty", "0", "70000"])
+def test_demo_refuses_a_taken_or_bad_port_before_printing_anything(tmp_path, port):
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        if port == "taken":
+            port = str(listener.getsockname()[1])
+        env = {
+            **os.environ,
+            "CHECKPOINTS_DATA_DIR": str(tmp_path),
+            "DEMO_PORT": port,
+            "DEMO_SKIP_INSTALL": "1",
+            "VENV": sys.prefix,
+        }
+        done = subprocess.run(
+            ["bash", "scripts/demo.sh"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert "DEMO_PORT" in done.stderr and port in done.stderr
+    # Nothing was set up: no database was made in the data folder.
+    assert list(tmp_path.iterdir()) == []
