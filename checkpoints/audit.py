@@ -31,6 +31,8 @@ ACTIONS = (
     "mark_finished",
     "unmark_finished",
     "declare_retention",
+    "hold",
+    "release_hold",
     "sweep",
 )
 

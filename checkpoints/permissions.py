@@ -24,6 +24,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     # A thread's metadata in the LangGraph API (threads.update): a change to the thread.
     "metadata": ("checkpoints.change_thread",),
     "sweep": ("retention.run_sweep",),
+    # Keeping a thread from the sweep is an operator's call, never its owner's alone.
+    "hold": ("retention.add_hold",),
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -52,10 +53,41 @@ class ThreadInfo:
     finished_due_at: datetime | None = None
     # Read from the saver only for one thread's detail, never for a list.
     namespaces: list[str] = field(default_factory=list)
+    # What the status rule reads (checkpoints.status): the head's writes, the claims on the
+    # thread (holds, parks), what the head asks or the error it holds, whether the store
+    # sweeps idle threads.
+    has_interrupt: bool = False
+    has_resume: bool = False
+    has_error: bool = False
+    claims: dict[str, Any] = field(default_factory=dict)
+    question: str = ""
+    error: str = ""
+    idle_swept: bool = True
 
     @property
-    def status(self) -> str:
+    def state(self) -> str:
+        """ "finished" when marked finished, else "waiting" (the finished-marks ledger)."""
         return "finished" if self.finished_due_at is not None else "waiting"
+
+    @cached_property
+    def status(self):
+        """The status rule's verdict (`checkpoints.status.thread_status`) at this moment."""
+        from checkpoints.status import thread_status
+        from checkpoints.store.planning import ThreadRetention, utcnow
+
+        return thread_status(
+            now=utcnow(),
+            last_write_at=self.last_write_at,
+            waiting_minutes=ThreadRetention(self.waiting_minutes).in_force().waiting_minutes,
+            mark_due=self.finished_due_at,
+            marked_at=self.finished_marked_at,
+            claims=self.claims,
+            interrupted=self.has_interrupt and not self.has_resume,
+            interrupt_written=self.has_interrupt,
+            question=self.question,
+            error=self.error or ("the last task failed" if self.has_error else ""),
+            idle_swept=self.idle_swept,
+        )
 
     @property
     def written_since_finished(self) -> bool:
@@ -82,13 +114,24 @@ class ThreadInfo:
             finished_minutes=row.finished_minutes,
             finished_marked_at=getattr(row, "finished_marked_at", None),
             finished_due_at=getattr(row, "finished_due_at", None),
+            has_interrupt=bool(getattr(row, "has_interrupt", False)),
+            has_resume=bool(getattr(row, "has_resume", False)),
+            has_error=bool(getattr(row, "has_error", False)),
         )
 
     @classmethod
     def from_saver(cls, saver: StoreSaver, thread_id: str) -> ThreadInfo:
+        from checkpoints.channels import ERROR, INTERRUPT, RESUME
+
         retention = saver.thread_retention(thread_id)
         mark = saver.finished_mark(thread_id)
+        head = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        channels = {channel for _task, channel, _value in (head.pending_writes if head else ())}
         return cls(
+            has_interrupt=INTERRUPT in channels,
+            has_resume=RESUME in channels,
+            has_error=ERROR in channels,
+            idle_swept=saver.supports_idle_sweep,
             thread_id=thread_id,
             last_write_at=saver.last_writes([thread_id]).get(thread_id),
             version=saver.thread_version(thread_id),
@@ -122,9 +165,12 @@ def is_marked() -> Exists:
 
 
 def thread_rows(saver: StoreSaver) -> QuerySet:
-    """The store's Thread rows, newest write first, annotated with their finished mark."""
+    """The store's Thread rows, newest write first, annotated with what the status rule
+    reads (their finished mark, their head's writes)."""
+    from checkpoints.status import with_status_facts
+
     rows = Thread.objects.using(saver.db_alias).select_related("owner")
-    return with_finished_mark(rows).order_by("-last_write_at", "-pk")
+    return with_status_facts(rows).order_by("-last_write_at", "-pk")
 
 
 def visible_rows(user, saver: StoreSaver) -> QuerySet:
@@ -145,10 +191,13 @@ class Page(Sequence):
         items: Sequence[Any],
         detail: Callable[[Any], ThreadInfo],
         rows_for: Callable[[list[int]], QuerySet] | None = None,
+        provider: str = "",
     ) -> None:
         self.items = items
         self.detail = detail
         self.rows_for = rows_for
+        # The store whose holds and parks the page's threads are shown with.
+        self.provider = provider
 
     def __len__(self) -> int:
         return self.items.count() if isinstance(self.items, QuerySet) else len(self.items)
@@ -158,9 +207,23 @@ class Page(Sequence):
             if self.rows_for is not None:
                 pks = list(self.items.values_list("pk", flat=True)[index])
                 rows = {row.pk: row for row in self.rows_for(pks)}
-                return [self.detail(rows[pk]) for pk in pks if pk in rows]
-            return [self.detail(item) for item in self.items[index]]
-        return self.detail(self.items[index])
+                return with_claims(
+                    [self.detail(rows[pk]) for pk in pks if pk in rows], self.provider
+                )
+            return with_claims([self.detail(item) for item in self.items[index]], self.provider)
+        return with_claims([self.detail(self.items[index])], self.provider)[0]
+
+
+def with_claims(infos: list[ThreadInfo], provider: str) -> list[ThreadInfo]:
+    """The infos with the holds and parks on their threads, one read per kind for all."""
+    from checkpoints.status import claims_of
+    from checkpoints.store.planning import utcnow
+
+    if provider and infos:
+        found = claims_of(provider=provider, thread_ids=[i.thread_id for i in infos], now=utcnow())
+        for info in infos:
+            info.claims = found.get(info.thread_id, {})
+    return infos
 
 
 def unindexed(field: str) -> Coalesce:
@@ -175,13 +238,24 @@ def unindexed(field: str) -> Coalesce:
 
 
 def thread_list(
-    *, saver: StoreSaver, user, owner: str | None = None, status: str | None = None
+    *,
+    saver: StoreSaver,
+    user,
+    owner: str | None = None,
+    state: str | None = None,
+    status: str | None = None,
 ) -> Page:
     """The threads ``user`` may see, newest write first, as a lazily read page source.
 
-    ``owner`` (a user id or username) narrows to that owner's threads; ``status`` to
-    ``"waiting"`` or ``"finished"`` ones.
+    ``owner`` (a user id or username) narrows to that owner's threads; ``state`` to
+    ``"waiting"`` or ``"finished"`` ones (marked or not); ``status`` to one kind of the
+    status rule (`checkpoints.status.KINDS`; ValueError naming them for another).
     """
+    from checkpoints import status as rule
+    from checkpoints.store.planning import utcnow
+
+    if status is not None and status not in rule.KINDS:
+        raise ValueError(f"status {status!r} is not one of {', '.join(rule.KINDS)}")
     if owners_in_tables(saver):
         ids = Thread.objects.using(saver.db_alias).order_by("-last_write_at", "-pk")
         if not user.is_staff:
@@ -190,24 +264,64 @@ def thread_list(
             found = find_user(owner)
             ids = ids.filter(owner=found) if found else ids.none()
         marked = is_marked()
-        if status == "finished":
+        if state == "finished":
+            ids = ids.filter(marked)
+        elif state == "waiting":
+            ids = ids.filter(~marked)
+        if status is not None:
+            ids = rule.with_status_facts(ids).filter(
+                rule.status_condition(status, utcnow(), saver=saver)
+            )
+        if state == "finished" or status in FEW_AND_OLD:
             # Finished threads are few (the finished horizon is the short one) and old, so
             # walking the write-order index and probing the marks for each thread reads
             # nearly every thread before the first page is full (the planner assumes the
             # marked ones are spread evenly). Ordering by an expression no index holds makes
-            # it join the marks first and sort only the marked threads.
-            ids = ids.filter(marked).order_by(unindexed("last_write_at").desc(), "-pk")
-        elif status == "waiting":
-            ids = ids.filter(~marked)
-        return Page(ids, ThreadInfo.from_row, lambda pks: thread_rows(saver).filter(pk__in=pks))
+            # it join the marks first and sort only the marked threads. So for the status
+            # rule's kinds that keep few old threads.
+            ids = ids.order_by(unindexed("last_write_at").desc(), "-pk")
+        return Page(
+            ids,
+            ThreadInfo.from_row,
+            lambda pks: thread_rows(saver).filter(pk__in=pks),
+            provider=saver.provider,
+        )
     if not user.is_staff or owner is not None:
         return Page([], ThreadInfo.from_row)
     ids = saver.threads()
-    if status is None:
-        return Page(ids, lambda thread_id: ThreadInfo.from_saver(saver, thread_id))
-    # The status lives in the finished-marks ledger: read each thread's details to filter.
-    infos = [ThreadInfo.from_saver(saver, t) for t in ids]
-    return Page([i for i in infos if i.status == status], lambda info: info)
+    if state is None and status is None:
+        return Page(
+            ids, lambda thread_id: ThreadInfo.from_saver(saver, thread_id), provider=saver.provider
+        )
+    # The state and the status live in the ledger and the heads: read each thread to filter.
+    infos = with_claims([ThreadInfo.from_saver(saver, t) for t in ids], saver.provider)
+    kept = [
+        i
+        for i in infos
+        if (state is None or i.state == state) and (status is None or i.status.kind == status)
+    ]
+    return Page(kept, lambda info: info)
+
+
+# The status rule's kinds whose threads are few and old (see `unindexed`).
+FEW_AND_OLD = ("finished", "due", "held", "parked")
+
+
+def read_head_words(*, saver: StoreSaver, info: ThreadInfo) -> ThreadInfo:
+    """Fill in what the thread's head asks, or the error it holds, for the status's words
+    (one thread's detail; a list shows "an interrupt")."""
+    from checkpoints.channels import ERROR, INTERRUPT
+    from checkpoints.status import question_of
+
+    if not (info.has_interrupt or info.has_error):
+        return info
+    head = saver.get_tuple({"configurable": {"thread_id": info.thread_id, "checkpoint_ns": ""}})
+    for _task, channel, value in (head.pending_writes if head else None) or ():
+        if channel == INTERRUPT and not info.question:
+            info.question = question_of(value)
+        elif channel == ERROR and not info.error:
+            info.error = str(value)[:300]
+    return info
 
 
 def not_found(thread_id: str) -> ThreadNotFound:
@@ -229,11 +343,11 @@ def thread_get(*, saver: StoreSaver, user, thread_id: str) -> ThreadInfo:
         row = visible_rows(user, saver).filter(thread_id=thread_id).first()
         if row is None:
             raise not_found(thread_id)
-        return ThreadInfo.from_row(row)
+        return with_claims([ThreadInfo.from_row(row)], saver.provider)[0]
     root = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     if not user.is_staff or saver.get_tuple(root) is None:
         raise not_found(thread_id)
-    return ThreadInfo.from_saver(saver, thread_id)
+    return with_claims([ThreadInfo.from_saver(saver, thread_id)], saver.provider)[0]
 
 
 def history(
@@ -368,28 +482,41 @@ def neighbours(*, alias: str, pk) -> tuple[dict | None, tuple | None, tuple | No
 
 
 def checkpoint_windows(
-    *, alias: str, thread_pk: int, window: int
-) -> list[tuple[str, list[tuple], int]]:
-    """Per namespace of the thread (root first): its newest ``window`` checkpoints as
-    (pk, checkpoint id, parent id, source, step), and how many older ones were left out."""
+    *, alias: str, thread_pk: int, window: int, page_ns: str = "", before: str | None = None
+) -> list[tuple[str, list[tuple], int, list[tuple[str, str | None]]]]:
+    """Per namespace of the thread (root first): a window of ``window`` checkpoints as
+    (pk, checkpoint id, parent id, source, step), newest first; how many older ones were left
+    out; and the (checkpoint id, parent id) of each newer one, oldest first. A window ends at
+    its namespace's head, but ``page_ns``'s ends just before the checkpoint id ``before``."""
     checkpoints = Checkpoint.objects.using(alias).filter(thread_id=thread_pk)
     namespaces = sorted(
         set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
     )
     found = []
     for ns in namespaces:
+        same = checkpoints.filter(checkpoint_ns=ns)
+        paged = ns == page_ns and before is not None
+        shown = same.filter(checkpoint_id__lt=before) if paged else same
         rows = list(
-            checkpoints.filter(checkpoint_ns=ns)
-            .order_by("-checkpoint_id")
-            .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "source", "step")[
-                : window + 1
-            ]
+            shown.order_by("-checkpoint_id").values_list(
+                "pk", "checkpoint_id", "parent_checkpoint_id", "source", "step"
+            )[: window + 1]
         )
         left_out = 0
         if len(rows) > window:
             rows = rows[:window]
-            left_out = checkpoints.filter(checkpoint_ns=ns).count() - window
-        found.append((ns, rows, left_out))
+            left_out = shown.filter(checkpoint_id__lt=rows[-1][1]).count()
+        # The newer ones' links place the head's path in an older window.
+        newer = (
+            list(
+                same.filter(checkpoint_id__gte=before)
+                .order_by("checkpoint_id")
+                .values_list("checkpoint_id", "parent_checkpoint_id")
+            )
+            if paged
+            else []
+        )
+        found.append((ns, rows, left_out, newer))
     return found
 
 
@@ -417,10 +544,10 @@ def head_writes(*, alias: str, heads: dict[int, str], channel: str) -> QuerySet:
     )
 
 
-def task_paths(*, alias: str, thread_pk: int, checkpoint_id: str) -> dict[str, str]:
-    """task id -> task path of the writes at a root-namespace checkpoint."""
+def task_paths(*, alias: str, thread_pk: int, checkpoint_id: str, ns: str = "") -> dict[str, str]:
+    """task id -> task path of the writes at a checkpoint (the root namespace's by default)."""
     rows = PendingWrite.objects.using(alias).filter(
-        thread_id=thread_pk, checkpoint_ns="", checkpoint_id=checkpoint_id
+        thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id=checkpoint_id
     )
     return dict(rows.values_list("task_id", "task_path"))
 
@@ -463,3 +590,57 @@ def channel_sizes(
         .values_list("channel", "size")
     )
     return {channel: size or 0 for channel, size in rows}
+
+
+# -- the admin's words: subgraph interrupts, namespaces, branches (checkpoints/admin) ------------
+def subgraph_interrupts(
+    *, alias: str, places: Iterable[tuple[int, str]], channel: str
+) -> list[tuple[int, str, str, str]]:
+    """(thread pk, namespace, checkpoint id, task path) of the ``channel`` writes in the
+    namespaces under each of ``places`` ((thread pk, namespace prefix)), newest first.
+
+    A subgraph's checkpoints live in the namespace ``"<node>:<task id>"`` of the parent task
+    that ran it (nested ones add ``"|<node>:<task id>"``): the parent's interrupt write names
+    the subgraph's node; the writes here name the node inside it that asked.
+    """
+    wanted = Q()
+    for thread_pk, prefix in places:
+        wanted |= Q(thread_id=thread_pk, checkpoint_ns__startswith=prefix)
+    if not wanted:
+        return []
+    return list(
+        PendingWrite.objects.using(alias)
+        .filter(wanted, channel=channel)
+        .order_by("-checkpoint_id")
+        .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")[:500]
+    )
+
+
+def namespaces_of(*, alias: str, thread_pk: int, limit: int) -> list[str]:
+    """The thread's first ``limit`` namespaces in order, root ("") first.
+
+    One index seek per namespace (the next one after the last found), so a thread of a
+    million checkpoints in three namespaces costs three seeks, not a scan.
+    """
+    rows = Checkpoint.objects.using(alias).filter(thread_id=thread_pk).order_by("checkpoint_ns")
+    found: list[str] = []
+    nxt = rows.values_list("checkpoint_ns", flat=True).first()
+    while nxt is not None and len(found) < limit:
+        found.append(nxt)
+        nxt = rows.filter(checkpoint_ns__gt=nxt).values_list("checkpoint_ns", flat=True).first()
+    return found
+
+
+def lineage_links(
+    *, alias: str, thread_pk: int, ns: str, since: str, limit: int
+) -> list[tuple[str, str | None, str, Any]]:
+    """(checkpoint id, parent id, source, rollback metadata) of the namespace's checkpoints
+    from ``since`` on, newest first, at most ``limit``: what a branch is traced from."""
+    return list(
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id__gte=since)
+        .order_by("-checkpoint_id")
+        .values_list("checkpoint_id", "parent_checkpoint_id", "source", "metadata__rollback")[
+            :limit
+        ]
+    )

@@ -1,43 +1,55 @@
-"""A thread's status at a glance: what an operator needs to know first.
+"""A thread's status at a glance: what the next sweep will do with it first.
 
 One rule, in its two forms side by side: `thread_status` (one thread, with the detail that
-goes with it: the admin list and the thread page) and `status_condition` (the same rule as
-a condition on Thread rows: the admin's status filter). Both read the facts
-`with_status_facts` annotates; tests/checkpoints/test_status_rule.py holds them equal.
+goes with it: the admin list, the thread page and the API) and `status_condition` (the same
+rule as a condition on Thread rows: the admin's status filter and the API's). Both read the
+facts `with_status_facts` annotates, and the claims registered apps hold on threads (holds,
+parks: `register_claim_source`); tests/checkpoints/test_status_rule.py holds them equal.
 
-The order matters: a thread marked finished is due whatever else is true of it; a park is
-a promise to come back; an interrupt waits on a person; an error needs one; the rest are
-recently written or idle. A finished thread written since it was marked shows "finished,
-written since": the sweep spares it (retention.sweep's run rule) until it is marked again
-or goes idle. Parks are retention's: the SQL form has no "parked" (a parked thread is
-listed by what else is true of it), and the Python form shows one only when told of it.
+The order is the sweep's: a thread past a horizon (finished and due, or idle past its
+waiting horizon) that nothing claims is "due for deletion" before anything else is said of
+it. Then what claims it or needs a person: an operator's hold, an interrupt waiting on a
+human, an error, a park; then a finished mark (due later, or written since: the sweep's run
+rule spares it), then recent and idle. A thread past its horizon but claimed shows the
+claim and says it is past its horizon too.
+
+The claims the rule knows are the shipped ones: a pending interrupt at the head (the
+``interrupts`` filter), a park and a hold. A live-thread filter of a deployment's own is
+not seen here; the thread page's live-thread verdict asks every filter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
-from django.db.models import BooleanField, Exists, Func, OuterRef, Q, QuerySet, Subquery
-from django.utils.timesince import timeuntil
+from django.db.models import BooleanField, Exists, F, Func, OuterRef, Q, QuerySet, Subquery
+from django.utils.timesince import timesince, timeuntil
 
 from checkpoints.channels import ERROR, INTERRUPT, RESUME
-from checkpoints.models import Checkpoint, PendingWrite
+from checkpoints.codec.render import moment_text, words
+from checkpoints.models import Checkpoint, FinishedMark, PendingWrite, Thread
 from checkpoints.selectors import is_marked, with_finished_mark, written_since
 from checkpoints.store.planning import ThreadRetention
 
 # Written within this long ago: someone (a graph, a person) is probably still at it.
 RECENT = timedelta(minutes=15)
 
+# In the order the rule checks them.
 KINDS = {
-    "finished": "Finished",
-    "parked": "Parked",
+    "due": "Due for deletion",
+    "held": "Held",
     "waiting_on_human": "Waiting on a human",
     "failed": "Failed",
+    "parked": "Parked",
+    "finished": "Finished",
     "recent": "Recently written",
     "idle": "Idle",
 }
+# The kinds a registered claim source gives (retention's holds and parks).
+CLAIM_KINDS = ("held", "parked")
 
 
 @dataclass(frozen=True)
@@ -50,17 +62,98 @@ class ThreadStatus:
         return KINDS[self.kind]
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A promise kept outside the store that the sweep spares a thread (a hold, a park)."""
+
+    kind: str
+    # In words, whole: "held by ops: refund dispute until 2026-12-09 10:00:00 UTC".
+    detail: str
+    until: datetime | None = None
+
+
+class ClaimSource(Protocol):
+    """Where an app keeps one kind of claim; registered from its AppConfig.ready()."""
+
+    kind: str
+
+    def claims(self, *, provider: str, thread_ids: list[str], now: datetime) -> dict[str, Claim]:
+        """thread id -> its live claim, for those of ``thread_ids`` that have one."""
+
+    def claimed(self, *, provider: str, now: datetime) -> QuerySet:
+        """The live claims' rows (each with a ``thread_id``), in their own database."""
+
+
+_sources: dict[str, ClaimSource] = {}
+
+
+def register_claim_source(source: ClaimSource) -> None:
+    """Have the rule read ``source``'s claims; one source per kind (a later one replaces)."""
+    if source.kind not in CLAIM_KINDS:
+        raise ValueError(f"claim kind {source.kind!r} is not one of {', '.join(CLAIM_KINDS)}")
+    _sources[source.kind] = source
+
+
+def claims_of(
+    *, provider: str, thread_ids: Iterable[str], now: datetime
+) -> dict[str, dict[str, Claim]]:
+    """thread id -> {kind: claim} for the threads some registered source claims: one read
+    per source, so a page of rows costs a query per kind, not per row."""
+    ids = [str(t) for t in thread_ids]
+    found: dict[str, dict[str, Claim]] = {}
+    if not ids:
+        return found
+    for kind, source in _sources.items():
+        for thread_id, claim in source.claims(provider=provider, thread_ids=ids, now=now).items():
+            found.setdefault(thread_id, {})[kind] = claim
+    return found
+
+
 def node_of(task_path: str) -> str:
     """The node a pull task ran (``"~__pregel_pull, approve"`` -> ``approve``)."""
     head, _, rest = (task_path or "").partition(", ")
     return rest.split(",")[0].strip() if head.endswith("__pregel_pull") else ""
 
 
-def _when(moment: datetime) -> str:
-    return f"{moment:%Y-%m-%d %H:%M:%S %Z}".strip()
+def question_of(value) -> str:
+    """The question an interrupt write asks (its first Interrupt's value) in words, shortened:
+    a dict payload reads "Ship order 42? (options: yes, no)", never as its repr."""
+    first = value[0] if isinstance(value, (list, tuple)) and value else value
+    return words(getattr(first, "value", first))[:300]
+
+
+def when(moment: datetime) -> str:
+    return moment_text(moment)
+
+
+def asked(question: str, node: str = "") -> str:
+    """An interrupt in words: its question (and node), or "an interrupt"."""
+    text = f"“{question}”" if question else "an interrupt"
+    return f"{text} at {node}" if node else text
 
 
 # -- the Python form ---------------------------------------------------------------------
+def past_horizon(
+    *,
+    now: datetime,
+    last_write_at: datetime | None,
+    waiting_minutes: int,
+    mark_due: datetime | None = None,
+    marked_at: datetime | None = None,
+    idle_swept: bool = True,
+) -> str:
+    """Which horizon the thread is past, in words; "" when none. A mark written since is
+    not past (the run rule), unless the thread idles past its waiting horizon too; the
+    waiting horizon counts only where the sweep deletes idle threads (``idle_swept``)."""
+    if mark_due is not None and mark_due <= now and not written_since(marked_at, last_write_at):
+        return f"finished and due since {when(mark_due)}"
+    if idle_swept and last_write_at is not None:
+        due = last_write_at + timedelta(minutes=waiting_minutes)
+        if due <= now:
+            return f"past its waiting horizon since {when(due)}"
+    return ""
+
+
 def thread_status(
     *,
     now: datetime,
@@ -68,37 +161,67 @@ def thread_status(
     waiting_minutes: int,
     mark_due: datetime | None = None,
     marked_at: datetime | None = None,
-    park_deadline: datetime | None = None,
+    claims: Mapping[str, Claim] | None = None,
     interrupted: bool = False,
+    interrupt_written: bool | None = None,
     question: str = "",
     node: str = "",
     error: str = "",
+    idle_swept: bool = True,
 ) -> ThreadStatus:
-    """The one status a thread shows, with the detail that goes with it."""
+    """The one status a thread shows, with the detail that goes with it.
+
+    ``interrupted``: the head's interrupt waits on a person (no resume written yet);
+    ``interrupt_written``: the head holds an interrupt write at all, which is what the
+    sweep's ``interrupts`` filter claims (defaults to ``interrupted``).
+    """
+    claims = claims or {}
+    held, parked = claims.get("held"), claims.get("parked")
+    if interrupt_written is None:
+        interrupt_written = interrupted
+    past = past_horizon(
+        now=now,
+        last_write_at=last_write_at,
+        waiting_minutes=waiting_minutes,
+        mark_due=mark_due,
+        marked_at=marked_at,
+        idle_swept=idle_swept,
+    )
+    if past and not (held or parked or interrupt_written):
+        return ThreadStatus("due", f"the next sweep deletes it: {past}")
+    # Past a horizon but claimed: the claim is the status, the horizon is said too.
+    spares = f"; {past}: the sweep spares it" if past else ""
+    if held:
+        return ThreadStatus("held", held.detail + spares)
+    if interrupted:
+        waited = f", waiting {timesince(last_write_at, now)}" if last_write_at else ""
+        return ThreadStatus("waiting_on_human", asked(question, node) + waited + spares)
+    # What else spares a thread past its horizon: its park, or an interrupt write at its
+    # head that a resume already answered (the interrupts filter still claims it).
+    tail = f"{spares} while its head holds an interrupt write" if past else ""
+    if error:
+        return ThreadStatus(
+            "failed", error + (f"{spares} while {parked.detail}" if parked and past else tail)
+        )
+    if parked:
+        return ThreadStatus("parked", parked.detail + spares)
     if mark_due is not None:
         if written_since(marked_at, last_write_at):
-            return ThreadStatus(
-                "finished",
-                f"finished, written since: written {_when(last_write_at)}, after its mark "
-                f"at {_when(marked_at)}; the sweep spares it",
+            detail = (
+                f"finished, written since: written {when(last_write_at)}, after its mark "
+                f"at {when(marked_at)}"
             )
-        if mark_due <= now:
-            return ThreadStatus("finished", f"due since {_when(mark_due)}")
-        return ThreadStatus("finished", f"due at {_when(mark_due)}")
-    if park_deadline is not None and park_deadline > now:
-        return ThreadStatus("parked", f"parked until {_when(park_deadline)}")
-    if interrupted:
-        asked = f"“{question}”" if question else "an interrupt"
-        return ThreadStatus("waiting_on_human", f"{asked} at {node}" if node else asked)
-    if error:
-        return ThreadStatus("failed", error)
+            return ThreadStatus("finished", detail + (tail or "; the sweep spares it"))
+        return ThreadStatus("finished", tail[2:] if past else f"due at {when(mark_due)}")
+    if past:
+        return ThreadStatus("idle", f"last written {when(last_write_at)}" + tail)
     if last_write_at is not None and now - last_write_at <= RECENT:
-        return ThreadStatus("recent", f"written {_when(last_write_at)}")
+        return ThreadStatus("recent", f"written {when(last_write_at)}")
     if last_write_at is None:
         return ThreadStatus("idle", "never written")
     due = last_write_at + timedelta(minutes=waiting_minutes)
-    if due <= now:
-        return ThreadStatus("idle", f"past its waiting horizon since {_when(due)}")
+    if not idle_swept:
+        return ThreadStatus("idle", f"its keys expire in {timeuntil(due, now)}")
     return ThreadStatus("idle", f"due in {timeuntil(due, now)}")
 
 
@@ -106,21 +229,23 @@ def row_status(
     row: Any,
     *,
     now: datetime,
-    park_deadline: datetime | None = None,
+    claims: Mapping[str, Claim] | None = None,
     question: str = "",
     node: str = "",
     error: str = "",
 ) -> ThreadStatus:
     """`thread_status` of a Thread row annotated by `with_status_facts`; ``question``,
-    ``node`` and ``error`` are what the caller read of the head's writes, if anything."""
+    ``node`` and ``error`` are what the caller read of the head's writes, if anything;
+    ``claims`` what `claims_of` found for it."""
     return thread_status(
         now=now,
         last_write_at=row.last_write_at,
         waiting_minutes=ThreadRetention(row.waiting_minutes).in_force().waiting_minutes,
         mark_due=row.finished_due_at,
         marked_at=row.finished_marked_at,
-        park_deadline=park_deadline,
+        claims=claims,
         interrupted=row.has_interrupt and not row.has_resume,
+        interrupt_written=row.has_interrupt,
         question=question,
         node=node,
         error=error or ("the last task failed" if row.has_error else ""),
@@ -161,36 +286,52 @@ def with_status_facts(rows: QuerySet) -> QuerySet:
 
 
 # -- the SQL form ------------------------------------------------------------------------
-# The kinds the SQL form tells apart ("parked" is retention's: see the module's docstring).
-CONDITION_KINDS = tuple(kind for kind in KINDS if kind != "parked")
-
-
-def status_condition(kind: str, now: datetime) -> Q:
+def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
     """The condition on rows annotated by `with_status_facts` that `thread_status` gives
-    ``kind``; ValueError for a kind the SQL form does not know."""
+    ``kind``, for the rows of ``saver``'s store (the deployment's by default); ValueError
+    naming the kinds for one it does not know."""
+    if kind not in KINDS:
+        raise ValueError(f"status {kind!r} is not one of {', '.join(KINDS)}")
+    if saver is None:
+        from checkpoints.store.registry import get_saver
+
+        saver = get_saver()
+    alias = saver.db_alias or "default"
     # Each test starts from a small set read once (hashed): the marked threads, the
-    # threads with any interrupt or error write (a partial index); only a thread in such a
-    # set has its head asked. So the rule costs little per thread even where it must look
-    # at every thread (recent, idle) to count them.
+    # threads with any interrupt or error write (a partial index), the live holds and
+    # parks; only a thread in such a set has its head asked. So the rule costs little per
+    # thread even where it must look at every thread (recent, idle) to count them.
     marked = Q(is_marked())
     # A rule's own test looks its few ids up (_AmongIds); a negated one keeps IN, which
     # PostgreSQL hashes once, where NOT (id = ANY(...)) would walk the array per thread.
-    asked, erred = _holding(INTERRUPT), _holding(ERROR)
+    interrupts, erred = _holding(INTERRUPT), _holding(ERROR)
     heads_waiting = Q(has_interrupt=True) & Q(has_resume=False)
-    waiting = Q(pk__in=asked) & heads_waiting
+    waiting = Q(pk__in=interrupts) & heads_waiting
     failed = Q(pk__in=erred) & Q(has_error=True)
     recent = Q(last_write_at__gte=now - RECENT)
-    if kind == "finished":
-        return marked
+    held, held_few = _claimed("held", saver.provider, alias, now)
+    parked, parked_few = _claimed("parked", saver.provider, alias, now)
+    claimed = held | parked | (Q(pk__in=interrupts) & Q(has_interrupt=True))
+    past = _past_horizon(alias, now)
+    due = past & ~claimed
+    not_due = ~past | claimed
+    if kind == "due":
+        return due
+    if kind == "held":
+        return held_few
     if kind == "waiting_on_human":
-        return ~marked & Q(_AmongIds("pk", asked)) & heads_waiting
+        return ~held & Q(_AmongIds("pk", interrupts)) & heads_waiting
     if kind == "failed":
-        return ~marked & ~waiting & Q(_AmongIds("pk", erred)) & Q(has_error=True)
+        return not_due & ~held & ~waiting & Q(_AmongIds("pk", erred)) & Q(has_error=True)
+    if kind == "parked":
+        return ~held & ~waiting & ~failed & parked_few
+    earlier = not_due & ~held & ~waiting & ~failed & ~parked
+    if kind == "finished":
+        return earlier & marked
+    # Past a horizon, claimed only by an answered interrupt: idle, however recent.
     if kind == "recent":
-        return ~marked & ~waiting & ~failed & recent
-    if kind == "idle":
-        return ~marked & ~waiting & ~failed & ~recent
-    raise ValueError(f"status {kind!r} is not one of {', '.join(CONDITION_KINDS)}")
+        return earlier & ~marked & ~past & recent
+    return earlier & ~marked & (past | ~recent)
 
 
 def _holding(channel: str):
@@ -198,6 +339,44 @@ def _holding(channel: str):
     # Any namespace: a superset is fine (the head is asked next), and the partial index
     # alone answers it.
     return PendingWrite.objects.filter(channel=channel).values("thread_id")
+
+
+def _claimed(kind: str, provider: str, alias: str, now: datetime) -> tuple[Q, Q]:
+    """(the condition "a live claim of ``kind``" to negate, the same to select by): a
+    subquery where the claims share the rows' database, else their ids read once."""
+    source = _sources.get(kind)
+    if source is None:
+        return Q(pk__in=[]), Q(pk__in=[])
+    rows = source.claimed(provider=provider, now=now)
+    if rows.db == alias:
+        ids = rows.order_by().values("thread_id")
+        return Q(thread_id__in=ids), Q(_AmongIds("thread_id", ids))
+    found = Q(AmongValues("thread_id", set(rows.values_list("thread_id", flat=True))))
+    return found, found
+
+
+def _past_horizon(alias: str, now: datetime) -> Q:
+    """The SQL form of `past_horizon` (the ORM stores sweep idle threads)."""
+    # Finished and due, its mark not written since (the run rule).
+    due_marks = FinishedMark.objects.filter(due_at__lte=now).values("thread_id")
+    written_after = FinishedMark.objects.filter(
+        thread_id=OuterRef("thread_id"), marked_at__lt=OuterRef("last_write_at")
+    )
+    finished = Q(_AmongIds("thread_id", due_marks)) & ~Q(Exists(written_after))
+    platform = ThreadRetention.platform().waiting_minutes
+    idle = Q(waiting_minutes__isnull=True, last_write_at__lt=now - timedelta(minutes=platform))
+    # Declared horizons are few distinct values (a partial index holds them): one range
+    # per value, as the sweep's own listing of idle threads does.
+    declared = (
+        Thread.objects.using(alias)
+        .filter(waiting_minutes__isnull=False)
+        .order_by()
+        .values_list("waiting_minutes", flat=True)
+        .distinct()
+    )
+    for minutes in declared:
+        idle |= Q(waiting_minutes=minutes, last_write_at__lt=now - timedelta(minutes=minutes))
+    return finished | idle
 
 
 class _AmongIds(Func):
@@ -217,3 +396,26 @@ class _AmongIds(Func):
         return self.as_sql(
             compiler, connection, template="%(expressions)s)", arg_joiner=" = ANY(ARRAY", **extra
         )
+
+
+class AmongValues(Func):
+    """``column IN (values)`` for a list read from another database, as one array
+    parameter on PostgreSQL: 2,000 thread ids as 2,000 parameters were compiled, sent and
+    planned on every count and page (about 100 ms of a 240 ms page)."""
+
+    output_field = BooleanField()
+
+    def __init__(self, column: str, values) -> None:
+        self.values = sorted(values)
+        super().__init__(F(column))
+
+    def as_sql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        if not self.values:
+            return "1 = 0", params
+        marks = ", ".join(["%s"] * len(self.values))
+        return f"{column} IN ({marks})", [*params, *self.values]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        return f"{column} = ANY(%s)", [*params, self.values]

@@ -157,6 +157,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LANGUAGE_CODE = "en-us"
+# One date format across the console (project/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["project.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

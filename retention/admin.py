@@ -1,37 +1,45 @@
-"""Retention in the admin: marks, parks, the sweep page and its history.
+"""Retention in the admin: marks, parks, holds, the sweep page and its history.
 
 Extends the thread admin of `checkpoints/admin.py` (live-filter verdict, park filter, mark
-and unmark actions) so the dependency keeps pointing from retention to checkpoints.
+and unmark actions, hold and release) so the dependency keeps pointing from retention to
+checkpoints.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, OuterRef, Q
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from checkpoints import audit, permissions, selectors
 from checkpoints.admin import ThreadAdmin
 from checkpoints.admin.base import RefuseBadInputMixin
-from checkpoints.admin.filters import AmongValues, ProviderNameFilter
+from checkpoints.admin.filters import ProviderNameFilter
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import FinishedMark, Thread
+from checkpoints.status import AmongValues
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
-from retention.models import Park, SparedThread, SweepBatch, SweepRun
+from retention.errors import HoldRefused
+from retention.holds import describe, hold_thread, holds_on, release_hold
+from retention.models import DeletedThread, Hold, Park, SparedThread, SweepBatch, SweepRun
 from retention.policy import effective_retention
 from retention.runs import mark_finished_by, unmark_finished
-from retention.sweep import claimed_threads, live_thread_filters
+from retention.sweep import claims_with_reasons, live_thread_filters
 from retention.sweep import sweep_checkpoints as run_sweep
 
-SAMPLE = 50
+# Deleted ids shown per page of a sweep run's page.
+DELETED_PAGE = 100
 
 
 _ASK = object()
@@ -107,24 +115,12 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
     )
     readonly_fields = fields
 
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        if store_alias() != "default":
-            # Parks live in the default database; no subquery reaches across databases.
-            return queryset
-        live = Park.objects.filter(thread_id=OuterRef("thread_id"), deadline__gt=utcnow())
-        return queryset.annotate(
-            # Any live park will do (there is rarely more than one); no sort, no temp tree.
-            park_until=Subquery(live.order_by().values("deadline")[:1])
-        )
-
-    def park_deadline(self, obj):
-        return getattr(obj, "park_until", None)
-
     def get_urls(self):
         mark = self.admin_site.admin_view(self.mark_view)
+        hold = self.admin_site.admin_view(self.hold_view)
         return [
             path("<path:object_id>/mark/", mark, name="checkpoints_thread_mark"),
+            path("<path:object_id>/hold/", hold, name="checkpoints_thread_hold"),
             *super().get_urls(),
         ]
 
@@ -134,7 +130,56 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
             extra["mark_url"] = keep_store(
                 reverse("admin:checkpoints_thread_mark", args=[object_id])
             )
+        thread = self.get_object(request, object_id)
+        if thread is not None:
+            found = holds_on(provider=store_saver().provider, thread_ids=[thread.thread_id])
+            hold = found.get(thread.thread_id)
+            extra["hold"] = {"words": describe(hold), "row": hold} if hold else None
+            extra["hold_zone"] = timezone.get_current_timezone_name()
+            if self.has_hold_permission(request):
+                extra["hold_url"] = keep_store(
+                    reverse("admin:checkpoints_thread_hold", args=[object_id])
+                )
         return super().change_view(request, object_id, form_url, extra)
+
+    def hold_view(self, request, object_id):
+        """POST: hold the thread (reason, optional end time), or (release=1) release it."""
+        if not self.has_hold_permission(request):
+            raise PermissionDenied
+        thread = self.get_object(request, object_id)
+        if thread is None:
+            raise Http404(f"no thread with pk {object_id!r} in this store")
+        back = keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
+        if request.method != "POST":
+            return HttpResponseRedirect(back)
+        saver = store_saver()
+        by = request.user.get_username()
+        try:
+            with audit.from_request(request, "admin"):
+                if request.POST.get("release"):
+                    released = release_hold(saver, thread.thread_id, by=by)
+                    text = (
+                        f"Thread {thread.thread_id} is no longer held: the sweep judges it again."
+                        if released
+                        else f"Thread {thread.thread_id} was not held."
+                    )
+                else:
+                    hold = hold_thread(
+                        saver,
+                        thread.thread_id,
+                        reason=request.POST.get("reason", ""),
+                        until=_local_time(request.POST.get("until", ""), field="until"),
+                        by=by,
+                    )
+                    text = f"Thread {thread.thread_id} {describe(hold)}; the sweep spares it."
+        except HoldRefused as exc:
+            self.message_user(request, f"Not held: {exc.message}", messages.ERROR)
+            return HttpResponseRedirect(back)
+        self.message_user(request, text, messages.SUCCESS)
+        return HttpResponseRedirect(back)
+
+    def has_hold_permission(self, request, obj=None):
+        return permissions.staff_may(request.user, "hold")
 
     def mark_view(self, request, object_id):
         """POST: mark the thread finished, or (unmark=1) take it out of the finished set."""
@@ -177,17 +222,17 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
     @admin.display(description="live-thread filters")
     def live_verdict(self, obj):
         try:
-            claims = claimed_threads(
+            claims = claims_with_reasons(
                 [obj.thread_id], filters=live_thread_filters(), saver=store_saver(), now=utcnow()
             )
         except CheckpointStoreError as exc:
             return format_html('<span class="cs-del">a filter failed: {}</span>', exc)
-        owner = claims.get(obj.thread_id)
-        if owner:
+        claim = claims.get(obj.thread_id)
+        if claim:
             return format_html(
-                "<strong>live</strong>: claimed by the <code>{}</code> filter, "
+                "<strong>live</strong>: claimed by the <code>{}</code> filter ({}), "
                 "so the sweep spares it even past its horizon",
-                owner,
+                *claim,
             )
         return "not live: no filter claims it; the sweep deletes it once past its horizon"
 
@@ -324,7 +369,7 @@ class RecordInline(admin.TabularInline):
 
 class SparedThreadInline(RecordInline):
     model = SparedThread
-    fields = ("thread", "horizon", "owner")
+    fields = ("thread", "horizon", "owner", "reason")
     readonly_fields = fields
 
     @admin.display(description="thread")
@@ -368,6 +413,7 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
     list_per_page = 50
     inlines = [SweepBatchInline, SparedThreadInline]
     change_list_template = "admin/retention/sweeprun/change_list.html"
+    change_form_template = "admin/retention/sweeprun/change_form.html"
     readonly_fields = SweepRun.RESULT_FIELDS
 
     def has_delete_permission(self, request, obj=None):
@@ -398,6 +444,45 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
         extra = {"can_sweep": permissions.staff_may(request.user, "sweep"), **(extra_context or {})}
         return super().changelist_view(request, extra)
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        run = self.get_object(request, object_id)
+        if run is not None:
+            extra["deleted"] = self._deleted_page(request, run)
+        return super().change_view(request, object_id, form_url, extra)
+
+    @staticmethod
+    def _deleted_page(request, run) -> dict:
+        """One page of the ids the run deleted, in deletion order, by keyset on the row id
+        (``?deleted_after=<id>``): a deep page of a million-thread run is an index range."""
+        raw = request.GET.get("deleted_after", "")
+        after = int(raw) if raw.isdigit() else 0
+        rows = list(
+            DeletedThread.objects.filter(sweep_run=run, id__gt=after)
+            .order_by("id")
+            .values_list("id", "thread_id", "horizon")[: DELETED_PAGE + 1]
+        )
+        more = len(rows) > DELETED_PAGE
+        rows = rows[:DELETED_PAGE]
+        pks = selectors.thread_pks(alias=store_alias(), thread_ids=[t for _, t, _ in rows])
+        counts = dict(
+            DeletedThread.objects.filter(sweep_run=run)
+            .order_by()
+            .values_list("horizon")
+            .annotate(n=Count("id"))
+        )
+        return {
+            "rows": [
+                {"id": pk, "link": thread_link(t, pks.get(t)), "thread_id": t, "horizon": h}
+                for pk, t, h in rows
+            ],
+            "total": sum(counts.values()),
+            "by_horizon": counts,
+            "after": after,
+            "next_after": rows[-1][0] if more else None,
+            "page_size": DELETED_PAGE,
+        }
+
     def sweep_view(self, request):
         """GET: a dry run of what would go and what is spared. POST post=yes: the sweep."""
         if not permissions.staff_may(request.user, "sweep"):
@@ -420,10 +505,7 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
             "ran": run and result is not None,
             "result": result,
             "error": error,
-            "spared": [
-                {**entry, "link": thread_link(entry["thread_id"])}
-                for entry in (result.spared if result else [])
-            ],
+            "spared": _with_links(result.spared if result else []),
         }
         if result is not None and not run:
             context["doomed"] = self._would_delete(saver, result)
@@ -446,9 +528,62 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
 
     @staticmethod
     def _would_delete(saver, result) -> dict[str, list]:
-        """A sample of the thread ids the dry run counted, per horizon: the very ids it
-        counted, not a second listing at a later time."""
+        """Every thread id the dry run counted, per horizon: the very ids it counted (so
+        the lists are as long as the counts), not a second listing at a later time."""
+        ids = [t for listed in result.deleted_ids.values() for t in listed]
+        pks = selectors.thread_pks(alias=store_alias(), thread_ids=ids)
         return {
-            horizon: [thread_link(t) for t in ids[:SAMPLE]]
-            for horizon, ids in result.deleted_ids.items()
+            horizon: [thread_link(t, pks.get(t)) for t in listed]
+            for horizon, listed in result.deleted_ids.items()
         }
+
+
+def _with_links(entries: list[dict]) -> list[dict]:
+    """Spared entries with their thread's link, the threads read in one query."""
+    pks = selectors.thread_pks(alias=store_alias(), thread_ids=[e["thread_id"] for e in entries])
+    return [{**e, "link": thread_link(e["thread_id"], pks.get(e["thread_id"]))} for e in entries]
+
+
+def _local_time(text: str, *, field: str) -> datetime | None:
+    """An end time typed in the admin (``datetime-local``: no zone) in the admin's zone."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise HoldRefused(
+            f"the hold end time {text!r} is not a date and time (YYYY-MM-DDTHH:MM)", field=field
+        ) from exc
+    if moment.tzinfo is None:
+        moment = timezone.make_aware(moment, timezone.get_current_timezone())
+    return moment
+
+
+@admin.register(Hold)
+class HoldAdmin(RefuseBadInputMixin, ThreadLinksMixin, ReadMostly, admin.ModelAdmin):
+    """Every hold placed, live or released; placed and released from the thread's page."""
+
+    list_display = (
+        "thread",
+        "reason",
+        "until",
+        "created_by",
+        "created_at",
+        "live",
+        "released_by",
+        "released_at",
+        "provider",
+    )
+    list_filter = (ProviderNameFilter,)
+    list_per_page = 50
+    search_fields = ("=thread_id", "created_by")
+    ordering = ("-created_at", "-id")
+
+    def has_delete_permission(self, request, obj=None):
+        # A hold is released, never deleted: the record says who kept what, and why.
+        return False
+
+    @admin.display(description="live", boolean=True)
+    def live(self, obj):
+        return obj.released_at is None and (obj.until is None or obj.until > utcnow())

@@ -1,4 +1,4 @@
-"""Retention API views: finish marks, declared retention, the sweep and its history.
+"""Retention API views: finish marks, declared retention, holds, the sweep and its history.
 
 Thin shells over ``retention.runs``, ``retention.policy`` and ``retention.sweep``, on the
 thread API's base view, so auth, ownership and errors work the same as for threads.
@@ -6,6 +6,7 @@ thread API's base view, so auth, ownership and errors work the same as for threa
 
 from __future__ import annotations
 
+from django.http import Http404
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -20,7 +21,8 @@ from checkpoints.api.serializers import (
     error_responses,
 )
 from checkpoints.api.views import THREAD_ID
-from retention.models import SweepRun
+from retention.holds import describe, hold_thread, holds_on, release_hold
+from retention.models import DeletedThread, SweepRun
 from retention.policy import declare_retention, effective_retention
 from retention.runs import mark_finished_by, unmark_finished
 from retention.sweep import sweep_checkpoints
@@ -54,9 +56,36 @@ class SweepRequestSerializer(serializers.Serializer):
 
 class SparedSerializer(serializers.Serializer):
     thread_id = serializers.CharField()
-    # Plain text: the same two words as a thread's status, which would clash as an enum name.
+    # Plain text: the same two words as a thread's state, which would clash as an enum name.
     horizon = serializers.CharField(help_text='"finished" or "waiting": the horizon passed.')
     owner = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(
+        allow_blank=True,
+        help_text="Why, in words: who holds it and why, the question it waits on and since "
+        "when, its park's deadline.",
+    )
+
+
+class DeletedSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    horizon = serializers.CharField(help_text='"finished" or "waiting": the horizon passed.')
+
+
+class HoldRequestSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, help_text="Why the thread is kept.")
+    until = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="When the hold ends; none: until released."
+    )
+
+
+class HoldSerializer(serializers.Serializer):
+    thread_id = serializers.CharField()
+    held = serializers.BooleanField()
+    reason = serializers.CharField(allow_null=True)
+    until = serializers.DateTimeField(allow_null=True)
+    held_by = serializers.CharField(allow_null=True)
+    held_at = serializers.DateTimeField(allow_null=True)
+    words = serializers.CharField(allow_null=True, help_text='"held by <user>: <reason> until …"')
 
 
 class SweepResultSerializer(serializers.Serializer):
@@ -88,7 +117,93 @@ class SweepRunSerializer(serializers.ModelSerializer):
         fields = ["id", *SweepRun.RESULT_FIELDS, "spared"]
 
 
+class SweepRunDetailSerializer(SweepRunSerializer):
+    """One run; the ids it deleted are paged at ``deleted_url``."""
+
+    deleted_count = serializers.SerializerMethodField()
+    deleted_url = serializers.SerializerMethodField()
+
+    class Meta(SweepRunSerializer.Meta):
+        fields = [*SweepRunSerializer.Meta.fields, "deleted_count", "deleted_url"]
+
+    def get_deleted_count(self, run) -> int:
+        return DeletedThread.objects.filter(sweep_run=run).count()
+
+    def get_deleted_url(self, run) -> str:
+        from django.urls import reverse
+
+        url = reverse("checkpoints:checkpoint-sweep-deleted", args=[run.pk])
+        request = self.context.get("request")
+        return request.build_absolute_uri(url) if request else url
+
+
 # --- views ----------------------------------------------------------------------------
+
+
+def _hold_body(thread_id: str, hold) -> dict:
+    return {
+        "thread_id": thread_id,
+        "held": hold is not None,
+        "reason": hold.reason if hold else None,
+        "until": hold.until if hold else None,
+        "held_by": hold.created_by if hold else None,
+        "held_at": hold.created_at if hold else None,
+        "words": describe(hold) if hold else None,
+    }
+
+
+class HoldView(StoreAPIView):
+    """An operator's hold on a thread: kept for investigation, spared by every sweep."""
+
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="threads_hold_read",
+        summary="Whether the thread is held, by whom, why and until when.",
+        parameters=[THREAD_ID],
+        responses={200: HoldSerializer, **error_responses(*READ_ERRORS)},
+    )
+    def get(self, request, thread_id):
+        info = self.thread(thread_id)
+        found = holds_on(provider=self.saver.provider, thread_ids=[info.thread_id])
+        return Response(HoldSerializer(_hold_body(info.thread_id, found.get(info.thread_id))).data)
+
+    @extend_schema(
+        operation_id="threads_hold",
+        summary="Hold the thread (staff with retention.add_hold): the sweep spares it.",
+        description=(
+            "A reason is required; `until` is optional (none: until released) and must be "
+            "ahead. A thread already held gets this hold instead. Audited."
+        ),
+        parameters=[THREAD_ID],
+        request=HoldRequestSerializer,
+        responses={200: HoldSerializer, **error_responses(*WRITE_ERRORS)},
+    )
+    def post(self, request, thread_id):
+        info = self.thread(thread_id)
+        permissions.require(request.user, "hold")
+        body = HoldRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        hold = hold_thread(
+            self.saver,
+            info.thread_id,
+            reason=body.validated_data["reason"],
+            until=body.validated_data.get("until"),
+            by=request.user.get_username(),
+        )
+        return Response(HoldSerializer(_hold_body(info.thread_id, hold)).data)
+
+    @extend_schema(
+        operation_id="threads_release_hold",
+        summary="Release the thread's hold: the sweep judges it again. Audited.",
+        parameters=[THREAD_ID],
+        responses={200: HoldSerializer, **error_responses(*READ_ERRORS)},
+    )
+    def delete(self, request, thread_id):
+        info = self.thread(thread_id)
+        permissions.require(request.user, "hold")
+        release_hold(self.saver, info.thread_id, by=request.user.get_username())
+        return Response(HoldSerializer(_hold_body(info.thread_id, None)).data)
 
 
 def _finished_body(thread_id: str, entry) -> dict:
@@ -202,3 +317,41 @@ class SweepHistoryView(StoreAPIView):
         runs = SweepRun.objects.prefetch_related("spared").order_by("-started_at", "-pk")
         page = self.paginate_queryset(runs)
         return self.get_paginated_response(SweepRunSerializer(page, many=True).data)
+
+
+def _run_or_404(pk: int) -> SweepRun:
+    run = SweepRun.objects.filter(pk=pk).first()
+    if run is None:
+        raise Http404(f"no sweep run {pk}")
+    return run
+
+
+class SweepRunView(StoreAPIView):
+    serializer_class = SweepRunDetailSerializer
+    pagination_class = None
+
+    @extend_schema(
+        operation_id="checkpoints_sweep_run",
+        summary="One sweep run: its counts, the threads it spared and why, how many it deleted.",
+        responses={200: SweepRunDetailSerializer, **error_responses(*READ_ERRORS)},
+    )
+    def get(self, request, pk: int):
+        permissions.require(request.user, "sweep")
+        run = _run_or_404(pk)
+        return Response(SweepRunDetailSerializer(run, context={"request": request}).data)
+
+
+class SweepRunDeletedView(StoreAPIView):
+    serializer_class = DeletedSerializer
+
+    @extend_schema(
+        operation_id="checkpoints_sweep_run_deleted",
+        summary="The ids one sweep run deleted, in the order it deleted them, a page at a time.",
+        responses={200: DeletedSerializer(many=True), **error_responses(*READ_ERRORS)},
+    )
+    def get(self, request, pk: int):
+        permissions.require(request.user, "sweep")
+        run = _run_or_404(pk)
+        rows = DeletedThread.objects.filter(sweep_run=run).order_by("id")
+        page = self.paginate_queryset(rows.values("thread_id", "horizon"))
+        return self.get_paginated_response(DeletedSerializer(page, many=True).data)

@@ -9,9 +9,15 @@ class RetentionConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from checkpoints.status import register_claim_source
         from checkpoints.threads import register_presence_check
         from retention import checks  # noqa: F401  (registers the checks)
+        from retention.filters import ParkClaims
+        from retention.holds import HoldClaims
         from retention.runs import park_presence
 
         # A thread id a park names is taken: no fork or copy may land on it.
         register_presence_check("retention.parks", park_presence)
+        # The status rule shows what spares a thread from the sweep: holds and parks.
+        register_claim_source(HoldClaims())
+        register_claim_source(ParkClaims())

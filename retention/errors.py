@@ -40,6 +40,13 @@ class ParkRefused(RetentionError, ValueError):
     status = 400
 
 
+class HoldRefused(RetentionError, ValueError):
+    """A hold without a reason, or with an end time that is not ahead."""
+
+    code = "hold_refused"
+    status = 400
+
+
 class SweepAlreadyRunning(RetentionError):
     """Another sweep holds this store's sweep lock."""
 

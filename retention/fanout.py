@@ -40,6 +40,7 @@ from retention.sweep import (
     _open_run,
     _Sweeper,
     candidate_batches,
+    record_deleted,
     sweep_listed,
 )
 
@@ -192,6 +193,8 @@ def _record_attempt(
             [SparedThread(sweep_run_id=run.pk, batch_id=batch.pk, **e) for e in result.spared],
             batch_size=500,
         )
+        # Deleted ids add up over attempts, as the counts do: each attempt's are its own.
+        record_deleted(run.pk, result.deleted_ids, batch_id=batch.pk)
         SweepBatch.objects.filter(pk=batch.pk).update(
             status=status,
             deleted=F("deleted") + result.swept_count,
@@ -242,6 +245,8 @@ def _new_result_from(run: SweepRun, sums: dict[str, int]) -> SweepResult:
         **sums,
     )
     result.spared = list(
-        SparedThread.objects.filter(sweep_run_id=run.pk).values("thread_id", "horizon", "owner")
+        SparedThread.objects.filter(sweep_run_id=run.pk).values(
+            "thread_id", "horizon", "owner", "reason"
+        )
     )
     return result

@@ -1,4 +1,4 @@
-"""Parks and the sweep's history, kept in the default database for the admin."""
+"""Parks, holds and the sweep's history, kept in the default database for the admin."""
 
 from __future__ import annotations
 
@@ -19,6 +19,45 @@ class Park(models.Model):
 
     def __str__(self) -> str:
         return f"{self.thread_id} until {self.deadline.isoformat()}"
+
+
+class Hold(models.Model):
+    """An operator keeping a thread for investigation: the sweep spares it while it lasts.
+
+    Kept after release (``released_at``) so the admin shows who held what, and why; the
+    audit trail records each hold and release too. One unreleased hold per thread and store.
+    """
+
+    thread_id = models.TextField()
+    provider = models.CharField(max_length=16)
+    reason = models.TextField()
+    # None: until released.
+    until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    created_by = models.CharField(max_length=150)
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "thread_id"],
+                condition=models.Q(released_at__isnull=True),
+                name="hold_one_open_per_thread",
+            )
+        ]
+        # The sweep and the status rule ask for a store's open holds by thread.
+        indexes = [
+            models.Index(
+                fields=["provider", "thread_id", "until"],
+                condition=models.Q(released_at__isnull=True),
+                name="hold_open_thread",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} held by {self.created_by}"
 
 
 class SweepRun(models.Model):
@@ -138,9 +177,36 @@ class SparedThread(models.Model):
     thread_id = models.TextField()
     horizon = models.CharField(max_length=16, choices=HORIZONS)
     owner = models.CharField(max_length=150)
+    # Why, in words: the interrupt's question and how long it waited, who holds it and why.
+    reason = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["id"]
 
     def __str__(self) -> str:
         return f"{self.thread_id} ({self.horizon}, {self.owner})"
+
+
+class DeletedThread(models.Model):
+    """A thread one sweep deleted: its run's record of which ids went, one row each."""
+
+    HORIZONS = SparedThread.HORIZONS
+
+    # Led by the run, the (run, id) index below serves its lookups too.
+    sweep_run = models.ForeignKey(
+        SweepRun, on_delete=models.CASCADE, related_name="deleted", db_index=False
+    )
+    # The batch of a fanned-out run whose attempt deleted it.
+    batch = models.ForeignKey(
+        SweepBatch, null=True, blank=True, on_delete=models.CASCADE, related_name="deleted_threads"
+    )
+    thread_id = models.TextField()
+    horizon = models.CharField(max_length=16, choices=HORIZONS)
+
+    class Meta:
+        ordering = ["id"]
+        # A run's ids are read a page at a time in deletion order (keyset on id).
+        indexes = [models.Index(fields=["sweep_run", "id"], name="deleted_run_id")]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} ({self.horizon}) deleted by sweep run {self.sweep_run_id}"

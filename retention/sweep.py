@@ -4,8 +4,10 @@ Safety rules, in order:
 1. A thread is deleted only when it is past a horizon: finished and past its due time (every
    provider), or idle past its waiting horizon (ORM providers; Redis keys expire on their
    own and memory lives with the process).
-2. Before any thread of a batch is deleted, every live-thread filter is asked about the whole
-   batch; a thread any filter claims is spared (and a finished one stays marked).
+2. Before any thread of a batch is deleted, its holds (an operator's "keep for
+   investigation", `retention.holds`) and every live-thread filter are asked about the whole
+   batch; a thread any of them claims is spared, with why in words (and a finished one
+   stays marked).
 3. A filter that fails fails the sweep: nothing from that batch onwards is deleted.
 4. Candidates are read in bounded batches, so memory follows the batch size, not the store
    (a dry run deletes nothing, so it lists the candidate ids once instead).
@@ -28,6 +30,9 @@ Safety rules, in order:
 9. Where the run's record and the store share a database, a batch's delete and its
    progress commit in one transaction, so a killed sweep's record counts exactly what it
    deleted (elsewhere the record follows right after; see `_Sweeper.batch_unit`).
+10. A run records every id it deleted (`DeletedThread`, one row each, written with the
+    batch's progress), so its record says which threads went, not only how many; a dry
+    run lists the very ids it counts.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -45,12 +50,14 @@ from django.db import router, transaction
 from django.utils.module_loading import import_string
 
 from checkpoints import audit, tracing
+from checkpoints.codec.render import moment_text as when
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import utcnow
 from retention import metrics
 from retention.errors import LiveFilterFailed, SweepAlreadyRunning, SweepFailed
+from retention.holds import HOLD_OWNER, held
 from retention.locks import sweep_lock
 from retention.policy import platform_retention
 
@@ -85,6 +92,7 @@ class SweepResult:
     swept_count: int = 0
     finished_swept: int = 0
     waiting_swept: int = 0
+    # {thread_id, horizon, owner, reason}: who spared it, and why in words.
     spared: list[dict[str, str]] = field(default_factory=list)
     # Threads past a horizon, unclaimed, but written after the sweep judged them: kept.
     written_during: int = 0
@@ -121,8 +129,9 @@ def unregister_live_thread_filter(owner: str) -> None:
 
 
 def live_thread_filters() -> dict[str, LiveThreadFilter]:
-    """Every filter the sweep asks: the configured dotted paths, then those registered in code."""
-    found: dict[str, LiveThreadFilter] = {}
+    """Every filter the sweep asks: holds first (an operator's word, never configured away),
+    then the configured dotted paths, then those registered in code."""
+    found: dict[str, LiveThreadFilter] = {HOLD_OWNER: held}
     for owner, path in (setting("LIVE_THREAD_FILTERS") or {}).items():
         try:
             found[owner] = import_string(path)
@@ -147,20 +156,34 @@ def claimed_threads(
     ids: list[str], *, filters: dict[str, LiveThreadFilter], saver: StoreSaver, now: datetime
 ) -> dict[str, str]:
     """thread id -> the owner of the first filter claiming it; a failing filter raises."""
-    claims: dict[str, str] = {}
+    found = claims_with_reasons(ids, filters=filters, saver=saver, now=now)
+    return {thread_id: owner for thread_id, (owner, _) in found.items()}
+
+
+def claims_with_reasons(
+    ids: list[str], *, filters: dict[str, LiveThreadFilter], saver: StoreSaver, now: datetime
+) -> dict[str, tuple[str, str]]:
+    """thread id -> (owner, why in words) of the first filter claiming it; a filter that
+    answers a plain set is reported as claiming it. A failing filter raises."""
+    claims: dict[str, tuple[str, str]] = {}
     wanted = set(ids)
     for owner, func in filters.items():
         try:
             answer = _call_filter(func, ids, saver=saver, now=now)
-            live = {str(t) for t in answer}
+            reasons = (
+                {str(t): str(why) for t, why in answer.items()}
+                if isinstance(answer, Mapping)
+                else dict.fromkeys((str(t) for t in answer), "")
+            )
         except Exception as exc:
             raise LiveFilterFailed(
                 f"live-thread filter {owner!r} failed on a batch of {len(ids)} thread(s): "
                 f"{type(exc).__name__}: {exc}",
                 owner=owner,
             ) from exc
-        for thread_id in live & wanted:
-            claims.setdefault(thread_id, owner)
+        for thread_id in reasons.keys() & wanted:
+            why = reasons[thread_id] or f"live-thread filter {owner!r} claims it"
+            claims.setdefault(thread_id, (owner, why))
     return claims
 
 
@@ -266,12 +289,12 @@ class _Sweeper:
         spared = []
         if horizon == FINISHED:
             ids, spared = self.pass_over_written(ids)
-        claims = claimed_threads(ids, filters=self.filters, saver=self.saver, now=self.now)
+        claims = claims_with_reasons(ids, filters=self.filters, saver=self.saver, now=self.now)
         doomed = []
         for thread_id in ids:
-            owner = claims.get(thread_id)
-            if owner is not None:
-                self.spare(horizon, thread_id, owner)
+            claim = claims.get(thread_id)
+            if claim is not None:
+                self.spare(horizon, thread_id, *claim)
                 spared.append(thread_id)
             else:
                 doomed.append(thread_id)
@@ -293,7 +316,7 @@ class _Sweeper:
                     doomed = [t for t in doomed if t not in kept]
                 self._tally(horizon, doomed)
                 if self.run is not None:
-                    _progress(self.run, self.result, horizon, spared)
+                    _progress(self.run, self.result, horizon, spared, doomed)
         except Exception:
             if self.shares_database():
                 # The batch's delete rolled back with its record: nothing of it happened.
@@ -375,22 +398,27 @@ class _Sweeper:
         )
         spared = [t for t in written if t not in idle]
         for thread_id in spared:
-            self.spare(FINISHED, thread_id, WRITTEN_SINCE)
+            self.spare(
+                FINISHED,
+                thread_id,
+                WRITTEN_SINCE,
+                f"written {when(writes[thread_id])}, after its finished mark at "
+                f"{when(self.marked_at[thread_id])}: its run's owner marks it again",
+            )
         return [t for t in ids if t not in self.passed_over], spared
 
-    def spare(self, horizon: str, thread_id: str, owner: str) -> None:
-        why = (
-            "it was written since it was marked finished"
-            if owner == WRITTEN_SINCE
-            else f"live-thread filter {owner!r} claims it"
-        )
+    def spare(self, horizon: str, thread_id: str, owner: str, why: str = "") -> None:
         if owner == WRITTEN_DURING:
-            why = "it was written after the sweep judged it"
+            judged = self.judged.get(thread_id)
+            on = f" (judged on its write at {when(judged)})" if judged else ""
+            why = f"written after the sweep judged it{on}: kept whole"
             self.result.written_during_ids.append(thread_id)
+        why = why or f"live-thread filter {owner!r} claims it"
         logger.warning(
-            "sweep spared thread %r past the %s horizon: %s",
+            "sweep spared thread %r past the %s horizon, claimed by %r: %s",
             thread_id,
             horizon,
+            owner,
             why,
             # Fields of their own for a structured log (the service's JSON lines).
             extra={"thread_id": thread_id, "horizon": horizon, "owner": owner},
@@ -398,7 +426,9 @@ class _Sweeper:
         if not self.dry_run:
             metrics.SWEEP_SPARED.labels(horizon=horizon, owner=owner).inc()
         self.spared_ids.add(thread_id)
-        self.result.spared.append({"thread_id": thread_id, "horizon": horizon, "owner": owner})
+        self.result.spared.append(
+            {"thread_id": thread_id, "horizon": horizon, "owner": owner, "reason": why}
+        )
 
 
 def _new_result(saver: StoreSaver, dry_run: bool) -> SweepResult:
@@ -452,8 +482,10 @@ def _counts(result: SweepResult) -> dict[str, int]:
     }
 
 
-def _progress(run: SweepRun, result: SweepResult, horizon: str, spared: list[str]) -> None:
-    """Record one batch: the totals so far and the threads it spared."""
+def _progress(
+    run: SweepRun, result: SweepResult, horizon: str, spared: list[str], deleted: list[str]
+) -> None:
+    """Record one batch: the totals so far, the threads it spared and those it deleted."""
     from retention.models import SparedThread, SweepRun
 
     entries = result.spared[len(result.spared) - len(spared) :]
@@ -462,10 +494,25 @@ def _progress(run: SweepRun, result: SweepResult, horizon: str, spared: list[str
         SparedThread.objects.bulk_create(
             [SparedThread(sweep_run_id=run.pk, **entry) for entry in entries], batch_size=500
         )
+        record_deleted(run.pk, {horizon: deleted})
+
+
+def record_deleted(run_id: int, deleted: dict[str, list[str]], batch_id: int | None = None) -> None:
+    """One DeletedThread row per id a run (or one batch attempt of it) deleted."""
+    from retention.models import DeletedThread
+
+    DeletedThread.objects.bulk_create(
+        [
+            DeletedThread(sweep_run_id=run_id, batch_id=batch_id, thread_id=t, horizon=horizon)
+            for horizon, ids in deleted.items()
+            for t in ids
+        ],
+        batch_size=500,
+    )
 
 
 def _close_run(run: SweepRun, result: SweepResult, triggered_by: str, error: str = "") -> None:
-    from retention.models import SweepRun
+    from retention.models import DeletedThread, SweepRun
 
     SweepRun.objects.filter(pk=run.pk).update(
         status=SweepRun.FAILED if error else SweepRun.OK,
@@ -481,7 +528,11 @@ def _close_run(run: SweepRun, result: SweepResult, triggered_by: str, error: str
             "sweep_run_id": run.pk,
             "status": SweepRun.FAILED if error else SweepRun.OK,
             "swept_count": result.swept_count,
+            # The ids themselves are the run's DeletedThread rows (the admin's run page and
+            # GET /api/checkpoints/sweeps/<id>/deleted/ page through them).
+            "deleted_ids_recorded": DeletedThread.objects.filter(sweep_run_id=run.pk).count(),
             "spared_count": len(result.spared),
+            "held_count": sum(1 for s in result.spared if s["owner"] == HOLD_OWNER),
             "triggered_by": triggered_by[:150],
             **({"error": error} if error else {}),
         },

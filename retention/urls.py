@@ -12,6 +12,13 @@ urlpatterns = [
         api.RetentionView.as_view(),
         name="thread-retention",
     ),
+    path("threads/<thread_id:thread_id>/hold/", api.HoldView.as_view(), name="thread-hold"),
     path("checkpoints/sweep/", api.SweepView.as_view(), name="checkpoint-sweep"),
     path("checkpoints/sweeps/", api.SweepHistoryView.as_view(), name="checkpoint-sweeps"),
+    path("checkpoints/sweeps/<int:pk>/", api.SweepRunView.as_view(), name="checkpoint-sweep-run"),
+    path(
+        "checkpoints/sweeps/<int:pk>/deleted/",
+        api.SweepRunDeletedView.as_view(),
+        name="checkpoint-sweep-deleted",
+    ),
 ]

@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 
 from checkpoints import audit
@@ -59,6 +60,11 @@ def test_api_changes_are_recorded_with_user_and_address(clients, users, threads)
         ).status_code
         == 200
     )
+    # An operator's hold and its release (staff with retention.add_hold).
+    users["sweeper"].user_permissions.add(Permission.objects.get(codename="add_hold"))
+    hold = {"reason": "audited hold"}
+    assert staff.post("/api/threads/alice-1/hold/", hold, format="json").status_code == 200
+    assert staff.delete("/api/threads/alice-1/hold/").status_code == 200
     assert alice.delete("/api/threads/alice-fork/").status_code == 204
     assert staff.post("/api/checkpoints/sweep/", {}, format="json").status_code == 200
 
@@ -70,6 +76,8 @@ def test_api_changes_are_recorded_with_user_and_address(clients, users, threads)
         ("mark_finished", "alice-1"),
         ("unmark_finished", "alice-1"),
         ("declare_retention", "alice-1"),
+        ("hold", "alice-1"),
+        ("release_hold", "alice-1"),
         ("delete_thread", "alice-fork"),
         ("sweep", ""),
     ]
@@ -77,7 +85,8 @@ def test_api_changes_are_recorded_with_user_and_address(clients, users, threads)
     # API performs (tests/checkpoints/langgraph_api/test_sdk.py audits them).
     assert {action for action, _ in recorded} | {"prune", "copy_thread"} == set(audit.ACTIONS)
     for event in events(origin="api"):
-        expected = users["sweeper"] if event.action == "sweep" else users["alice"]
+        operator = event.action in ("sweep", "hold", "release_hold")
+        expected = users["sweeper"] if operator else users["alice"]
         assert event.user == expected and event.actor == expected.username
         assert event.remote_addr == "127.0.0.1"
         assert event.provider == "sqlite"
@@ -106,8 +115,11 @@ def test_admin_rollback_and_mark_write_the_trail_and_django_admin_log(saver, sup
     thread_id = run_chat(saver, "chat-audit", turns=2)
     client.force_login(superuser)
     target = Checkpoint.objects.filter(thread__thread_id=thread_id).order_by("checkpoint_id")[1]
+    head = Checkpoint.objects.filter(thread__thread_id=thread_id).order_by("-checkpoint_id")[0]
     response = client.post(
-        f"/admin/checkpoints/checkpoint/{target.pk}/rollback/", {"post": "yes"}, follow=True
+        f"/admin/checkpoints/checkpoint/{target.pk}/rollback/",
+        {"post": "yes", "expected_head": head.checkpoint_id},
+        follow=True,
     )
     assert response.status_code == 200
     thread = Thread.objects.get(thread_id=thread_id)

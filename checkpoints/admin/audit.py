@@ -9,6 +9,7 @@ from checkpoints.admin.base import (
     RefuseBadInputMixin,
 )
 from checkpoints.admin.filters import AuditActionFilter, AuditOriginFilter, ProviderNameFilter
+from checkpoints.codec.render import moment_text
 from checkpoints.models import (
     AuditEvent,
 )
@@ -33,4 +34,4 @@ class AuditEventAdmin(RefuseBadInputMixin, ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.display(description="when", ordering="at")
     def at_seconds(self, obj):
-        return obj.at.strftime("%Y-%m-%d %H:%M:%S")
+        return moment_text(obj.at)

@@ -13,17 +13,23 @@ from typing import Any
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from checkpoints.admin.prose import markdown_html
 from checkpoints.codec.render import (
     MESSAGES_BEFORE,
     PREVIEW_CHARS,
     MessagePage,
+    content_text,
+    error_words,
     is_message,
     is_message_list,
     message_page,
     messages_before,
+    moment_text,
     pretty,
     preview,
+    prompt_key,
     readable,
+    words,
 )
 
 __all__ = [
@@ -37,7 +43,11 @@ __all__ = [
     "pretty",
     "preview",
     "readable",
+    "when",
 ]
+
+# The console's one date format (see render.MOMENT_FORMAT).
+when = moment_text
 
 
 def json_block(value: Any) -> SafeString:
@@ -110,13 +120,11 @@ def page_nav(page: MessagePage, query: Mapping[str, Any] | None = None) -> SafeS
     )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") if isinstance(p, Mapping) else str(p) for p in content]
-        return "\n".join(part for part in parts if part)
-    return pretty(content)
+def _said(content: Any) -> SafeString:
+    """A message's content as the transcript shows it: its text, Markdown rendered safely."""
+    if isinstance(content, (str, list, tuple)):
+        return markdown_html(content_text(content))
+    return json_block(content)
 
 
 def transcript(messages: list[Any]) -> SafeString:
@@ -131,7 +139,7 @@ def transcript(messages: list[Any]) -> SafeString:
         )
         name = getattr(message, "name", None) or ""
         who = message.type + (f" · {name}" if name else "")
-        rows.append((who, _text(message.content), call_text))
+        rows.append((who, _said(message.content), call_text))
     return format_html(
         '<table class="cs-table cs-transcript"><tbody>{}</tbody></table>',
         format_html_join(
@@ -148,6 +156,63 @@ def transcript(messages: list[Any]) -> SafeString:
                 for who, said, calls in rows
             ),
         ),
+    )
+
+
+# -- interrupts and errors, said in words ----------------------------------------------------
+def _asked(question: Any) -> SafeString:
+    """What one interrupt asks: its question (Markdown, safely), then its other fields."""
+    if isinstance(question, Mapping) and (lead := prompt_key(question)) is not None:
+        rest = [(str(k), words(v)) for k, v in question.items() if k != lead]
+        return format_html(
+            "{}{}",
+            markdown_html(str(question[lead])),
+            format_html_join(
+                "", '<div class="cs-muted cs-ask-field">{}: {}</div>', (r for r in rest if r[1])
+            ),
+        )
+    if isinstance(question, Mapping):
+        return format_html_join(
+            "",
+            '<div class="cs-ask-field">{}: {}</div>',
+            ((str(k), words(v)) for k, v in question.items()),
+        )
+    if is_message(question):
+        return _said(question.content)
+    return markdown_html(words(question))
+
+
+def interrupt_view(value: Any, node: str = "") -> SafeString:
+    """An interrupt write as the transcript shows a message: the node that asks, and what
+    it asks in words. Not its stored form: an Interrupt's envelope and id tell an operator
+    nothing the words do not (the checkpoint's metadata and the API keep them)."""
+    interrupts = value if isinstance(value, (list, tuple)) else [value]
+    who = f"interrupt · {node}" if node else "interrupt"
+    rows = format_html_join(
+        "",
+        '<tr><th class="cs-role">{}</th><td><div class="cs-said cs-question">{}</div></td></tr>',
+        ((who, _asked(getattr(item, "value", item))) for item in interrupts),
+    )
+    return format_html(
+        '<table class="cs-table cs-transcript cs-interrupt"><tbody>{}</tbody></table>', rows
+    )
+
+
+def error_text(value: Any, node: str = "") -> str:
+    """An error write in one line: ``ValueError: the tool timed out (in node explode)``."""
+    said = str(error_words(value))
+    return f"{said} (in node {node})" if node else said
+
+
+def error_view(value: Any, node: str = "") -> SafeString:
+    """An error write: the exception's type, its message and the node that raised it."""
+    found = error_words(value)
+    return format_html(
+        '<div class="cs-card cs-error"><strong class="cs-error-type">{}</strong> '
+        '<span class="cs-error-message">{}</span>{}</div>',
+        found.type or "error",
+        found.message,
+        format_html(' <span class="cs-muted">in node <code>{}</code></span>', node) if node else "",
     )
 
 
@@ -235,3 +300,49 @@ def state_view(
             ),
         )
     return body
+
+
+# -- a diff, shown: messages as messages, everything else as indented JSON -------------------
+def value_html(value: Any) -> SafeString:
+    """One value of a diff: a message (or a list of them) as the transcript, else JSON."""
+    if is_message(value):
+        return transcript([value])
+    if is_message_list(value):
+        return transcript(list(value))
+    return json_block(value)
+
+
+def shown_change(change, paging: Paging) -> dict:
+    """What the diff page shows of one ChannelChange, as HTML, and nothing more.
+
+    A list change shows the items added and removed, a page at a time; a message list that
+    is new or cleared as a whole shows a page of it. A 10,000-message channel that gained one
+    message is then one transcript row, not two copies of the list.
+    """
+    shown = {
+        "channel": change.channel,
+        "kind": change.kind,
+        "summary": change.summary,
+        "navs": [],
+    }
+
+    def page(items):
+        cut = message_page(items, paging.before)
+        if cut.start > 0 or cut.end < cut.total:
+            shown["navs"].append(page_nav(cut, paging.query))
+        return cut.items
+
+    if change.kind == "list":
+        shown["appended"] = [value_html(v) for v in page(change.appended)]
+        shown["dropped"] = [value_html(v) for v in page(change.dropped)]
+    elif change.kind == "dict":
+        shown["added_keys"] = {k: value_html(v) for k, v in change.added_keys.items()}
+        shown["removed_keys"] = {k: value_html(v) for k, v in change.removed_keys.items()}
+        shown["changed_keys"] = {
+            k: (value_html(a), value_html(b)) for k, (a, b) in change.changed_keys.items()
+        }
+    else:
+        for side in ("before", "after"):
+            value = getattr(change, side)
+            shown[side] = value_html(page(value) if is_message_list(value) else value)
+    return shown

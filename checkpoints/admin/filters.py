@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db.models import BooleanField, F, Func, Q
+from django.db.models import Q
 
 from checkpoints import audit, status
-from checkpoints.admin.store_choice import PROVIDER_PARAM, store_alias, store_choices
+from checkpoints.admin.store_choice import PROVIDER_PARAM, store_alias, store_choices, store_saver
 from checkpoints.selectors import is_marked
 from checkpoints.store.planning import utcnow
 
@@ -74,39 +74,17 @@ class StatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
 
     def lookups(self, request, model_admin):
-        return [(kind, status.KINDS[kind]) for kind in status.CONDITION_KINDS]
+        return list(status.KINDS.items())
 
     def queryset(self, request, queryset):
         value = self.value()
         if value is None:
             return queryset
         try:
-            return queryset.filter(status.status_condition(value, utcnow()))
+            condition = status.status_condition(value, utcnow(), saver=store_saver())
         except ValueError as exc:
             raise IncorrectLookupParameters(str(exc)) from exc
-
-
-class AmongValues(Func):
-    """``column IN (values)`` for a list read from another database, as one array
-    parameter on PostgreSQL: 2,000 thread ids as 2,000 parameters were compiled, sent and
-    planned on every count and page (about 100 ms of a 240 ms page)."""
-
-    output_field = BooleanField()
-
-    def __init__(self, column: str, values) -> None:
-        self.values = sorted(values)
-        super().__init__(F(column))
-
-    def as_sql(self, compiler, connection, **extra):
-        column, params = compiler.compile(self.get_source_expressions()[0])
-        if not self.values:
-            return "1 = 0", params
-        marks = ", ".join(["%s"] * len(self.values))
-        return f"{column} IN ({marks})", [*params, *self.values]
-
-    def as_postgresql(self, compiler, connection, **extra):
-        column, params = compiler.compile(self.get_source_expressions()[0])
-        return f"{column} = ANY(%s)", [*params, self.values]
+        return queryset.filter(condition)
 
 
 class ChoiceListFilter(admin.SimpleListFilter):

@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import PAGE_VAR
 from django.db.models.functions import Length
+from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
@@ -23,14 +24,33 @@ from checkpoints.admin.base import (
     history_url,
     thread_change_url,
 )
-from checkpoints.admin.display import Paging, byte_size, collapsible, json_block, state_view
+from checkpoints.admin.compare import CompareView, compare_url, ordered_pair
+from checkpoints.admin.display import (
+    Paging,
+    byte_size,
+    collapsible,
+    error_view,
+    interrupt_view,
+    json_block,
+    state_view,
+    when,
+)
 from checkpoints.admin.filters import DurabilityFilter, ProviderFilter, SourceFilter
-from checkpoints.admin.history_list import JUMPS, THREAD_PARAM, HistoryChangeList
+from checkpoints.admin.history_list import (
+    JUMPS,
+    THREAD_PARAM,
+    HistoryChangeList,
+    NamespaceFilter,
+    namespace_words,
+)
+from checkpoints.admin.interrupts import interrupt_node
 from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.admin.views import bad_request
+from checkpoints.channels import ERROR, INTERRUPT
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.models import Checkpoint
+from checkpoints.status import node_of
 
 # The store-wide checkpoint list counts this many rows at most ("10000+ checkpoints").
 COUNT_CAP = 10_000
@@ -41,6 +61,8 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
     list_display = (
         "checkpoint_label",
         "thread_link",
+        "namespace",
+        "branch",
         "step",
         "source",
         "written_by",
@@ -49,7 +71,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         "durability",
     )
     list_display_links = ("checkpoint_label",)
-    list_filter = (SourceFilter, DurabilityFilter, ProviderFilter)
+    list_filter = (SourceFilter, NamespaceFilter, DurabilityFilter, ProviderFilter)
     search_fields = ("checkpoint_id",)
     search_help_text = "Checkpoint id or thread id, exactly."
     list_select_related = ("thread",)
@@ -57,7 +79,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
     ordering = ("-checkpoint_id",)
     show_full_result_count = False
     change_form_template = "admin/checkpoints/checkpoint/change_form.html"
-    actions = ["rollback_selected", "fork_selected"]
+    actions = ["compare_selected", "rollback_selected", "fork_selected"]
     fieldsets = (
         (
             None,
@@ -68,7 +90,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
                     "checkpoint_ns",
                     "source",
                     "step",
-                    "created_at",
+                    "written_at",
                     "durability",
                 )
             },
@@ -82,7 +104,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         "checkpoint_ns",
         "source",
         "step",
-        "created_at",
+        "written_at",
         "durability",
         "parent_link",
         "fork_origin",
@@ -137,13 +159,39 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
             return format_html('<mark class="cs-target">{}</mark>', obj.checkpoint_id)
         return obj.checkpoint_id
 
+    @admin.display(description="namespace")
+    def namespace(self, obj):
+        if not obj.checkpoint_ns:
+            return format_html('<span class="cs-ns cs-ns-root">{}</span>', "root")
+        return format_html(
+            '<span class="cs-ns" title="{}">{}</span>',
+            obj.checkpoint_ns,
+            namespace_words(obj.checkpoint_ns),
+        )
+
+    @admin.display(description="branch")
+    def branch(self, obj):
+        found = getattr(obj, "branch", None)
+        if found is None:
+            return "—"
+        return format_html(
+            '<span class="cs-branch cs-branch-{}" data-branch="{}">{}</span>',
+            "current" if found.current else "other",
+            found.number,
+            found.words,
+        )
+
     @admin.display(description="written by")
     def written_by(self, obj):
         return ", ".join(getattr(obj, "nodes", ())) or "—"
 
     @admin.display(description="written", ordering="created_at")
     def created_seconds(self, obj):
-        return f"{obj.created_at:%Y-%m-%d %H:%M:%S %Z}"
+        return when(obj.created_at)
+
+    @admin.display(description="written")
+    def written_at(self, obj):
+        return when(obj.created_at)
 
     @admin.display(description="stored")
     def stored_size(self, obj):
@@ -181,6 +229,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
         view = self.admin_site.admin_view
         return [
+            path("compare/", view(CompareView(self)), name=f"{prefix}_compare"),
             path(
                 "<path:object_id>/changes/",
                 view(admin_views.ChangesView(self)),
@@ -250,6 +299,19 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
             )
             return None
         return chosen[0]
+
+    @admin.action(description="Compare the two selected checkpoints", permissions=["view"])
+    def compare_selected(self, request, queryset):
+        chosen = list(queryset[:3])
+        if len(chosen) != 2:
+            self.message_user(
+                request,
+                f"Select exactly two checkpoints to compare; {queryset.count()} were selected.",
+                level="error",
+            )
+            return None
+        older, newer = ordered_pair(chosen)
+        return HttpResponseRedirect(compare_url(older.pk, newer.pk))
 
     @admin.action(
         description="Roll back the thread to the selected checkpoint…", permissions=["rollback"]
@@ -379,14 +441,30 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         writes = (saved.pending_writes or []) if saved is not None else []
         if not writes:
             return "—"
+        paths = selectors.task_paths(
+            alias=store_alias(),
+            thread_pk=obj.thread_id,
+            checkpoint_id=obj.checkpoint_id,
+            ns=obj.checkpoint_ns,
+        )
         return format_html_join(
             "",
             "{}",
             (
-                (collapsible(f"{channel} ← task {task_id}", value),)
+                (self._write(obj, task_id, channel, value, paths),)
                 for task_id, channel, value in writes
             ),
         )
+
+    def _write(self, obj, task_id: str, channel: str, value, paths: dict[str, str]):
+        """One pending write: an interrupt or an error in words, anything else as JSON."""
+        node = node_of(paths.get(task_id, ""))
+        if channel == INTERRUPT:
+            asker = interrupt_node(obj.thread_id, obj.checkpoint_ns, task_id, node)
+            return interrupt_view(value, asker)
+        if channel == ERROR:
+            return error_view(value, node)
+        return collapsible(f"{channel} ← {node or 'task ' + task_id}", value)
 
     @admin.display(description="metadata")
     def metadata_view(self, obj):

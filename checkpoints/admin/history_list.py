@@ -1,11 +1,13 @@
-"""The checkpoint list: a thread's history paged by keyset, its "jump to" form, and the
-nodes that wrote each row, read for the page at once."""
+"""The checkpoint list: a thread's history paged by keyset, its "jump to" form, its
+namespace filter, and for each row the node(s) that wrote it and the branch it is on, read
+for the page at once."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, time
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -17,6 +19,103 @@ from checkpoints.admin.store_choice import store_alias
 # Query parameters the history's "jump to" form sends (see change_list.html).
 JUMPS = ("step__lte", "created_at__lte")
 THREAD_PARAM = "thread__id__exact"
+# The namespace filter's values besides a namespace itself (a real one always holds ":").
+ROOT, SUBGRAPHS = "root", "subgraphs"
+# A thread's history offers at most this many namespaces to filter on.
+NAMESPACE_CHOICES = 50
+# Branches are traced through at most this many checkpoints newer than a page's oldest row;
+# rows deeper than that show no branch (tracing them would read the whole thread).
+BRANCH_SCAN = 4_000
+
+
+def namespace_words(ns: str) -> str:
+    """A namespace as the nodes it runs under: ``review:1f0…|ask:2a1…`` -> ``review › ask``."""
+    if not ns:
+        return "root"
+    return " › ".join(part.partition(":")[0] for part in ns.split("|"))
+
+
+class NamespaceFilter(admin.SimpleListFilter):
+    """The root namespace, every subgraph's, or one subgraph's (a thread's history lists
+    each of its namespaces)."""
+
+    title = "namespace"
+    parameter_name = "namespace"
+
+    def lookups(self, request, model_admin):
+        choices = [(ROOT, "root (the graph itself)"), (SUBGRAPHS, "subgraphs (any)")]
+        thread_pk = request.GET.get(THREAD_PARAM, "")
+        if thread_pk.isascii() and thread_pk.isdigit() and len(thread_pk) <= 18:
+            found = selectors.namespaces_of(
+                alias=store_alias(), thread_pk=int(thread_pk), limit=NAMESPACE_CHOICES
+            )
+            choices += [(ns, f"{namespace_words(ns)} · {ns}") for ns in found if ns]
+        return choices
+
+    def queryset(self, request, queryset):
+        chosen = self.value()
+        if chosen is None:
+            return queryset
+        if chosen == ROOT:
+            return queryset.filter(checkpoint_ns="")
+        if chosen == SUBGRAPHS:
+            return queryset.exclude(checkpoint_ns="")
+        return queryset.filter(checkpoint_ns=chosen)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """The line of checkpoints a row is on: ``number`` 1 is the line that ends at its
+    namespace's head (the current one); the others end at an older tip, replaced by a
+    rollback or left behind by a replay or an update."""
+
+    number: int
+    tip: str
+    replaced_by_rollback: bool = False
+    splits: bool = False  # more than one line leaves this row
+
+    @property
+    def current(self) -> bool:
+        return self.number == 1
+
+    @property
+    def words(self) -> str:
+        if self.current:
+            said = "current branch"
+        elif self.replaced_by_rollback:
+            said = f"branch {self.number} · replaced by a rollback"
+        else:
+            said = f"branch {self.number} · ends at {self.tip[-12:]}"
+        return f"{said} · branches here" if self.splits else said
+
+
+def trace_branches(links: list[tuple[str, str | None, str, object]]) -> dict[str, Branch]:
+    """The branch of each checkpoint in ``links`` (newest first, the first is the head).
+
+    Children are always newer than their parent, so walking newest first meets every child
+    before its parent: a row with no child starts a branch (the head the first), and a row
+    takes the branch of its child, the current one when any child is on it.
+    """
+    replaced = {
+        str(meta.get("replaced_head"))
+        for _cid, _parent, source, meta in links
+        if source == "rollback" and isinstance(meta, dict)
+    }
+    children: dict[str, list[Branch]] = {}
+    found: dict[str, Branch] = {}
+    count = 0
+    for checkpoint_id, parent_id, _source, _meta in links:
+        below = children.get(checkpoint_id, [])
+        if below:
+            line = min(below, key=lambda b: b.number)
+            branch = Branch(line.number, line.tip, line.replaced_by_rollback, len(below) > 1)
+        else:
+            count += 1
+            branch = Branch(count, checkpoint_id, checkpoint_id in replaced)
+        found[checkpoint_id] = branch
+        if parent_id:
+            children.setdefault(parent_id, []).append(branch)
+    return found
 
 
 class HistoryChangeList(ChangeList):
@@ -64,6 +163,8 @@ class HistoryChangeList(ChangeList):
             super().get_results(request)
             self.count_capped = self.paginator.capped
         self._read_nodes()
+        if self.keyset:
+            self._read_branches()
 
     def _keyset_results(self, request):
         get = request.GET
@@ -154,7 +255,15 @@ class HistoryChangeList(ChangeList):
 
     def _read_nodes(self):
         rows = list(self.result_list)
-        parents = {(r.thread_id, r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
+        # Rows the store's own operations wrote (rollback, fork, bulk update) say so in their
+        # metadata; their parent's writes are the tasks that wrote the parent's *first*
+        # child, another row. An input row was written by the caller, not by a node.
+        stated = {r.pk: _stated_writers(r) for r in rows}
+        parents = {
+            (r.thread_id, r.checkpoint_ns, r.parent_checkpoint_id)
+            for r in rows
+            if stated[r.pk] is None
+        }
         parents = {p for p in parents if p[2]}
         nodes: dict[tuple, list[str]] = {}
         found = selectors.writers_of(alias=store_alias(), checkpoints=parents)
@@ -166,8 +275,41 @@ class HistoryChangeList(ChangeList):
         links: dict[int, str] = {}
         for row in rows:
             key = (row.thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
-            row.nodes = sorted(nodes.get(key, []))
+            row.nodes = stated[row.pk] or sorted(nodes.get(key, []))
             row.thread_links = links
+
+    def _read_branches(self):
+        """Each row's branch, traced per namespace from its head down to the page's rows."""
+        rows = list(self.result_list)
+        places: dict[tuple[int, str], list] = {}
+        for row in rows:
+            places.setdefault((row.thread_id, row.checkpoint_ns), []).append(row)
+        for (thread_pk, ns), shown in places.items():
+            links = selectors.lineage_links(
+                alias=store_alias(),
+                thread_pk=thread_pk,
+                ns=ns,
+                since=min(r.checkpoint_id for r in shown),
+                limit=BRANCH_SCAN,
+            )
+            branches = trace_branches(links)
+            for row in shown:
+                row.branch = branches.get(row.checkpoint_id)
+
+
+def _stated_writers(row) -> list[str] | None:
+    """Who wrote ``row`` when its metadata or source says so, else None (ask the parent)."""
+    meta = row.metadata or {}
+    written = meta.get("written_by")
+    if isinstance(written, list) and written:
+        names = [str(w) for w in written]
+        rollback = meta.get("rollback")
+        if row.source == "rollback" and isinstance(rollback, dict) and rollback.get("target"):
+            return [f"{name} to {str(rollback['target'])[-12:]}" for name in names]
+        return names
+    if row.source == "input":
+        return ["input"]
+    return None
 
 
 def parse_moment(text: str):

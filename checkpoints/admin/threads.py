@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.utils.html import format_html, format_html_join
@@ -18,7 +20,10 @@ from checkpoints.admin.base import (
     history_url,
     thread_change_url,
 )
+from checkpoints.admin.current_state import current_state
+from checkpoints.admin.display import error_text, when
 from checkpoints.admin.filters import FinishedFilter, ProviderFilter, StatusFilter
+from checkpoints.admin.interrupts import interrupt_node, interrupt_nodes
 from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.store_choice import store_alias, store_saver
 from checkpoints.channels import ERROR, INTERRUPT
@@ -29,11 +34,8 @@ from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 
-
-def question_of(value) -> str:
-    """The question an interrupt write asks (its first Interrupt's value), shortened."""
-    first = value[0] if isinstance(value, (list, tuple)) and value else value
-    return str(getattr(first, "value", first))[:300]
+# An error's words on a status line; the checkpoint page shows the whole message.
+ERROR_CHARS = 500
 
 
 class ThreadChangeList(ChangeList):
@@ -45,7 +47,13 @@ class ThreadChangeList(ChangeList):
     TIE_BREAKS = ("last_write_at", "id")
 
     # Filters that keep few threads, and old ones (see selectors.unindexed).
-    FEW = (("state", "finished"), ("status", "finished"))
+    FEW = (
+        ("state", "finished"),
+        ("status", "finished"),
+        ("status", "due"),
+        ("status", "held"),
+        ("status", "parked"),
+    )
 
     def get_ordering(self, request, queryset):
         ordering = super().get_ordering(request, queryset)
@@ -63,6 +71,7 @@ class ThreadChangeList(ChangeList):
         super().get_results(request)
         self.result_list = list(self.result_list)
         self.model_admin.read_questions(self.result_list)
+        self.model_admin.read_claims(self.result_list)
 
 
 @admin.register(Thread)
@@ -95,8 +104,8 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         "thread_id",
         "status_detail",
         "owner",
-        "created_at",
-        "last_write_at",
+        "created",
+        "last_write",
         "version",
         "declared_retention",
         "finished_state",
@@ -111,9 +120,13 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         rows = super().get_queryset(request).using(store_alias())
         return status.with_status_facts(selectors.with_checkpoint_count(rows))
 
-    def park_deadline(self, obj):
-        """The thread's live park deadline; retention's admin knows parks."""
-        return None
+    def read_claims(self, rows) -> None:
+        """The holds and parks on the page's rows, one read per kind of claim."""
+        found = status.claims_of(
+            provider=store_saver().provider, thread_ids=[r.thread_id for r in rows], now=utcnow()
+        )
+        for row in rows:
+            row.claims = found.get(row.thread_id, {})
 
     def get_changelist(self, request, **kwargs):
         return ThreadChangeList
@@ -122,25 +135,35 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         return IndexPaginator(queryset, per_page, orphans, allow_empty_first_page)
 
     def read_questions(self, rows) -> None:
-        """Each waiting row's interrupt question and node, from its head's writes at once."""
+        """Each waiting row's interrupt question and the node that asked it (inside its
+        subgraph), and each failed row's error and node, from the heads' writes at once."""
         waiting = {r.pk: r for r in rows if r.has_interrupt and not r.has_resume}
-        if not waiting:
-            return
-        heads = {pk: row.head_id for pk, row in waiting.items()}
-        writes = selectors.head_writes(alias=store_alias(), heads=heads, channel=INTERRUPT)
+        failed = {r.pk: r for r in rows if r.has_error and r.pk not in waiting}
         saver = store_saver()
-        for thread_pk, task_id, idx, task_path, type_, blob in writes:
-            row = waiting[thread_pk]
-            if hasattr(row, "question"):
+        asked = []
+        for channel, chosen in ((INTERRUPT, waiting), (ERROR, failed)):
+            if not chosen:
                 continue
-            try:
-                value = saver.decode_write(
-                    row.thread_id, "", row.head_id, task_id, idx, INTERRUPT, type_, blob
-                )
-            except CheckpointStoreError:
-                continue  # the page shows "an interrupt"; the thread page names the failure
-            row.question = question_of(value)
-            row.node = status.node_of(task_path)
+            heads = {pk: row.head_id for pk, row in chosen.items()}
+            writes = selectors.head_writes(alias=store_alias(), heads=heads, channel=channel)
+            for thread_pk, task_id, idx, task_path, type_, blob in writes:
+                row = chosen[thread_pk]
+                if hasattr(row, "question") or hasattr(row, "error"):
+                    continue
+                try:
+                    value = saver.decode_write(
+                        row.thread_id, "", row.head_id, task_id, idx, channel, type_, blob
+                    )
+                except CheckpointStoreError:
+                    continue  # the page says "an interrupt"; the thread page names the failure
+                node = status.node_of(task_path)
+                if channel == INTERRUPT:
+                    row.question, row.node = status.question_of(value), node
+                    asked.append((thread_pk, task_id, node))
+                else:
+                    row.error = error_text(value, node)[:ERROR_CHARS]
+        for thread_pk, path in interrupt_nodes(asked).items():
+            waiting[thread_pk].node = path
 
     def head_details(self, obj) -> dict[str, str]:
         """The interrupt's question and node, or the error, read from the head's writes."""
@@ -155,11 +178,12 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         )
         found: dict[str, str] = {}
         for task_id, channel, value in (head.pending_writes if head else []) or []:
+            node = status.node_of(paths.get(task_id, ""))
             if channel == INTERRUPT and "question" not in found:
-                found["question"] = question_of(value)
-                found["node"] = status.node_of(paths.get(task_id, ""))
+                found["question"] = status.question_of(value)
+                found["node"] = interrupt_node(obj.pk, "", task_id, node)
             elif channel == ERROR and "error" not in found:
-                found["error"] = str(value)[:300]
+                found["error"] = error_text(value, node)[:ERROR_CHARS]
         return found
 
     def status_of(self, obj, *, detailed: bool) -> status.ThreadStatus:
@@ -167,11 +191,17 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
             details = self.head_details(obj)
         else:
             # The list read the waiting rows' questions for the whole page (read_questions).
-            details = {"question": getattr(obj, "question", ""), "node": getattr(obj, "node", "")}
+            details = {
+                "question": getattr(obj, "question", ""),
+                "node": getattr(obj, "node", ""),
+                "error": getattr(obj, "error", ""),
+            }
+        if not hasattr(obj, "claims"):
+            self.read_claims([obj])
         return status.row_status(
             obj,
             now=utcnow(),
-            park_deadline=self.park_deadline(obj),
+            claims=obj.claims,
             question=details.get("question", ""),
             node=details.get("node", ""),
             error=details.get("error", ""),
@@ -196,7 +226,16 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
 
     @admin.display(description="last write", ordering="last_write_at")
     def last_write_seconds(self, obj):
-        return f"{obj.last_write_at:%Y-%m-%d %H:%M:%S %Z}"
+        return when(obj.last_write_at)
+
+    # The thread page's dates in the console's one format (Django's own reads "Jan. 2, 2026").
+    @admin.display(description="created")
+    def created(self, obj):
+        return when(obj.created_at)
+
+    @admin.display(description="last write")
+    def last_write(self, obj):
+        return when(obj.last_write_at)
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -218,7 +257,7 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         if obj.finished_due_at is None:
             return "—"
         owner = f" (marked by {obj.finished_owner})" if obj.finished_owner else ""
-        return f"{obj.finished_due_at:%Y-%m-%d %H:%M:%S %Z}{owner}"
+        return f"{when(obj.finished_due_at)}{owner}"
 
     @admin.display(description="declared retention")
     def declared_retention(self, obj):
@@ -242,13 +281,25 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
             ((admin_views.checkpoint_link(s["thread_id"], s["checkpoint_id"]),) for s in steps),
         )
 
+    def get_object(self, request, object_id, from_field=None):
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            # The tree's window is a property of the page asked for, not of the thread.
+            obj.tree_page = admin_tree.asked_window(request.GET)
+        return obj
+
     @admin.display(description="checkpoint tree")
     def checkpoint_tree(self, obj):
         drawn = []
+        page_ns, before = getattr(obj, "tree_page", ("", None))
         windows = selectors.checkpoint_windows(
-            alias=store_alias(), thread_pk=obj.pk, window=admin_tree.WINDOW
+            alias=store_alias(),
+            thread_pk=obj.pk,
+            window=admin_tree.WINDOW,
+            page_ns=page_ns,
+            before=before,
         )
-        for ns, rows, truncated in windows:
+        for ns, rows, older, newer in windows:
             # Forks start from the root namespace only.
             forks = [
                 (origin, tid, thread_change_url(pk))
@@ -256,18 +307,30 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
                     [] if ns else selectors.forks_from(alias=store_alias(), thread_id=obj.thread_id)
                 )
             ]
+            links = dict(newer) | {row[1]: row[2] for row in rows}
+            head_id = newer[-1][0] if newer else (rows[0][1] if rows else None)
             title = f"namespace {ns}" if ns else "root namespace"
             drawn.append(
                 format_html(
-                    '<div class="cs-tree-ns"><strong>{}</strong>{}</div>',
+                    '<div class="cs-tree-ns" id="{}"><strong>{}</strong>{}</div>',
+                    admin_tree.anchor(ns),
                     title,
                     admin_tree.draw(
                         [admin_tree.Node(*row) for row in rows],
-                        head_id=rows[0][1] if rows else None,
+                        head_id=head_id,
                         link=checkpoint_change_url,
                         label=f"checkpoints of thread {obj.thread_id}, {title}",
-                        truncated=truncated,
+                        truncated=0 if newer else older,
                         forks=forks,
+                        path=admin_tree.head_path(links, head_id),
+                        pager=admin_tree.pager(
+                            thread_change_url(obj.pk),
+                            ns=ns,
+                            shown=[row[1] for row in rows],
+                            older=older,
+                            newer=[cid for cid, _ in newer],
+                            history=history_url(obj.pk),
+                        ),
                     ),
                 )
             )
@@ -282,7 +345,7 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
             "",
             '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
             (
-                (checkpoint_change_url(pk), cid, source or "—", step, created)
+                (checkpoint_change_url(pk), cid, source or "—", step, when(created))
                 for pk, cid, source, step, created in rows
             ),
         )
@@ -309,5 +372,10 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         return super().changelist_view(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra = {"history_url": history_url(object_id), **(extra_context or {})}
+        extra = {
+            "history_url": history_url(object_id),
+            # Read when the page renders, after Django has checked the user may see it.
+            "current_state": partial(current_state, object_id),
+            **(extra_context or {}),
+        }
         return super().change_view(request, object_id, form_url, extra)

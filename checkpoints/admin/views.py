@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from checkpoints import audit, selectors
-from checkpoints.admin.display import Paging, page_nav, pretty
+from checkpoints.admin.discards import SHOWN_HEAD, discards_context, shown_head_of
+from checkpoints.admin.display import Paging, shown_change, when
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
-from checkpoints.codec.render import is_message_list, message_page
-from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
+from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadVersionConflict
 from checkpoints.graphs import time_travel_for
 from checkpoints.models import Checkpoint
 from checkpoints.timetravel.diff import baseline, channel_changes
@@ -64,6 +64,7 @@ def _summary(row: Checkpoint | None) -> dict | None:
     return {
         "row": row,
         "url": keep_store(reverse("admin:checkpoints_checkpoint_change", args=[row.pk])),
+        "written": when(row.created_at),
     }
 
 
@@ -152,45 +153,13 @@ class ChangesView(_CheckpointPage):
             title=f"What checkpoint {obj.checkpoint_id} changed",
             parent=_summary(parent_row),
             relation=relation,
-            changes=[_readable_change(c, paging) for c in changes],
+            changes=[shown_change(c, paging) for c in changes],
             unchanged=sorted(set(values) - {c.channel for c in changes}),
+            nothing_text=f"Nothing changed against the {relation}.",
+            compare_url=keep_store(
+                reverse("admin:checkpoints_checkpoint_compare") + f"?a={obj.pk}"
+            ),
         )
-
-
-def _readable_change(change, paging: Paging) -> dict:
-    """What the template shows of a change, as indented JSON text, and nothing more.
-
-    A list change shows the items added and removed, a page at a time; a message list that
-    is new or cleared as a whole shows a page of it. A 10,000-message channel that gained one
-    message is then one item of text, not two copies of the list.
-    """
-    shown = {
-        "channel": change.channel,
-        "kind": change.kind,
-        "summary": change.summary,
-        "navs": [],
-    }
-
-    def page(items):
-        cut = message_page(items, paging.before)
-        if cut.start > 0 or cut.end < cut.total:
-            shown["navs"].append(page_nav(cut, paging.query))
-        return cut.items
-
-    if change.kind == "list":
-        shown["appended"] = [pretty(v) for v in page(change.appended)]
-        shown["dropped"] = [pretty(v) for v in page(change.dropped)]
-    elif change.kind == "dict":
-        shown["added_keys"] = {k: pretty(v) for k, v in change.added_keys.items()}
-        shown["removed_keys"] = {k: pretty(v) for k, v in change.removed_keys.items()}
-        shown["changed_keys"] = {
-            k: (pretty(a), pretty(b)) for k, (a, b) in change.changed_keys.items()
-        }
-    else:
-        for side in ("before", "after"):
-            value = getattr(change, side)
-            shown[side] = pretty(page(value) if is_message_list(value) else value)
-    return shown
 
 
 class RollbackView(_CheckpointPage):
@@ -203,6 +172,15 @@ class RollbackView(_CheckpointPage):
         thread_id = target.thread.thread_id
         if request.method == "POST" and request.POST.get("post") == "yes" and not from_action:
             return self.perform(request, target, thread_id)
+        return self.confirmation(request, target, thread_id)
+
+    def confirmation(
+        self,
+        request,
+        target: Checkpoint,
+        thread_id: str,
+        refused: ThreadVersionConflict | None = None,
+    ):
         head = selectors.head_row(alias=store_alias(), thread_id=thread_id, ns=target.checkpoint_ns)
         return self.render(
             request,
@@ -212,14 +190,18 @@ class RollbackView(_CheckpointPage):
             head=_summary(head),
             target_is_head=head is not None and head.pk == target.pk,
             version=target.thread.version,
+            shown_head=head.checkpoint_id if head is not None else "",
+            refusal=f"Rollback of thread {thread_id} failed: {refused.message}." if refused else "",
+            head_moved=refused is not None and refused.field == SHOWN_HEAD,
             action_url=keep_store(
                 reverse("admin:checkpoints_checkpoint_rollback", args=[target.pk])
             ),
+            **discards_context(thread_id, target.checkpoint_ns, head, target),
         )
 
     def perform(self, request, target: Checkpoint, thread_id: str):
-
         try:
+            shown_head = shown_head_of(request)
             with audit.from_request(request, "admin"):
                 # The service checks the posted text: a bad version is refused, not ignored.
                 snapshot = time_travel_for(store_saver(), thread_id).rollback(
@@ -227,8 +209,17 @@ class RollbackView(_CheckpointPage):
                     target.checkpoint_id,
                     expected_version=request.POST.get("expected_version"),
                     checkpoint_ns=target.checkpoint_ns,
+                    expected_head=shown_head,
                 )
+        except ThreadVersionConflict as exc:
+            # The operator confirmed a head that is no longer the head: show the one there
+            # is now, and what rolling it back would discard, before anything is done.
+            response = self.confirmation(request, target, thread_id, exc)
+            response.status_code = exc.status
+            return response
         except CheckpointStoreError as exc:
+            if exc.field == SHOWN_HEAD:
+                return bad_request(exc)
             messages.error(request, f"Rollback of thread {thread_id} failed: {exc}")
             return HttpResponseRedirect(
                 keep_store(reverse("admin:checkpoints_checkpoint_change", args=[target.pk]))
@@ -263,35 +254,50 @@ class ForkView(_CheckpointPage):
     def __call__(self, request, object_id, from_action=False):
         self.check(request)
         source = self.row(request, object_id)
+        thread_id = source.thread.thread_id
         new_thread_id = (request.POST.get("new_thread_id") or "").strip()
+        refused = None
         if request.method == "POST" and request.POST.get("post") == "yes" and not from_action:
-            result = self.perform(request, source, new_thread_id)
-            if result is not None:
-                return result
-        return self.render(
+            try:
+                return self.perform(request, source, new_thread_id)
+            except ThreadVersionConflict as exc:
+                # What the page said the fork leaves behind is stale: say so, show it anew.
+                refused = exc
+            except CheckpointStoreError as exc:
+                if exc.field == SHOWN_HEAD:
+                    return bad_request(exc)
+                messages.error(request, f"Fork of thread {thread_id} failed: {exc}")
+        head = selectors.head_row(alias=store_alias(), thread_id=thread_id, ns=source.checkpoint_ns)
+        response = self.render(
             request,
             source,
-            title=f"Fork thread {source.thread.thread_id}?",
+            title=f"Fork thread {thread_id}?",
             source=_summary(source),
+            head=_summary(head),
+            source_is_head=head is not None and head.pk == source.pk,
+            shown_head=head.checkpoint_id if head is not None else "",
+            refusal=f"Fork of thread {thread_id} failed: {refused.message}." if refused else "",
+            head_moved=refused is not None and refused.field == SHOWN_HEAD,
             new_thread_id=new_thread_id or str(uuid.uuid4()),
             action_url=keep_store(reverse("admin:checkpoints_checkpoint_fork", args=[source.pk])),
+            **discards_context(thread_id, source.checkpoint_ns, head, source),
         )
+        if refused is not None:
+            response.status_code = refused.status
+        return response
 
     def perform(self, request, source: Checkpoint, new_thread_id: str):
-
         thread_id = source.thread.thread_id
-        try:
-            with audit.from_request(request, "admin"):
-                snapshot = time_travel_for(store_saver(), thread_id).fork(
-                    thread_id,
-                    source.checkpoint_id,
-                    new_thread_id=new_thread_id or None,
-                    checkpoint_ns=source.checkpoint_ns,
-                    owner=request.user,
-                )
-        except CheckpointStoreError as exc:
-            messages.error(request, f"Fork of thread {thread_id} failed: {exc}")
-            return None
+        shown_head = shown_head_of(request)
+        with audit.from_request(request, "admin"):
+            snapshot = time_travel_for(store_saver(), thread_id).fork(
+                thread_id,
+                source.checkpoint_id,
+                new_thread_id=new_thread_id or None,
+                checkpoint_ns=source.checkpoint_ns,
+                owner=request.user,
+                expected_head=shown_head,
+            )
         url = _result_url(snapshot)
         messages.success(
             request,

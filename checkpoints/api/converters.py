@@ -3,7 +3,16 @@
 from django.urls import register_converter
 from django.urls.converters import PathConverter
 
-ACTION_SUFFIXES = ("history", "state", "rollback", "fork", "bulk-update", "finish", "retention")
+ACTION_SUFFIXES = (
+    "history",
+    "state",
+    "rollback",
+    "fork",
+    "bulk-update",
+    "finish",
+    "retention",
+    "hold",
+)
 
 
 class ThreadIdConverter(PathConverter):

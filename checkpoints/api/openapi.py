@@ -64,6 +64,9 @@ THREAD_OPERATIONS = (
     "threads_finish",
     "threads_unfinish",
     "threads_retention",
+    "threads_hold_read",
+    "threads_hold",
+    "threads_release_hold",
     "threads_destroy",
 )
 LISTED_THREAD = "$response.body#/results/0/thread_id"
@@ -146,7 +149,17 @@ LINKS: dict[tuple[str, str], dict[str, dict]] = {
         **_to_thread(SAME_THREAD, "threads_retrieve", "threads_history"),
         "threads_list": {},
     },
-    ("checkpoints_sweep", "200"): {"checkpoints_sweeps": {}, "threads_list": {}},
+    ("checkpoints_sweep", "200"): {
+        "checkpoints_sweeps": {},
+        "threads_list": {},
+        "checkpoints_sweep_run": {"parameters": {"path.id": "$response.body#/sweep_run_id"}},
+    },
+    ("checkpoints_sweep_run", "200"): {
+        "checkpoints_sweep_run_deleted": {"parameters": {"path.id": "$request.path.id"}},
+    },
+    ("threads_hold", "200"): _to_thread(
+        SAME_THREAD, "threads_release_hold", "threads_hold_read", "threads_retrieve"
+    ),
 }
 
 

@@ -104,12 +104,50 @@ class OwnerSerializer(serializers.Serializer):
     username = serializers.CharField()
 
 
+class OneOf(serializers.ChoiceField):
+    """A string from a fixed list (an enum in the schema); another is refused naming every
+    allowed value."""
+
+    def __init__(self, values, **kwargs):
+        self.values = tuple(values)
+        kwargs.setdefault("help_text", "One of: " + ", ".join(self.values) + ".")
+        super().__init__(choices=self.values, **kwargs)
+
+    def to_internal_value(self, data):
+        value = data if isinstance(data, str) else None
+        if value not in self.values:
+            raise serializers.ValidationError(
+                f"{data!r} is not one of {', '.join(self.values)}", code="invalid_choice"
+            )
+        return value
+
+
+def status_kinds() -> dict[str, str]:
+    from checkpoints.status import KINDS
+
+    return KINDS
+
+
 class ThreadSerializer(serializers.Serializer):
     """Reads a ``ThreadInfo``."""
 
     thread_id = serializers.CharField()
     owner = serializers.SerializerMethodField()
-    status = serializers.ChoiceField(choices=["waiting", "finished"])
+    status = serializers.ChoiceField(
+        choices=list(status_kinds()),
+        source="status.kind",
+        help_text="What the next sweep does with it first (the status rule): due for "
+        "deletion, else what claims it or needs a person (held, waiting on a human, failed, "
+        "parked), else finished, recently written or idle.",
+    )
+    status_label = serializers.CharField(source="status.label")
+    status_detail = serializers.CharField(
+        source="status.detail",
+        help_text="The status in words: when it is due, who holds it and why, what it asks.",
+    )
+    state = serializers.ChoiceField(
+        choices=["waiting", "finished"], help_text="Whether it is marked finished."
+    )
     version = serializers.IntegerField(help_text="Bumped by rollback; send it back in If-Match.")
     created_at = serializers.DateTimeField(allow_null=True)
     last_write_at = serializers.DateTimeField(allow_null=True)
@@ -343,14 +381,23 @@ def namespace_field() -> StrictText:
     return text(required=False, help_text=_NS_HELP)
 
 
+_EXPECTED_HEAD_HELP = (
+    "The head checkpoint id you read (the state endpoint's checkpoint_id): refused with 409 "
+    "version_conflict when the thread's head has moved since, for instance by a graph's turn, "
+    "which If-Match's version does not see."
+)
+
+
 class RollbackRequestSerializer(serializers.Serializer):
     checkpoint_id = text()
     checkpoint_ns = namespace_field()
+    expected_head = text(1024, required=False, help_text=_EXPECTED_HEAD_HELP)
 
 
 class ForkRequestSerializer(serializers.Serializer):
     checkpoint_id = text()
     checkpoint_ns = namespace_field()
+    expected_head = text(1024, required=False, help_text=_EXPECTED_HEAD_HELP)
     new_thread_id = text(1024, required=False, allow_null=True, help_text=_THREAD_ID_HELP)
 
 

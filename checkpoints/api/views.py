@@ -17,7 +17,7 @@ from checkpoints.api.limits import load_json_or_text
 from checkpoints.api.openapi import extend_schema
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
-from checkpoints.selectors import history, thread_list
+from checkpoints.selectors import history, read_head_words, thread_list
 from checkpoints.store.planning import MAX_THREAD_ID_BYTES
 from checkpoints.store.projection import values_unread
 from checkpoints.threads import delete_thread
@@ -52,7 +52,12 @@ def etag(version: int) -> dict[str, str]:
 
 class ThreadQuerySerializer(serializers.Serializer):
     owner = s.text(150, required=False, help_text="User id or username (staff only).")
-    status = serializers.ChoiceField(choices=["waiting", "finished"], required=False)
+    state = s.OneOf(["waiting", "finished"], required=False)
+    status = s.OneOf(
+        s.status_kinds(),
+        required=False,
+        help_text="A kind of the status rule, one of: " + ", ".join(s.status_kinds()) + ".",
+    )
 
 
 class ThreadListView(StoreAPIView):
@@ -75,6 +80,7 @@ class ThreadListView(StoreAPIView):
             saver=self.saver,
             user=request.user,
             owner=wanted.get("owner"),
+            state=wanted.get("state"),
             status=wanted.get("status"),
         )
         infos = self.paginate_queryset(threads)
@@ -93,7 +99,7 @@ class ThreadDetailView(StoreAPIView):
         responses={200: s.ThreadDetailSerializer, **s.error_responses(*s.READ_ERRORS)},
     )
     def get(self, request, thread_id):
-        info = self.thread(thread_id)
+        info = read_head_words(saver=self.saver, info=self.thread(thread_id))
         info.namespaces = time_travel_for(self.saver).namespaces(info.thread_id)
         return Response(s.ThreadDetailSerializer(info).data, headers=etag(info.version))
 
@@ -270,8 +276,10 @@ class RollbackView(StoreAPIView):
         summary="Roll the thread back to a checkpoint (a new head equal to it).",
         description=(
             "Send `If-Match` with the version from the thread's ETag to refuse the rollback "
-            "(409) when the thread changed since you read it. The new version comes back in "
-            "ETag. Side effects between the target and now are not undone."
+            "(409) when another rollback happened since you read it, and `expected_head` "
+            "(the head checkpoint id you read) to refuse it when anything, a graph's turn "
+            "included, wrote a new head. The new version comes back in ETag. Side effects "
+            "between the target and now are not undone."
         ),
         parameters=[
             THREAD_ID,
@@ -300,6 +308,7 @@ class RollbackView(StoreAPIView):
             body.validated_data["checkpoint_id"],
             expected_version=expected,
             checkpoint_ns=body.validated_data.get("checkpoint_ns") or "",
+            expected_head=body.validated_data.get("expected_head"),
         )
         version = self.saver.thread_version(info.thread_id)
         return Response(s.StateSnapshotSerializer(snapshot).data, headers=etag(version))
@@ -331,6 +340,7 @@ class ForkView(StoreAPIView):
             new_id,
             checkpoint_ns=body.validated_data.get("checkpoint_ns") or "",
             owner=request.user,
+            expected_head=body.validated_data.get("expected_head"),
         )
         return Response(s.StateSnapshotSerializer(snapshot).data, status=status.HTTP_201_CREATED)
 

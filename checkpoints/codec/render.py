@@ -20,21 +20,26 @@ a part with no JSON form at all is an ``unrenderable`` envelope naming why (plai
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel
 
 from checkpoints.codec.envelope import ENVELOPE_KEY
+from checkpoints.codec.exception import CheckpointedException
 from checkpoints.codec.json import FaithfulJSONCodec
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 
 __all__ = [
     "MESSAGES_BEFORE",
+    "ErrorWords",
     "PREVIEW_CHARS",
     "MessagePage",
     "is_message",
@@ -49,6 +54,11 @@ __all__ = [
     "render",
     "render_mapping",
     "to_plain",
+    "content_text",
+    "error_words",
+    "moment_text",
+    "prompt_key",
+    "words",
 ]
 
 PREVIEW_CHARS = 80
@@ -306,3 +316,144 @@ _PLAIN_FORMS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "namedtuple": lambda env: _shape(env.get("fields"), True),
     "dict": _plain_dict,
 }
+
+
+# --- values in words: what an interrupt asks and what an error says --------------------------
+# An operator reads these in a status line or beside a transcript; a dict's repr or a
+# ``$type: dataclass`` envelope makes them decode Python first.
+
+# The one way the console writes a moment (lists, pages, statuses): to the second, with the
+# time zone named.
+MOMENT_FORMAT = "%Y-%m-%d %H:%M:%S %Z"
+# Keys an interrupt's payload conventionally puts its question under, most telling first.
+PROMPT_KEYS = ("question", "prompt", "message", "text", "content", "description", "title")
+
+
+def moment_text(moment: datetime | None) -> str:
+    """``moment`` in the console's one format, in the current time zone; "" for None."""
+    if moment is None:
+        return ""
+    # Imported here: the codec runs without a configured Django (from_conn_string); only
+    # the console's words read its time zone.
+    from django.utils import timezone
+
+    if timezone.is_aware(moment):
+        moment = timezone.localtime(moment)
+    return f"{moment:{MOMENT_FORMAT}}".strip()
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string as it is, content blocks' text joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        parts = [
+            str(part.get("text", "")) if isinstance(part, Mapping) else words(part)
+            for part in content
+        ]
+        return "\n".join(part for part in parts if part)
+    return words(content)
+
+
+def prompt_key(value: Mapping[str, Any]) -> str | None:
+    """The key a mapping asks its question under (see PROMPT_KEYS), or None."""
+    return next((k for k in PROMPT_KEYS if isinstance(value.get(k), str) and value[k]), None)
+
+
+def words(value: Any) -> str:
+    """``value`` as text a person reads: a string as it is, a message as its content, an
+    interrupt as its value, a mapping as its question and then "key: value" pairs, a list as
+    its items; never a repr or a typed envelope."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, datetime):
+        return moment_text(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if is_message(value):
+        return content_text(value.content)
+    if _is_interrupt(value):
+        return words(value.value)
+    if isinstance(value, Mapping):
+        return _mapping_words(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(text for text in map(words, value) if text)
+    if isinstance(value, BaseException):
+        found = error_words(value)
+        return f"{found.type}: {found.message}" if found.type else found.message
+    plain = render(value, plain=True)
+    if isinstance(plain, Mapping) and ENVELOPE_KEY in plain:
+        return _envelope_words(plain)
+    return words(plain)
+
+
+def _is_interrupt(value: Any) -> bool:
+    # LangGraph's Interrupt (and our readers' stand-ins): a value with an id, nothing more.
+    return type(value).__name__ == "Interrupt" and hasattr(value, "value")
+
+
+def _mapping_words(value: Mapping[str, Any]) -> str:
+    if ENVELOPE_KEY in value:
+        return _envelope_words(value)
+    lead = prompt_key(value)
+    rest = "; ".join(
+        f"{key}: {text}" for key, item in value.items() if key != lead and (text := words(item))
+    )
+    if lead is None:
+        return rest
+    return f"{value[lead]} ({rest})" if rest else str(value[lead])
+
+
+def _envelope_words(env: Mapping[str, Any]) -> str:
+    kind = env.get(ENVELOPE_KEY)
+    if kind == "unrenderable":
+        return f"(a {env.get('type', 'value')} value that cannot be shown)"
+    if kind == "bytes":
+        return "(bytes)"
+    fields = {k: v for k, v in env.items() if k != ENVELOPE_KEY}
+    return f"{kind}: {_mapping_words(fields)}" if fields else str(kind)
+
+
+@dataclass(frozen=True)
+class ErrorWords:
+    """A task's error as an operator reads it: the exception's class name and message."""
+
+    type: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message}" if self.type else self.message
+
+
+# LangGraph stores a task's error as the exception's repr(), "ValueError('the tool timed out')".
+_ERROR_REPR = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$", re.S)
+# Longer reprs are shown as they are: parsing them buys nothing an operator needs.
+_ERROR_PARSE_CHARS = 10_000
+
+
+def error_words(value: Any) -> ErrorWords:
+    """The class name and message of an error write (an exception, our stored record of
+    one, or LangGraph's repr string); the text as it is when it names no class."""
+    if isinstance(value, CheckpointedException):
+        return ErrorWords(value.id[-1] if value.id else "Exception", value.message)
+    if isinstance(value, BaseException):
+        return ErrorWords(type(value).__name__, str(value))
+    text = (value if isinstance(value, str) else words(value)).strip()
+    found = _ERROR_REPR.match(text) if len(text) <= _ERROR_PARSE_CHARS else None
+    if found is None:
+        return ErrorWords("", text)
+    name, inner = found.group(1), found.group(2)
+    try:
+        # literal_eval evaluates literals only: a repr with anything else stays text.
+        args = ast.literal_eval(f"({inner},)") if inner.strip() else ()
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return ErrorWords(name, inner)
+    # str() of an exception: its one argument, or the tuple of several.
+    message = words(args[0]) if len(args) == 1 else ", ".join(map(words, args))
+    return ErrorWords(name, message)

@@ -21,7 +21,12 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.errors import InvalidUpdateError
 
 from checkpoints.channels import is_langgraph_channel
-from checkpoints.errors import CheckpointNotFound, InvalidCheckpointInput, ThreadNotFound
+from checkpoints.errors import (
+    CheckpointNotFound,
+    InvalidCheckpointInput,
+    ThreadNotFound,
+    ThreadVersionConflict,
+)
 from checkpoints.timetravel.snapshot import (
     SNAPSHOT_BUMPS_KEY,
     checkpoint_id_of,
@@ -63,6 +68,47 @@ def expected_version_of(raw: Any, field: str = "expected_version") -> int | None
         f"{field} must be the thread's version, a whole number of at most {VERSION_DIGITS} "
         f"digits; got {raw!r:.100}",
         field=field,
+    )
+
+
+# Longer than any checkpoint id a saver mints (36 characters) by far; a longer "head" is
+# not an id the caller was shown.
+HEAD_ID_CHARS = 1024
+
+
+def expected_head_of(raw: Any, field: str = "expected_head") -> str | None:
+    """The head checkpoint id a caller saw, or None when not given.
+
+    The thread's version counts rollbacks only: a graph's own turn moves the head without
+    bumping it, so a caller that must not replace a head it never saw names that head.
+    """
+    if raw is None:
+        return None
+    if (
+        isinstance(raw, str)
+        and raw
+        and len(raw) <= HEAD_ID_CHARS
+        and raw.isprintable()
+        and not raw.isspace()
+    ):
+        return raw
+    raise InvalidCheckpointInput(
+        f"{field} must be the id of the head checkpoint the caller saw (at most "
+        f"{HEAD_ID_CHARS} printable characters); got {raw!r:.100}",
+        field=field,
+    )
+
+
+def check_head(head: CheckpointTuple, expected: str | None, thread_id: str, ns: str = "") -> None:
+    """Refuse when the namespace's head is not the one the caller saw (None: not checked)."""
+    current = checkpoint_id_of(head)
+    if expected is None or current == expected:
+        return
+    where = f"thread {thread_id!r}" + (f" (namespace {ns!r})" if ns else "")
+    raise ThreadVersionConflict(
+        f"{where} moved on since it was read: its head is now {current!r}, not {expected!r}; "
+        "nothing was changed",
+        field="expected_head",
     )
 
 

@@ -31,7 +31,9 @@ from checkpoints.threads import record_owner, refuse_existing
 from checkpoints.timetravel.planning import (
     EVIDENCE_ROWS,
     bulk_plan,
+    check_head,
     check_ids,
+    expected_head_of,
     expected_version_of,
     fork_plan,
     history_args,
@@ -222,13 +224,19 @@ class TimeTravel:
         expected_version: int | str | None = None,
         *,
         checkpoint_ns: str = ROOT_NS,
+        expected_head: str | None = None,
     ) -> StateSnapshot:
         """Write a new head equal in state to ``checkpoint_id``; bump the thread version.
 
         In a subgraph's namespace the new head is that subgraph's: the parent's task
         resumes the subgraph from it, as after LangGraph's ``update_state`` on it.
+        ``expected_version`` (the thread's version) and ``expected_head`` (the head
+        checkpoint id the caller saw) refuse it with ThreadVersionConflict when the thread
+        moved on; only the head shows a graph's own turn.
         """
-        flow = self._rollback(thread_id, checkpoint_id, expected_version, checkpoint_ns)
+        flow = self._rollback(
+            thread_id, checkpoint_id, expected_version, checkpoint_ns, expected_head
+        )
         snapshot = self._run(flow)
         audit.record(**self._rolled_back(thread_id, checkpoint_id, snapshot))
         return snapshot
@@ -241,15 +249,20 @@ class TimeTravel:
         *,
         checkpoint_ns: str = ROOT_NS,
         owner: Any = None,
+        expected_head: str | None = None,
     ) -> StateSnapshot:
         """Copy the state at ``checkpoint_id`` into a new thread; the source is untouched.
 
         A subgraph's checkpoint (``checkpoint_ns``) becomes the root of the new thread: a
         thread of the subgraph alone. The fork belongs to the user who forks it: ``owner``,
         recorded where the store records owners (None: a fork made by code, unowned),
-        whoever owns the source and whatever entrance asks.
+        whoever owns the source and whatever entrance asks. ``expected_head``, the source's
+        head the caller saw, refuses it with ThreadVersionConflict when the source moved on
+        (what the caller was told the fork leaves behind is then no longer true).
         """
-        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns, owner)
+        flow = self._fork(
+            source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns, owner, expected_head
+        )
         snapshot = self._run(flow)
         audit.record(**self._forked(source_thread_id, checkpoint_id, snapshot))
         return snapshot
@@ -304,8 +317,11 @@ class TimeTravel:
         expected_version: int | str | None = None,
         *,
         checkpoint_ns: str = ROOT_NS,
+        expected_head: str | None = None,
     ) -> StateSnapshot:
-        flow = self._rollback(thread_id, checkpoint_id, expected_version, checkpoint_ns)
+        flow = self._rollback(
+            thread_id, checkpoint_id, expected_version, checkpoint_ns, expected_head
+        )
         snapshot = await self._arun(flow)
         await audit.arecord(**self._rolled_back(thread_id, checkpoint_id, snapshot))
         return snapshot
@@ -318,8 +334,11 @@ class TimeTravel:
         *,
         checkpoint_ns: str = ROOT_NS,
         owner: Any = None,
+        expected_head: str | None = None,
     ) -> StateSnapshot:
-        flow = self._fork(source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns, owner)
+        flow = self._fork(
+            source_thread_id, checkpoint_id, new_thread_id, checkpoint_ns, owner, expected_head
+        )
         snapshot = await self._arun(flow)
         await audit.arecord(**self._forked(source_thread_id, checkpoint_id, snapshot))
         return snapshot
@@ -447,11 +466,20 @@ class TimeTravel:
             current = ahead
 
     def _rollback(
-        self, thread_id: str, checkpoint_id: str, expected_version: int | None, ns: str
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        expected_version: int | None,
+        ns: str,
+        expected_head: str | None = None,
     ) -> Flow[StateSnapshot]:
         check_ids(thread_id, checkpoint_id, ns)
         expected = expected_version_of(expected_version)
+        shown_head = expected_head_of(expected_head)
         head = yield from self._load(thread_id, None, ns)
+        # A turn landing between this read and the put below is not caught: the store has
+        # no compare-and-set on the head, only on the version (which a turn leaves alone).
+        check_head(head, shown_head, thread_id, ns)
         target = yield from self._load(thread_id, checkpoint_id, ns)
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = rollback_plan(head, target, rebuilt, self.saver.get_next_version)
@@ -467,10 +495,19 @@ class TimeTravel:
         new_thread_id: str | None,
         ns: str,
         owner: Any = None,
+        expected_head: str | None = None,
     ) -> Flow[StateSnapshot]:
         check_ids(source_thread_id, checkpoint_id, ns)
         new_thread_id = str(uuid.uuid4()) if new_thread_id is None else new_thread_id
         check_ids(new_thread_id)
+        shown_head = expected_head_of(expected_head)
+        if shown_head is not None:
+            check_head(
+                (yield from self._load(source_thread_id, None, ns)),
+                shown_head,
+                source_thread_id,
+                ns,
+            )
         target = yield from self._load(source_thread_id, checkpoint_id, ns)
         # Any trace of the id (another namespace, a mark, a retention, a park) refuses it:
         # landing on it would take over someone's thread.

@@ -24,5 +24,10 @@ def test_the_annotation_and_the_condition_name_the_same_threads(saver):
     assert rows["open"].finished_due_at is None and rows["open"].finished_owner is None
     assert list(Thread.objects.filter(is_marked()).values_list("thread_id", flat=True)) == ["done"]
     assert list(Thread.objects.exclude(is_marked()).values_list("thread_id", flat=True)) == ["open"]
-    statuses = {row.thread_id: ThreadInfo.from_row(row).status for row in thread_rows(saver)}
-    assert statuses == {"done": "finished", "open": "waiting"}
+    # ``state`` is the mark's side of it; ``status`` is the one status rule's verdict.
+    infos = {row.thread_id: ThreadInfo.from_row(row) for row in thread_rows(saver)}
+    assert {t: info.state for t, info in infos.items()} == {"done": "finished", "open": "waiting"}
+    assert {t: info.status.kind for t, info in infos.items()} == {
+        "done": "finished",
+        "open": "recent",
+    }

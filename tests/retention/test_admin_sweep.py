@@ -183,3 +183,28 @@ def test_a_fanned_out_run_shows_its_batches(admin_client, aged):
     detail = admin_client.get(f"{RUNS}{planned.run.pk}/change/").content.decode()
     assert "w1@host" in detail and "sweep batches" in detail.lower()
     assert detail.count("w1@host") == len(planned.batches)
+
+
+def test_every_retention_page_writes_dates_in_the_console_format(admin_client, aged):
+    import re
+
+    from retention.holds import hold_thread
+
+    admin_client.post(SWEEP, {"post": "yes"})
+    run = SweepRun.objects.latest("started_at")
+    hold_thread(
+        aged, "fresh", reason="refund dispute", until=utcnow() + timedelta(days=2), by="ops"
+    )
+    moment = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    for url in (
+        RUNS,
+        f"{RUNS}{run.pk}/change/",
+        "/admin/checkpoints/finishedmark/",
+        "/admin/retention/park/",
+        "/admin/retention/hold/",
+        "/admin/checkpoints/auditevent/",
+    ):
+        page = admin_client.get(url).content.decode()
+        assert moment.search(page), url
+        # Django's locale format ("Dec. 4, 2026, 3:43 p.m.") appears nowhere.
+        assert not re.search(r"\b[ap]\.m\.", page), url

@@ -29,11 +29,11 @@ def test_owner_marks_and_unmarks_finished(clients, threads):
     assert mark is not None and mark.owner == "alice"
     # Platform finished retention (1440 minutes) from the mark.
     assert before + timedelta(minutes=1440) <= mark.due_at <= utcnow() + timedelta(minutes=1440)
-    assert clients["alice"].get(url("alice-1")).json()["status"] == "finished"
+    assert clients["alice"].get(url("alice-1")).json()["state"] == "finished"
     response = clients["alice"].delete(url("alice-1", "finish"))
     assert response.status_code == 200 and response.json()["finished"] is False
     assert get_saver().finished_mark("alice-1") is None
-    assert clients["alice"].get(url("alice-1")).json()["status"] == "waiting"
+    assert clients["alice"].get(url("alice-1")).json()["state"] == "waiting"
 
 
 def test_finish_on_another_users_thread_is_404(clients, threads):
@@ -133,7 +133,14 @@ def test_sweep_history_lists_spared_threads(clients, threads):
     finally:
         unregister_live_thread_filter("api-test")
     assert result["swept_count"] == 1
-    assert result["spared"] == [{"thread_id": "bob-1", "horizon": "finished", "owner": "api-test"}]
+    assert result["spared"] == [
+        {
+            "thread_id": "bob-1",
+            "horizon": "finished",
+            "owner": "api-test",
+            "reason": "live-thread filter 'api-test' claims it",
+        }
+    ]
     history = clients["sweeper"].get("/api/checkpoints/sweeps/")
     assert history.status_code == 200
     runs = history.json()["results"]

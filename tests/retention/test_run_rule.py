@@ -9,6 +9,7 @@ applies where the store sweeps idle threads.
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import timedelta
 
@@ -50,7 +51,13 @@ def test_the_sweep_spares_a_finished_thread_written_since_and_reports_it(store):
     mark_finished(store, "done", owner="tests")
     result = sweep_checkpoints(saver=store, now=utcnow() + DUE)
     assert (result.finished_swept, result.swept_count) == (1, 1)
-    assert result.spared == [{"thread_id": "again", "horizon": "finished", "owner": WRITTEN_SINCE}]
+    assert [(s["thread_id"], s["horizon"], s["owner"]) for s in result.spared] == [
+        ("again", "finished", WRITTEN_SINCE)
+    ]
+    assert re.fullmatch(
+        r"written .+, after its finished mark at .+: its run's owner marks it again",
+        result.spared[0]["reason"],
+    )
     assert holds(store, "again") and not holds(store, "done")
     assert store.finished_mark("again") is not None  # still marked: shown as written since
     spared = SparedThread.objects.get(sweep_run_id=result.sweep_run_id)

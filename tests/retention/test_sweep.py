@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 
@@ -137,7 +138,14 @@ def test_a_pending_interrupt_spares_the_thread_until_it_resumes(store, caplog):
 
     result = sweep_checkpoints(saver=store, now=now)
 
-    assert result.spared == [{"thread_id": "paused", "horizon": "finished", "owner": "interrupts"}]
+    assert [(s["thread_id"], s["horizon"], s["owner"]) for s in result.spared] == [
+        ("paused", "finished", "interrupts")
+    ]
+    # Why, in words: the question it waits on, and since when.
+    assert re.fullmatch(
+        r"waiting on a human: “approve\?”, asked \d+\W+minutes? ago \(.+ UTC\)",
+        result.spared[0]["reason"],
+    ), result.spared[0]["reason"]
     assert result.swept_count == 0
     assert holds(store, "paused") and store.finished_mark("paused") is not None
     assert spared_count("finished", "interrupts") == before + 1
@@ -148,9 +156,7 @@ def test_a_pending_interrupt_spares_the_thread_until_it_resumes(store, caplog):
     assert graph.get_state(config).values == {"answer": "yes"}
     # The resumed run wrote since the mark (the run rule spares it) until it is marked again.
     resumed = sweep_checkpoints(saver=store, now=now)
-    assert resumed.spared == [
-        {"thread_id": "paused", "horizon": "finished", "owner": WRITTEN_SINCE}
-    ]
+    assert [(s["thread_id"], s["owner"]) for s in resumed.spared] == [("paused", WRITTEN_SINCE)]
     mark_finished(store, "paused", now=now - timedelta(days=2))
     after = sweep_checkpoints(saver=store, now=now)
     assert after.finished_swept == 1 and not holds(store, "paused")
@@ -168,7 +174,10 @@ def test_an_unexpired_park_spares_the_thread(store):
     )
 
     result = sweep_checkpoints(saver=store, now=now)
-    assert result.spared == [{"thread_id": "parked", "horizon": "finished", "owner": "parks"}]
+    assert [(s["thread_id"], s["horizon"], s["owner"]) for s in result.spared] == [
+        ("parked", "finished", "parks")
+    ]
+    assert result.spared[0]["reason"].startswith("parked until ")
     assert holds(store, "parked")
 
     expired = sweep_checkpoints(saver=store, now=now + timedelta(minutes=6))
@@ -184,8 +193,8 @@ def test_a_park_spares_an_idle_thread_on_orm(store):
     )
     before = spared_count("waiting", "parks")
     result = sweep_checkpoints(saver=store, now=now)
-    assert result.spared == [
-        {"thread_id": "waiting-on-ask", "horizon": "waiting", "owner": "parks"}
+    assert [(s["thread_id"], s["horizon"], s["owner"]) for s in result.spared] == [
+        ("waiting-on-ask", "waiting", "parks")
     ]
     assert holds(store, "waiting-on-ask")
     assert spared_count("waiting", "parks") == before + 1
@@ -205,7 +214,14 @@ def test_a_filter_registered_in_code_is_asked_and_named(store):
     register_live_thread_filter("billing", claim_keep)
     result = sweep_checkpoints(saver=store, now=now)
     assert asked == [["drop", "keep"]]
-    assert result.spared == [{"thread_id": "keep", "horizon": "finished", "owner": "billing"}]
+    assert result.spared == [
+        {
+            "thread_id": "keep",
+            "horizon": "finished",
+            "owner": "billing",
+            "reason": "live-thread filter 'billing' claims it",
+        }
+    ]
     assert holds(store, "keep") and not holds(store, "drop")
 
 
@@ -348,7 +364,12 @@ def test_each_sweep_is_recorded_with_its_spared_threads(store):
         ("kept", "finished", "keeper")
     ]
     assert result.as_dict()["spared"] == [
-        {"thread_id": "kept", "horizon": "finished", "owner": "keeper"}
+        {
+            "thread_id": "kept",
+            "horizon": "finished",
+            "owner": "keeper",
+            "reason": "live-thread filter 'keeper' claims it",
+        }
     ]
 
 

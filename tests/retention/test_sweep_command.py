@@ -53,7 +53,14 @@ def test_json_prints_the_result_fields(deployment):
     data = json.loads(run("--json"))
     assert data["provider"] == "sqlite"
     assert (data["swept_count"], data["finished_swept"], data["waiting_swept"]) == (1, 1, 0)
-    assert data["spared"] == [{"thread_id": "kept", "horizon": "finished", "owner": "keeper"}]
+    assert data["spared"] == [
+        {
+            "thread_id": "kept",
+            "horizon": "finished",
+            "owner": "keeper",
+            "reason": "live-thread filter 'keeper' claims it",
+        }
+    ]
     assert data["skipped"] is None and data["dry_run"] is False
     assert data["sweep_run_id"] == SweepRun.objects.get().pk
 

@@ -51,7 +51,14 @@ def test_threads_sharing_a_declared_horizon_are_counted_once(store):
     with batch_size(2):
         dry = sweep_checkpoints(saver=store, now=now, dry_run=True)
         assert (dry.swept_count, dry.waiting_swept) == (6, 6)
-        assert dry.spared == [{"thread_id": "kept-live", "horizon": "waiting", "owner": "tests"}]
+        assert dry.spared == [
+            {
+                "thread_id": "kept-live",
+                "horizon": "waiting",
+                "owner": "tests",
+                "reason": "live-thread filter 'tests' claims it",
+            }
+        ]
         before = deleted_total("waiting")
         result = sweep_checkpoints(saver=store, now=now)
 

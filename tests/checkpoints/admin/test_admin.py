@@ -138,14 +138,17 @@ def test_checkpoint_detail_decodes_values_and_links_lineage(admin_client, chat):
     parent_page = admin_client.get(f"{CHECKPOINTS}{parent.pk}/change/").content.decode()
     # The parent's page lists the head among its children, and the writes pending on it.
     assert f'href="{CHECKPOINTS}{head.pk}/change/"' in parent_page
-    assert "notes ← task" in parent_page
+    # Each pending write names the node whose task wrote it.
+    assert "notes ← review" in parent_page
 
 
 def test_pending_interrupt_is_shown(admin_client, saver):
     paused = run_paused(saver, "paused-1")
     head = checkpoints_of(paused)[0]
     page = admin_client.get(f"{CHECKPOINTS}{head.pk}/change/").content.decode()
-    assert "__interrupt__ ← task" in page and "approve the answer?" in page
+    # A transcript row naming the node that asked, with the question in words.
+    assert "interrupt · approve" in page
+    assert '<div class="cs-said cs-question">approve the answer?</div>' in page
 
 
 def test_changes_view_lists_changed_channels_with_diffs(admin_client, chat):
@@ -155,7 +158,8 @@ def test_changes_view_lists_changed_channels_with_diffs(admin_client, chat):
     page = admin_client.get(f"{CHECKPOINTS}{answered.pk}/changes/").content.decode()
     assert "channel(s) changed" in page
     assert 'data-channel="messages"' in page and "1 item(s) added" in page
-    assert "&quot;answer 2&quot;" in page
+    # The added message reads as a message, not as its JSON.
+    assert '<th class="cs-role">ai</th><td><div class="cs-said">answer 2</div>' in page
     assert 'data-channel="turn"' in page and "value replaced" in page
     assert 'data-channel="notes"' in page and "1 key(s) added" in page
     first = checkpoints_of(chat)[-1]
@@ -175,7 +179,8 @@ def test_rollback_confirmation_then_post_writes_a_new_head(admin_client, chat):
     # GET never acts, not even with post=yes in the query string.
     admin_client.get(url, {"post": "yes"})
     assert checkpoints_of(chat)[0].pk == head.pk
-    response = admin_client.post(url, {"post": "yes", "expected_version": "1"}, follow=True)
+    form = {"post": "yes", "expected_version": "1", "expected_head": head.checkpoint_id}
+    response = admin_client.post(url, form, follow=True)
     new_head = checkpoints_of(chat)[0]
     assert new_head.source == "rollback"
     assert new_head.metadata["rollback"]["target"] == target.checkpoint_id
@@ -190,7 +195,8 @@ def test_rollback_confirmation_then_post_writes_a_new_head(admin_client, chat):
 def test_rollback_with_a_bad_expected_version_is_refused_not_ignored(admin_client, chat, bad):
     head, target = checkpoints_of(chat)[0], checkpoints_of(chat)[3]
     url = f"{CHECKPOINTS}{target.pk}/rollback/"
-    response = admin_client.post(url, {"post": "yes", "expected_version": bad}, follow=True)
+    form = {"post": "yes", "expected_version": bad, "expected_head": head.checkpoint_id}
+    response = admin_client.post(url, form, follow=True)
     assert response.redirect_chain[-1] == (f"{CHECKPOINTS}{target.pk}/change/", 302)
     shown = [str(m) for m in response.context["messages"]]
     assert any("expected_version must be the thread's version" in m for m in shown), shown
@@ -200,7 +206,8 @@ def test_rollback_with_a_bad_expected_version_is_refused_not_ignored(admin_clien
 
 def test_changes_of_a_rollback_compare_with_the_head_it_replaced(admin_client, chat):
     head, target = checkpoints_of(chat)[0], checkpoints_of(chat)[3]
-    admin_client.post(f"{CHECKPOINTS}{target.pk}/rollback/", {"post": "yes"})
+    form = {"post": "yes", "expected_head": head.checkpoint_id}
+    admin_client.post(f"{CHECKPOINTS}{target.pk}/rollback/", form)
     rolled = checkpoints_of(chat)[0]
     assert rolled.source == "rollback" and rolled.parent_checkpoint_id == target.checkpoint_id
     page = admin_client.get(f"{CHECKPOINTS}{rolled.pk}/changes/").content.decode()
@@ -230,8 +237,15 @@ def test_thread_page_lists_namespaces_and_a_subgraph_checkpoint_rolls_back_in_it
         .order_by("checkpoint_id")
         .first()
     )
+    shown = (
+        Checkpoint.objects.filter(thread__thread_id="nested", checkpoint_ns=ns)
+        .order_by("-checkpoint_id")
+        .first()
+    )
     response = admin_client.post(
-        f"{CHECKPOINTS}{target.pk}/rollback/", {"post": "yes"}, follow=True
+        f"{CHECKPOINTS}{target.pk}/rollback/",
+        {"post": "yes", "expected_head": shown.checkpoint_id},
+        follow=True,
     )
     assert "rolled back to" in response.content.decode()
     head = (
@@ -246,9 +260,12 @@ def test_thread_page_lists_namespaces_and_a_subgraph_checkpoint_rolls_back_in_it
 def test_rollback_with_a_stale_version_is_refused_with_a_message(admin_client, chat):
     target = checkpoints_of(chat)[2]
     before = len(checkpoints_of(chat))
-    response = admin_client.post(
-        f"{CHECKPOINTS}{target.pk}/rollback/", {"post": "yes", "expected_version": "7"}, follow=True
-    )
+    form = {
+        "post": "yes",
+        "expected_version": "7",
+        "expected_head": checkpoints_of(chat)[0].checkpoint_id,
+    }
+    response = admin_client.post(f"{CHECKPOINTS}{target.pk}/rollback/", form, follow=True)
     assert "Rollback of thread chat-1 failed" in response.content.decode()
     assert len(checkpoints_of(chat)) == before
 
@@ -259,7 +276,12 @@ def test_fork_confirmation_prefills_a_uuid_and_post_forks(admin_client, chat):
     page = admin_client.get(url).content.decode()
     prefilled = re.search(r'name="new_thread_id" id="id_new_thread_id" value="([^"]+)"', page)
     assert prefilled and re.fullmatch(r"[0-9a-f-]{36}", prefilled.group(1))
-    response = admin_client.post(url, {"post": "yes", "new_thread_id": "forked-1"}, follow=True)
+    form = {
+        "post": "yes",
+        "new_thread_id": "forked-1",
+        "expected_head": checkpoints_of(chat)[0].checkpoint_id,
+    }
+    response = admin_client.post(url, form, follow=True)
     [forked] = checkpoints_of("forked-1")
     assert forked.source == "fork"
     assert response.redirect_chain[-1][0] == f"{CHECKPOINTS}{forked.pk}/change/"
@@ -276,7 +298,8 @@ def test_fork_onto_an_existing_thread_is_refused(admin_client, saver, chat):
     source = checkpoints_of(chat)[0]
     before = len(checkpoints_of("taken"))
     response = admin_client.post(
-        f"{CHECKPOINTS}{source.pk}/fork/", {"post": "yes", "new_thread_id": "taken"}
+        f"{CHECKPOINTS}{source.pk}/fork/",
+        {"post": "yes", "new_thread_id": "taken", "expected_head": source.checkpoint_id},
     )
     assert response.status_code == 200
     assert "Fork of thread chat-1 failed" in response.content.decode()
@@ -330,7 +353,8 @@ def test_change_permission_allows_rollback_only(client, chat):
     page = client.get(f"{CHECKPOINTS}{cp.pk}/change/").content.decode()
     assert "Roll back to here" in page and "Fork from here" not in page
     assert client.get(f"{CHECKPOINTS}{cp.pk}/fork/").status_code == 403
-    response = client.post(f"{CHECKPOINTS}{cp.pk}/rollback/", {"post": "yes"})
+    form = {"post": "yes", "expected_head": checkpoints_of(chat)[0].checkpoint_id}
+    response = client.post(f"{CHECKPOINTS}{cp.pk}/rollback/", form)
     assert response.status_code == 302
     assert checkpoints_of(chat)[0].source == "rollback"
 
@@ -342,7 +366,8 @@ def test_add_permission_allows_fork_only(client, chat):
     page = client.get(f"{CHECKPOINTS}{cp.pk}/change/").content.decode()
     assert "Fork from here" in page and "Roll back to here" not in page
     assert client.get(f"{CHECKPOINTS}{cp.pk}/rollback/").status_code == 403
-    response = client.post(f"{CHECKPOINTS}{cp.pk}/fork/", {"post": "yes", "new_thread_id": "f2"})
+    form = {"post": "yes", "new_thread_id": "f2", "expected_head": cp.checkpoint_id}
+    response = client.post(f"{CHECKPOINTS}{cp.pk}/fork/", form)
     assert response.status_code == 302
     assert checkpoints_of("f2")[0].source == "fork"
 
@@ -356,7 +381,10 @@ def test_csrf_is_enforced_on_rollback(superuser, chat):
     assert checkpoints_of(chat)[0].source != "rollback"
     client.get(url)
     token = client.cookies["csrftoken"].value
-    response = client.post(url, {"post": "yes", "csrfmiddlewaretoken": token})
+    head = checkpoints_of(chat)[0].checkpoint_id
+    response = client.post(
+        url, {"post": "yes", "csrfmiddlewaretoken": token, "expected_head": head}
+    )
     assert response.status_code == 302
     assert checkpoints_of(chat)[0].source == "rollback"
 

@@ -134,7 +134,8 @@ def test_rollback_from_a_pg_checkpoint_writes_to_pg(admin_client, two_stores):
     assert "Roll back thread pg-thread?" in confirm
     action = unescape(re.search(r'<form method="post" action="([^"]+)"', confirm).group(1))
     sqlite_before = sorted(checkpoint_ids("default", "sqlite-thread"))
-    response = admin_client.post(action, {"post": "yes"})
+    shown = re.search(r'name="expected_head" value="([^"]+)"', confirm).group(1)
+    response = admin_client.post(action, {"post": "yes", "expected_head": shown})
     assert response.status_code == 302
     assert len(checkpoint_ids("pg", "pg-thread")) == 3
     assert sorted(checkpoint_ids("default", "sqlite-thread")) == sqlite_before

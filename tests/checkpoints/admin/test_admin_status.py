@@ -46,7 +46,9 @@ def test_each_status_shows_in_the_list(admin_client, threads):
     assert "Waiting on a human" in row_of(page, "asks")
     # The question and the node it waits at, read for the page's waiting rows at once.
     assert "“approve the answer?” at approve" in row_of(page, "asks")
-    assert "Failed" in row_of(page, "broke") and "the last task failed" in row_of(page, "broke")
+    # The error in words, with its node (issue 33): not "the last task failed".
+    said = "ValueError: the tool timed out (in node explode)"
+    assert "Failed" in row_of(page, "broke") and said in row_of(page, "broke")
     assert "Recently written" in row_of(page, "fresh")
     assert "Idle" in row_of(page, "quiet")
     assert re.search(r"due in 4\W+days", row_of(page, "quiet")), row_of(page, "quiet")
@@ -60,7 +62,8 @@ def test_each_status_shows_in_the_list(admin_client, threads):
         ("waiting_on_human", {"asks"}),
         ("failed", {"broke"}),
         ("recent", {"fresh"}),
-        ("idle", {"quiet", "held"}),
+        ("idle", {"quiet"}),
+        ("parked", {"held"}),
         ("finished", {"done"}),
     ],
 )
@@ -76,7 +79,7 @@ def test_the_thread_page_shows_the_question_and_node_or_the_error(admin_client, 
     assert "Waiting on a human" in page and "“approve the answer?” at approve" in page
     broke = Thread.objects.get(thread_id="broke").pk
     page = admin_client.get(f"{THREADS}{broke}/change/").content.decode()
-    assert "ValueError(&#x27;the tool timed out&#x27;)" in page
+    assert "ValueError: the tool timed out (in node explode)" in page
 
 
 def test_a_resumed_interrupt_no_longer_waits(admin_client, saver, threads):
@@ -92,26 +95,24 @@ def test_a_resumed_interrupt_no_longer_waits(admin_client, saver, threads):
 def test_status_rule_order_and_details():
     now = utcnow()
     old = now - timedelta(days=8)
-    assert thread_status(now=now, last_write_at=old, waiting_minutes=60).detail.startswith(
-        "past its waiting horizon since"
+    idle = thread_status(now=now, last_write_at=old, waiting_minutes=60)
+    assert (idle.kind, idle.detail.startswith("the next sweep deletes it: past its waiting")) == (
+        "due",
+        True,
     )
+    # Past due but waiting on a human: the interrupt claims it, and the page says both.
     marked = thread_status(
         now=now,
-        last_write_at=now,
-        waiting_minutes=60,
+        last_write_at=now - timedelta(days=3),
+        waiting_minutes=60 * 24 * 7,
         mark_due=now - timedelta(1),
-        interrupted=True,
-    )
-    assert (marked.kind, marked.detail.startswith("due since")) == ("finished", True)
-    expired_park = thread_status(
-        now=now,
-        last_write_at=now,
-        waiting_minutes=60,
-        park_deadline=now - timedelta(minutes=1),
+        marked_at=now - timedelta(days=2),
         interrupted=True,
         question="ok?",
     )
-    assert (expired_park.kind, expired_park.detail) == ("waiting_on_human", "“ok?”")
+    assert marked.kind == "waiting_on_human"
+    assert marked.detail.startswith("“ok?”, waiting 3")
+    assert "finished and due since" in marked.detail
 
 
 def test_mark_and_unmark_finished_from_the_thread_page(admin_client, saver):

@@ -105,11 +105,10 @@ def test_sweep_dry_run_then_run_lists_the_spared_thread(page, saver, shot):
     assert "1 thread(s) deleted" in page.inner_text("#sweep-counts")
     row = page.locator("#spared-threads tbody tr")
     assert row.count() == 1
-    assert re.split(r"\s+", row.inner_text().strip()) == [
-        "waiting-for-approval",
-        "finished",
-        "interrupts",
-    ]
+    cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+    assert cells[:3] == ["waiting-for-approval", "finished", "interrupts"], cells
+    # The spared thread says why in words: the question, and how long it has waited.
+    assert cells[3].startswith("waiting on a human: “approve the answer?”, asked"), cells
     shot(page, "sweep")
     assert not Thread.objects.filter(thread_id="finished-long-ago").exists()
     assert FinishedMark.objects.filter(thread_id="waiting-for-approval").exists()

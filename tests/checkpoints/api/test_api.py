@@ -94,9 +94,13 @@ def test_list_is_paginated(clients, threads):
 
 def test_list_filters_by_status(clients, threads):
     assert clients["alice"].post(url("alice-1", "finish")).status_code == 200
+    assert listed(clients["alice"], state="finished") == {"alice-1"}
+    assert listed(clients["alice"], state="waiting") == {"a/b c?%#ü"}
+    # The status rule's kinds: marked and not yet due is "finished"; written now, "recent".
     assert listed(clients["alice"], status="finished") == {"alice-1"}
-    assert listed(clients["alice"], status="waiting") == {"a/b c?%#ü"}
+    assert listed(clients["alice"], status="recent") == {"a/b c?%#ü"}
     assert_error(clients["alice"].get("/api/threads/", {"status": "done"}), 400, field="status")
+    assert_error(clients["alice"].get("/api/threads/", {"state": "done"}), 400, field="state")
 
 
 # --- detail and delete ----------------------------------------------------------------
@@ -108,7 +112,8 @@ def test_detail_carries_version_etag(clients, users, threads):
     body = response.json()
     assert body["thread_id"] == "alice-1"
     assert body["owner"] == {"id": users["alice"].pk, "username": "alice"}
-    assert body["status"] == "waiting" and body["version"] == 1
+    assert body["state"] == "waiting" and body["version"] == 1
+    assert (body["status"], body["status_label"]) == ("recent", "Recently written")
     assert response["ETag"] == '"1"'
 
 

@@ -103,7 +103,8 @@ ADMIN = {
     "rollback": (
         "post",
         lambda ids: f"/admin/checkpoints/checkpoint/{ids['target']}/rollback/",
-        lambda ids: {"post": "yes"},
+        # The head the confirmation showed, as the page's form carries it.
+        lambda ids: {"post": "yes", "expected_head": ids["head_id"]},
         True,
         ADMIN_POST,
     ),
@@ -117,7 +118,7 @@ ADMIN = {
     "fork": (
         "post",
         lambda ids: f"/admin/checkpoints/checkpoint/{ids['target']}/fork/",
-        lambda ids: {"post": "yes", "new_thread_id": "forked"},
+        lambda ids: {"post": "yes", "new_thread_id": "forked", "expected_head": ids["head_id"]},
         True,
         ADMIN_POST,
     ),
@@ -205,6 +206,7 @@ def seed(users) -> dict:
     rows = Checkpoint.objects.filter(thread__thread_id="owned")
     return {
         "target_id": first["configurable"]["checkpoint_id"],
+        "head_id": second["configurable"]["checkpoint_id"],
         "thread": Thread.objects.get(thread_id="owned").pk,
         "target": rows.get(checkpoint_id=first["configurable"]["checkpoint_id"]).pk,
         "head": rows.get(checkpoint_id=second["configurable"]["checkpoint_id"]).pk,

@@ -58,7 +58,7 @@ async def test_the_async_fork_records_the_owner_too(saver, source):
 def test_the_admin_and_the_api_fork_alike(admin_client, admin_user, saver, source):
     admin_client.post(
         f"/admin/checkpoints/checkpoint/{source.pk}/fork/",
-        {"post": "yes", "new_thread_id": "from-admin"},
+        {"post": "yes", "new_thread_id": "from-admin", "expected_head": source.checkpoint_id},
     )
     assert owner_of("from-admin") == admin_user
     api = APIClient()

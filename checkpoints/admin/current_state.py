@@ -1,0 +1,93 @@
+"""The top of a thread's page: where the thread stands now, and what was said last."""
+
+from __future__ import annotations
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from checkpoints import selectors
+from checkpoints.admin.base import checkpoint_change_url
+from checkpoints.admin.display import is_internal, transcript, when
+from checkpoints.admin.store_choice import store_alias, store_saver
+from checkpoints.codec.render import is_message_list, words
+from checkpoints.errors import CheckpointStoreError
+
+# The last messages the thread page opens with; the head checkpoint's page pages the rest.
+LAST_MESSAGES = 5
+# A channel's value in words on the thread page is cut here; its checkpoint page has it all.
+VALUE_CHARS = 200
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
+
+
+def current_state(thread_pk) -> SafeString | str:
+    """The head checkpoint of the thread's root namespace: its place, the last messages of
+    each message channel, and the graph's other channels in words."""
+    if not str(thread_pk).isdigit():
+        return ""
+    thread = selectors.thread_by_pk(alias=store_alias(), pk=int(thread_pk))
+    if thread is None:
+        return ""
+    head_row = selectors.head_row(alias=store_alias(), thread_id=thread.thread_id)
+    if head_row is None:
+        return format_html(
+            '<div class="cs-card cs-current"><h2>Current state</h2><p>{}</p></div>',
+            "No checkpoint yet.",
+        )
+    try:
+        head = store_saver().get_tuple(
+            {"configurable": {"thread_id": thread.thread_id, "checkpoint_ns": ""}}
+        )
+    except CheckpointStoreError as exc:
+        return format_html(
+            '<div class="cs-card cs-current"><h2>Current state</h2>'
+            "<p>Cannot read the head checkpoint: <code>{}</code> {}</p></div>",
+            exc.code,
+            exc.message,
+        )
+    values = (head.checkpoint.get("channel_values") or {}) if head is not None else {}
+    link = checkpoint_change_url(head_row.pk)
+    said = []
+    for name in sorted(values, key=str):
+        value = values[name]
+        if is_internal(str(name)) or not is_message_list(value):
+            continue
+        last = list(value)[-LAST_MESSAGES:]
+        said.append(
+            format_html(
+                '<h3 class="cs-current-channel">{} · the last {} of {} '
+                '<a href="{}">(all)</a></h3>{}',
+                name,
+                len(last),
+                len(value),
+                link,
+                transcript(last),
+            )
+        )
+    others = [
+        (str(name), _short(words(values[name])) or "(empty)")
+        for name in sorted(values, key=str)
+        if not is_internal(str(name)) and not is_message_list(values[name])
+    ]
+    state = (
+        format_html(
+            '<table class="cs-table cs-current-values"><tbody>{}</tbody></table>',
+            format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", others),
+        )
+        if others
+        else ""
+    )
+    return format_html(
+        '<div class="cs-card cs-current"><h2>Current state</h2>'
+        '<p class="cs-muted">head checkpoint <a href="{}">{}</a> · step {} · {} · written {}</p>'
+        "{}{}</div>",
+        link,
+        head_row.checkpoint_id,
+        head_row.step if head_row.step is not None else "—",
+        head_row.source or "—",
+        when(head_row.created_at),
+        format_html_join("", "{}", ((s,) for s in said)),
+        state,
+    )
