@@ -144,12 +144,7 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
 
     def hold_view(self, request, object_id):
         """POST: hold the thread (reason, optional end time), or (release=1) release it."""
-        if not self.has_hold_permission(request):
-            raise PermissionDenied
-        thread = self.get_object(request, object_id)
-        if thread is None:
-            raise Http404(f"no thread with pk {object_id!r} in this store")
-        back = keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
+        thread, back = self._button_target(request, object_id, self.has_hold_permission)
         if request.method != "POST":
             return HttpResponseRedirect(back)
         saver = store_saver()
@@ -178,6 +173,16 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
         self.message_user(request, text, messages.SUCCESS)
         return HttpResponseRedirect(back)
 
+    def _button_target(self, request, object_id, allowed):
+        """The thread a button of its page acts on and that page's URL, once ``allowed``
+        says the user may press it (else 403; an unknown thread is a 404)."""
+        if not allowed(request):
+            raise PermissionDenied
+        thread = self.get_object(request, object_id)
+        if thread is None:
+            raise Http404(f"no thread with pk {object_id!r} in this store")
+        return thread, keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
+
     def has_hold_permission(self, request, obj=None):
         return permissions.staff_may(request.user, "hold")
 
@@ -185,12 +190,7 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
         """POST: mark the thread finished, or (unmark=1) take it out of the finished set."""
         unmark = bool(request.POST.get("unmark"))
         allowed = self.has_unmark_permission if unmark else self.has_mark_permission
-        if not allowed(request):
-            raise PermissionDenied
-        thread = self.get_object(request, object_id)
-        if thread is None:
-            raise Http404(f"no thread with pk {object_id!r} in this store")
-        back = keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
+        thread, back = self._button_target(request, object_id, allowed)
         if request.method != "POST":
             # A GET never changes anything: it leads back to the page with the button.
             return HttpResponseRedirect(back)

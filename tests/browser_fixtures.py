@@ -86,3 +86,22 @@ def page(browser, live_server, transactional_db):
     tab.base = live_server.url
     yield tab
     context.close()
+
+
+# Recorded by the page itself: an init script runs before the page's own, outside its CSP.
+CSP_LISTENER = """
+window.__csp = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`);
+});
+"""
+
+
+def watch_csp(page) -> None:
+    """Have every page this tab opens record its CSP violations (read by `csp_violations`)."""
+    page.context.add_init_script(CSP_LISTENER)
+
+
+def csp_violations(page) -> list[str]:
+    """The CSP violations the current page recorded since it loaded."""
+    return page.evaluate("window.__csp")

@@ -289,26 +289,27 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         return links
 
     # -- list actions: each leads to the same confirmation page as the object's button ---
-    def _single(self, request, queryset, verb):
-        chosen = list(queryset[:2])
-        if len(chosen) != 1:
+    def _exactly(self, request, queryset, count: int, verb: str):
+        """The ``count`` selected checkpoints, or None (saying so) when another number was."""
+        chosen = list(queryset[: count + 1])
+        if len(chosen) != count:
+            what = {1: "one checkpoint", 2: "two checkpoints"}[count]
             self.message_user(
                 request,
-                f"Select exactly one checkpoint to {verb}; {queryset.count()} were selected.",
+                f"Select exactly {what} to {verb}; {queryset.count()} were selected.",
                 level="error",
             )
             return None
-        return chosen[0]
+        return chosen
+
+    def _single(self, request, queryset, verb):
+        chosen = self._exactly(request, queryset, 1, verb)
+        return chosen[0] if chosen else None
 
     @admin.action(description="Compare the two selected checkpoints", permissions=["view"])
     def compare_selected(self, request, queryset):
-        chosen = list(queryset[:3])
-        if len(chosen) != 2:
-            self.message_user(
-                request,
-                f"Select exactly two checkpoints to compare; {queryset.count()} were selected.",
-                level="error",
-            )
+        chosen = self._exactly(request, queryset, 2, "compare")
+        if chosen is None:
             return None
         older, newer = ordered_pair(chosen)
         return HttpResponseRedirect(compare_url(older.pk, newer.pk))

@@ -7,16 +7,9 @@ import pytest
 
 from checkpoints.models import Checkpoint, Thread
 from tests.admin_fixtures import run_chat, run_paused
+from tests.browser_fixtures import csp_violations, watch_csp
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-# Recorded by the page itself (an init script runs before the page's own, outside its CSP).
-LISTEN = """
-window.__csp = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`);
-});
-"""
 
 
 def test_console_and_swagger_ui_pass_under_the_csp(page, saver, shot):
@@ -24,7 +17,7 @@ def test_console_and_swagger_ui_pass_under_the_csp(page, saver, shot):
     run_paused(saver, "csp-paused")
     console: list[str] = []
     page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-    page.context.add_init_script(LISTEN)
+    watch_csp(page)
     thread = Thread.objects.get(thread_id="csp-chat")
     checkpoint = Checkpoint.objects.filter(thread=thread).order_by("-checkpoint_id").first()
     pages = {
@@ -43,11 +36,11 @@ def test_console_and_swagger_ui_pass_under_the_csp(page, saver, shot):
         assert "script-src 'self'" in response.headers["content-security-policy"], path
         page.wait_for_selector(ready)
         page.wait_for_load_state("networkidle")
-        assert page.evaluate("window.__csp") == [], (path, page.evaluate("window.__csp"))
+        assert csp_violations(page) == [], (path, csp_violations(page))
     # Swagger UI's "Try it out" still works: expanding an operation runs its scripts.
     page.locator(".swagger-ui .opblock-summary").first.click()
     page.wait_for_selector(".swagger-ui .opblock-body")
-    assert page.evaluate("window.__csp") == []
+    assert csp_violations(page) == []
     shot(page, "csp_swagger_ui")
     violations = [line for line in console if "Content Security Policy" in line]
     assert violations == [], violations

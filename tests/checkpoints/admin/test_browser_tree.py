@@ -11,18 +11,12 @@ import pytest
 
 from checkpoints.admin import tree as admin_tree
 from checkpoints.models import Checkpoint, Thread
+from tests.browser_fixtures import csp_violations, watch_csp
 from tests.tree_threads import story_101, story_1000
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 THREADS = "/admin/checkpoints/thread/"
 NODE = re.compile(r"^/admin/checkpoints/checkpoint/(\d+)/change/$")
-# Recorded by the page itself (an init script runs outside the page's CSP).
-LISTEN = """
-window.__csp = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`);
-});
-"""
 # The box's visible area (inside its border, without its scrollbars), in page pixels.
 VISIBLE = """b => { const r = b.getBoundingClientRect();
   return {left: r.left + b.clientLeft, top: r.top + b.clientTop,
@@ -32,7 +26,7 @@ VISIBLE = """b => { const r = b.getBoundingClientRect();
 
 
 def open_tree(page, thread_id: str) -> None:
-    page.context.add_init_script(LISTEN)
+    watch_csp(page)
     page.goto(f"{page.base}{THREADS}{Thread.objects.get(thread_id=thread_id).pk}/change/")
     page.wait_for_selector("svg.cs-tree a.cs-node")
     page.wait_for_load_state("load")
@@ -132,7 +126,7 @@ def test_a_101_checkpoint_thread_shows_its_head_branches_and_forks(page, saver, 
     page.wait_for_url(re.compile(r"/admin/checkpoints/checkpoint/\d+/change/"))
     assert NODE.match(page.url.removeprefix(page.base))
     assert page.locator(".field-checkpoint_id .readonly").inner_text() == rollback_id
-    assert page.evaluate("window.__csp") == []
+    assert csp_violations(page) == []
     # A phone's width: the admin stacks the label over the field; the box still fits the
     # page and opens at the head.
     page.set_viewport_size({"width": 420, "height": 800})
@@ -173,4 +167,4 @@ def test_1000_checkpoints_with_50_branches_open_at_the_head_and_page_back(page, 
     page.wait_for_selector("svg.cs-tree a.cs-head")
     page.wait_for_load_state("load")
     assert_head_in_view(page)
-    assert page.evaluate("window.__csp") == []
+    assert csp_violations(page) == []

@@ -10,6 +10,7 @@ import pytest
 
 from checkpoints.models import Checkpoint, Thread
 from tests.admin_fixtures import run_failing
+from tests.browser_fixtures import csp_violations, watch_csp
 from tests.words_fixtures import run_markdown_chat, run_rolled_back, run_subgraph_interrupt
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,27 +18,19 @@ THREADS = "/admin/checkpoints/thread/"
 CHECKPOINTS = "/admin/checkpoints/checkpoint/"
 MOMENT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
 
-# Recorded by the page itself (an init script runs before the page's own, outside its CSP).
-LISTEN = """
-window.__csp = [];
-document.addEventListener("securitypolicyviolation", (e) => {
-  window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`);
-});
-"""
-
 
 @pytest.fixture
 def watched(page):
     """The logged-in tab, recording CSP violations and any dialog a script would open."""
     page.dialogs = []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    page.context.add_init_script(LISTEN)
+    watch_csp(page)
     return page
 
 
 def calm(page) -> None:
     """Nothing ran that should not have: no CSP violation, no alert from a message."""
-    assert page.evaluate("window.__csp") == []
+    assert csp_violations(page) == []
     assert page.dialogs == []
 
 
