@@ -28,7 +28,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from checkpoints.codec import compress_typed, decompress_typed
 from checkpoints.codec.encryption import SUFFIX as SEALED
 from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
-from checkpoints.conf import setting
+from checkpoints.conf import prepare_mode, setting
 from checkpoints.dburl import alias_for_conn_string
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.flows import Emit, stream
@@ -38,7 +38,6 @@ from checkpoints.store.contract import StoreSaver
 from checkpoints.store.orm.aio import OrmAsync, iter_off_loop, off_loop, on_loop_thread
 from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.ledger import OrmLedger
-from checkpoints.store.orm.pool import prepare_mode
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
 from checkpoints.store.orm.reading import OrmReading
 from checkpoints.store.orm.sealing import OrmReseal, rebind_orm_row
@@ -68,13 +67,16 @@ def dialect_class(using: str) -> type[OrmSaver]:
     """The saver class for database ``using``'s dialect."""
     if using not in connections.settings:
         raise CheckpointConfigError(f"database alias {using!r} is not configured")
-    from checkpoints.store.orm.postgres import PostgresStore
-    from checkpoints.store.orm.sqlite import SqliteStore
-
     vendor = connections[using].vendor
-    for cls in (PostgresStore, SqliteStore):
-        if cls.vendor == vendor:
-            return cls
+    # Only the database's own dialect is imported: a SQLite store never loads psycopg.
+    if vendor == "postgresql":
+        from checkpoints.store.orm.postgres import PostgresStore
+
+        return PostgresStore
+    if vendor == "sqlite":
+        from checkpoints.store.orm.sqlite import SqliteStore
+
+        return SqliteStore
     raise CheckpointConfigError(
         f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
     )
@@ -359,7 +361,10 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
         flow = self._list_flow(config, filter=filter, before=before, limit=limit)
         for page in stream(flow, fetch_warm):
             with self._warm():
-                yield self._with_parent_sends(page)
+                tuples = self._with_parent_sends(page)
+            # Yielded with no connection lent: a caller that stops early leaves this
+            # generator to the garbage collector, which may close it on another thread.
+            yield tuples
 
     def _list_flow(self, config, *, filter=None, before=None, limit=None):
         """The paging rules, written once: yields each page's query arguments (params,

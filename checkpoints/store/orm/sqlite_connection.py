@@ -60,16 +60,22 @@ def _lent(alias: str, key: tuple[str, str], held) -> Iterator[None]:
     if wrapper is None:
         wrapper = connections.create_connection(alias)
     # Django checks a connection is used by the thread that made it: this one, for now.
-    wrapper._thread_ident = _thread.get_ident()
+    lender = wrapper._thread_ident = _thread.get_ident()
     connections[alias] = wrapper
     try:
         yield
     finally:
-        if held is not None:
-            connections[alias] = held
+        if _thread.get_ident() != lender:
+            # Closed from another thread (a generator the garbage collector finalized
+            # there): the slots are per thread, so this one's must not change, and the
+            # lender's thread keeps the connection as its own.
+            pass
         else:
-            del connections[alias]
-        _give_back(key, wrapper)
+            if held is not None:
+                connections[alias] = held
+            else:
+                del connections[alias]
+            _give_back(key, wrapper)
 
 
 def _give_back(key: tuple[str, str], wrapper) -> None:

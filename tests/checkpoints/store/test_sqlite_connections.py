@@ -163,3 +163,59 @@ def test_a_new_file_switches_to_wal_once_another_writer_lets_go(tmp_path):
         releaser.join()
         writer.close()
     assert time.monotonic() - started >= 0.25  # it waited for the writer, then switched
+
+
+def test_a_loan_closed_on_another_thread_leaves_that_threads_connection_alone(saver):
+    """A generator holding a lent connection may be finalized by the garbage collector on
+    any thread; closing it there used to put the lender's connection into that thread's
+    slot, so its next query failed ("created in a thread can only be used in that same
+    thread")."""
+    from checkpoints.store.orm.sqlite_connection import warm_connection
+
+    for i in range(3):
+        _put(saver, f"loan-{i}", 0)
+
+    def reading():
+        with warm_connection("default"):
+            yield connections["default"]
+
+    lent = reading()
+    outcome: list = []
+
+    def lender():
+        # A thread whose own connection is not open (so it borrows one), as LangGraph's
+        # worker threads are after their first call.
+        connections["default"]
+        outcome.append(next(lent))
+
+    def elsewhere():
+        try:
+            own = getattr(connections._connections, "default", None)
+            lent.close()  # the finalizer, run on this thread
+            outcome.append(getattr(connections._connections, "default", None) is own)
+            # This thread still queries, on a connection of its own.
+            outcome.append(len(list(saver.list(config_for("loan-1")))))
+        except Exception as exc:  # reported below, with the thread's own error
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    for target in (lender, elsewhere):
+        worker = threading.Thread(target=target)
+        worker.start()
+        worker.join(30)
+    assert outcome[1:] == [True, 1], outcome
+
+
+def test_a_list_stopped_early_lends_nothing_while_suspended(saver):
+    from checkpoints.store.orm.sqlite_connection import _IDLE
+
+    for step in range(3):
+        _put(saver, "early", step)
+    before = getattr(connections._connections, "default", None)
+    listing = saver.list(config_for("early"))
+    next(listing)
+    # Suspended between pages' tuples, the generator holds no loan in this thread's slot.
+    assert getattr(connections._connections, "default", None) is before
+    listing.close()
+    assert all(w.connection is None or not w.in_atomic_block for ws in _IDLE.values() for w in ws)
