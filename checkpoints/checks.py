@@ -8,7 +8,7 @@ import re
 from django.core.checks import Error, Tags, Warning, register
 
 from checkpoints.apps import SQLITE_SYNCHRONOUS_LEVELS
-from checkpoints.conf import store_settings
+from checkpoints.conf import PREPARE_MODES, store_settings
 from checkpoints.store.registry import path_errors, providers
 
 REMOVED_VARIABLES = {
@@ -170,8 +170,6 @@ def _read_bound_errors(conf) -> list[Error | Warning]:
 
 def _engine_errors(conf) -> list[Error]:
     """The prepared-statement mode, the sweep's lease and the durability re-read interval."""
-    from checkpoints.store.orm.pool import PREPARE_MODES
-
     errors = []
     mode = conf.get("PG_PREPARED_STATEMENTS")
     if (mode.strip().lower() if isinstance(mode, str) else mode) not in PREPARE_MODES:

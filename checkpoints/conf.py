@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from checkpoints.errors import CheckpointConfigError
+
 DEFAULTS: dict[str, Any] = {
     "PROVIDER": "sqlite",
     # provider -> dotted path of a saver class, added to or replacing the shipped ones
@@ -98,6 +100,23 @@ def _reload(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reload)
+
+
+# CHECKPOINTS["PG_PREPARED_STATEMENTS"] -> "on", "off" or "auto". Here, not beside the
+# PostgreSQL pool, so reading the setting (a SQLite saver, the boot checks) loads no psycopg.
+PREPARE_MODES = {True: "on", False: "off", "on": "on", "off": "off", "auto": "auto"}
+PREPARE_MODES.update({"1": "on", "0": "off", "true": "on", "false": "off"})
+
+
+def prepare_mode(value) -> str:
+    """``CHECKPOINTS["PG_PREPARED_STATEMENTS"]`` as "on", "off" or "auto"."""
+    mode = PREPARE_MODES.get(value.strip().lower() if isinstance(value, str) else value)
+    if mode is None:
+        raise CheckpointConfigError(
+            f"CHECKPOINTS['PG_PREPARED_STATEMENTS'] is {value!r}: use 'auto', True or False",
+            field="PG_PREPARED_STATEMENTS",
+        )
+    return mode
 
 
 def has_database() -> bool:

@@ -17,14 +17,16 @@ Django is imported only when a saver is asked for, so ``import checkpoints`` sta
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
+import pkgutil
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from checkpoints.errors import CheckpointConfigError
+from checkpoints.errors import CheckpointConfigError, CheckpointStoreFormatError
 
 # Scheme -> provider. redis+cluster://host:port[,host:port...] is the Redis saver on a cluster.
 SCHEMES = {
@@ -42,7 +44,9 @@ SCHEMES = {
     "rediss+sentinel": "redis",
 }
 # The apps a standalone process needs: the store, retention (finish marks, parks, the
-# sweep) and what their models point at (the thread owner is auth's user).
+# sweep) and what their models point at: the thread owner and the audit trail's user are
+# auth's user (the store's first migration depends on auth's), and auth needs contenttypes.
+# No admin, no API, no DRF: a script's saver never serves a page.
 STANDALONE_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
@@ -52,6 +56,9 @@ STANDALONE_APPS = [
 # SQLite settings for a database this module sets up: writers take the lock when their
 # transaction starts (no deadlock upgrading a read), and wait for it instead of failing.
 SQLITE_OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+
+# The apps whose tables make the store: an open checks that their migrations are applied.
+STORE_APPS = ("checkpoints", "retention")
 
 _lock = threading.RLock()
 _standalone = False  # True once this module configured Django itself
@@ -116,8 +123,12 @@ def _configure_standalone(provider: str, conn_string: str) -> None:
         TIME_ZONE="UTC",
         DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
         CHECKPOINTS={"PROVIDER": provider},
+        # The script's logging stays the script's: Django's default configuration (a
+        # console handler shown only with DEBUG, mail to ADMINS) does nothing here anyway.
+        LOGGING_CONFIG=None,
     )
-    django.setup()
+    # No URLs to reverse in a script, so no script prefix to set.
+    django.setup(set_prefix=False)
     _standalone = True
 
 
@@ -156,15 +167,73 @@ def database_alias(conn_string: str) -> tuple[str, bool]:
         return alias, True
 
 
-def _store_migrations_pending(alias: str) -> bool:
+def _shipped_migrations(app_label: str) -> set[str] | None:
+    """The names of the migrations an app ships, listed as Django's loader finds them but
+    without importing them; None where they cannot be listed so (the planner decides)."""
+    from django.db.migrations.loader import MigrationLoader
+
+    module_name, _ = MigrationLoader.migrations_module(app_label)
+    try:
+        module = importlib.import_module(module_name) if module_name else None
+    except ImportError:
+        return None
+    if module is None or not hasattr(module, "__path__"):
+        return None
+    return {
+        name
+        for _, name, is_pkg in pkgutil.iter_modules(module.__path__)
+        if not is_pkg and name[0] not in "_~"
+    }
+
+
+def _store_is_current(alias: str) -> bool:
+    """Whether the store's recorded migrations are exactly the ones this code ships.
+
+    The fast path of every open: two small queries, no migration module imported and no
+    plan made. Anything else (tables missing, a migration to run, one this code does not
+    know, a squashed history) is left to the planner.
+    """
+    from django.db import connections
+    from django.db.migrations.recorder import MigrationRecorder
+
+    recorder = MigrationRecorder(connections[alias])
+    if not recorder.has_table():
+        return False
+    recorded = set(recorder.migration_qs.filter(app__in=STORE_APPS).values_list("app", "name"))
+    for app_label in STORE_APPS:
+        shipped = _shipped_migrations(app_label)
+        if shipped is None or {name for app, name in recorded if app == app_label} != shipped:
+            return False
+    return True
+
+
+def _store_migrations_pending(alias: str, *, refuse_newer: bool = True) -> bool:
+    """Whether the store's tables need a migration; ``refuse_newer`` refuses a store
+    migrated past this code (a database this module owns: a project's own may be mid-way
+    through a rolling deploy, where the older code keeps working as Django lets it)."""
     from django.db import connections
     from django.db.migrations.executor import MigrationExecutor
 
     executor = MigrationExecutor(connections[alias])
+    loader = executor.loader
+    replaced = {key for squash in loader.replacements.values() for key in squash.replaces}
+    unknown = sorted(
+        key
+        for key in loader.applied_migrations
+        if key[0] in STORE_APPS and key not in loader.disk_migrations and key not in replaced
+    )
+    if unknown and refuse_newer:
+        names = ", ".join(f"{app}.{name}" for app, name in unknown)
+        raise CheckpointStoreFormatError(
+            f"the checkpoint store on database {alias!r} was migrated by a newer version of "
+            f"the checkpoint store: it has migration {names}, which this version does not "
+            "know. Open it with that version or a later one",
+            field="conn_string",
+        )
     targets = [
         node
-        for node in executor.loader.graph.leaf_nodes()
-        if node[0] in ("checkpoints", "retention") and node[0] in executor.loader.migrated_apps
+        for node in loader.graph.leaf_nodes()
+        if node[0] in STORE_APPS and node[0] in loader.migrated_apps
     ]
     return bool(executor.migration_plan(targets))
 
@@ -173,7 +242,7 @@ def _ensure_tables(alias: str, may_create: bool) -> None:
     """Create the store's tables on a database this module owns; else refuse, naming how."""
     if alias in _ready_aliases:
         return
-    if _store_migrations_pending(alias):
+    if not _store_is_current(alias) and _store_migrations_pending(alias, refuse_newer=may_create):
         if not may_create:
             raise CheckpointConfigError(
                 f"the checkpoint store's tables are missing or out of date on database "

@@ -49,13 +49,13 @@ import hashlib
 import os
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING, Any
 
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, CheckpointEncryptionError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 SUFFIX = "+aesgcm"
 _KEY_ID_BYTES = 8
@@ -88,6 +88,10 @@ def parse_key(text: str, position: int) -> bytes:
 
 @lru_cache(maxsize=8)
 def _keyring(keys: tuple[str, ...]) -> tuple[tuple[bytes, AESGCM] | None, dict[bytes, AESGCM]]:
+    if not keys:
+        return None, {}  # no encryption: cryptography is not even loaded
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     parsed = [parse_key(k, i) for i, k in enumerate(keys, start=1)]
     ring = {_key_id(k): AESGCM(k) for k in parsed}
     current = (_key_id(parsed[0]), ring[_key_id(parsed[0])]) if parsed else None
@@ -255,6 +259,8 @@ def open_typed(
             f"{where} is encrypted under key id {key_id.hex()}, which is not among "
             "CHECKPOINTS_ENCRYPTION_KEYS"
         )
+    from cryptography.exceptions import InvalidTag  # loaded with the keyring already
+
     try:
         plain = aead.decrypt(nonce, body, associated)
     except InvalidTag as exc:

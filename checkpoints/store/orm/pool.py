@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager, contextmanager
 import psycopg
 from django.db import connections
 
-from checkpoints.errors import CheckpointConfigError, StoreUnavailable
+from checkpoints.errors import StoreUnavailable
 
 _pools: dict[tuple, object] = {}
 # (alias, database, pid, id(loop)) -> (the loop, weakly, its AsyncConnectionPool, the
@@ -26,8 +26,6 @@ _async_pools: dict[tuple, tuple[weakref.ref, object, weakref.WeakSet, asyncio.Ta
 _lock = threading.Lock()
 # (alias, pid) -> whether named server-side prepared statements may be used there.
 _prepare_verdicts: dict[tuple[str, int], bool] = {}
-PREPARE_MODES = {True: "on", False: "off", "on": "on", "off": "off", "auto": "auto"}
-PREPARE_MODES.update({"1": "on", "0": "off", "true": "on", "false": "off"})
 
 
 def _conninfo(settings_dict: dict) -> str:
@@ -188,17 +186,6 @@ def close_pools() -> None:
             _finish(opened)
         _async_pools.clear()
         _prepare_verdicts.clear()
-
-
-def prepare_mode(value) -> str:
-    """``CHECKPOINTS["PG_PREPARED_STATEMENTS"]`` as "on", "off" or "auto"."""
-    mode = PREPARE_MODES.get(value.strip().lower() if isinstance(value, str) else value)
-    if mode is None:
-        raise CheckpointConfigError(
-            f"CHECKPOINTS['PG_PREPARED_STATEMENTS'] is {value!r}: use 'auto', True or False",
-            field="PG_PREPARED_STATEMENTS",
-        )
-    return mode
 
 
 def behind_pooler(conn) -> bool:
