@@ -60,12 +60,14 @@ def _lent(alias: str, key: tuple[str, str], held) -> Iterator[None]:
     if wrapper is None:
         wrapper = connections.create_connection(alias)
     # Django checks a connection is used by the thread that made it: this one, for now.
-    lender = wrapper._thread_ident = _thread.get_ident()
+    wrapper._thread_ident = _thread.get_ident()
+    # The thread itself, not its ident: a finished thread's ident is given to the next.
+    lender = threading.current_thread()
     connections[alias] = wrapper
     try:
         yield
     finally:
-        if _thread.get_ident() != lender:
+        if threading.current_thread() is not lender:
             # Closed from another thread (a generator the garbage collector finalized
             # there): the slots are per thread, so this one's must not change, and the
             # lender's thread keeps the connection as its own.

@@ -182,11 +182,15 @@ def test_a_loan_closed_on_another_thread_leaves_that_threads_connection_alone(sa
     lent = reading()
     outcome: list = []
 
+    borrowed, finished = threading.Event(), threading.Event()
+
     def lender():
         # A thread whose own connection is not open (so it borrows one), as LangGraph's
-        # worker threads are after their first call.
+        # worker threads are after their first call; alive until the other one is done.
         connections["default"]
         outcome.append(next(lent))
+        borrowed.set()
+        finished.wait(30)
 
     def elsewhere():
         try:
@@ -199,11 +203,15 @@ def test_a_loan_closed_on_another_thread_leaves_that_threads_connection_alone(sa
             outcome.append(exc)
         finally:
             connections.close_all()
+            finished.set()
 
-    for target in (lender, elsewhere):
-        worker = threading.Thread(target=target)
-        worker.start()
-        worker.join(30)
+    first = threading.Thread(target=lender)
+    first.start()
+    assert borrowed.wait(30)
+    second = threading.Thread(target=elsewhere)
+    second.start()
+    second.join(30)
+    first.join(30)
     assert outcome[1:] == [True, 1], outcome
 
 
