@@ -129,3 +129,23 @@ def test_floor_saver_commits_one_row_a_call_and_runs_a_graph_turn(tmp_path):
     rows = sqlite3.connect(tmp_path / "floor.sqlite3").execute("SELECT COUNT(*) FROM floor")
     # A put for the input and for each step, and each task's writes: about two a step.
     assert rows.fetchone()[0] >= 2 * STEPS
+
+
+def test_concurrency_sampler_keeps_the_peak_and_every_connection_seen_per_window(monkeypatch):
+    import os
+
+    # bench.concurrency points DJANGO_SETTINGS_MODULE at bench.settings on import: undone.
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", ""))
+    from bench.concurrency import PeakSampler, latency_summary
+
+    script = iter([{"a": {1, 2}}, {"a": {2, 3, 4}, "b": {9}}, {"a": {5}}])
+    sampler = PeakSampler(lambda: next(script))
+    sampler.sample()
+    sampler.sample()
+    peak, seen = sampler.take()
+    assert peak == {"a": 3, "b": 1} and seen == {"a": {1, 2, 3, 4}, "b": {9}}
+    sampler.sample()  # a new window: the first one's peak does not carry over
+    assert sampler.take() == ({"a": 1}, {"a": {5}})
+    sampler.sample()  # a failed sample is noted, not raised
+    assert sampler.errors and sampler.take() == ({}, {})
+    assert latency_summary([i * 1_000_000 for i in range(1, 201)]) == (100.0, 198.0)

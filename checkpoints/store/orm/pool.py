@@ -127,7 +127,7 @@ async def _async_pool_for(alias: str):
             name=f"checkpoints-async-{alias}",
             open=False,
         )
-        closer = loop.create_task(_close_with_the_loop(pool), name=f"{pool.name}-closer")
+        closer = loop.create_task(_close_with_the_loop(pool, opened), name=f"{pool.name}-closer")
         entry = _async_pools[key] = (weakref.ref(loop), pool, opened, closer)
     pool = entry[1]
     if pool.closed:
@@ -135,18 +135,25 @@ async def _async_pool_for(alias: str):
     return pool
 
 
-async def _close_with_the_loop(pool) -> None:
+async def _close_with_the_loop(pool, opened: weakref.WeakSet) -> None:
     """Wait until the loop shuts down (asyncio.run cancels every task), then close the pool.
 
     psycopg_pool's workers treat a cancellation that lands while they open a connection as
     a failed task and go back to waiting for work, so a loop shut down while its pool was
     growing never finished (asyncio.run hung). Closing the pool sends each worker the
-    stop it waits for.
+    stop it waits for. ``close()`` itself may end in the shutdown's cancellation before it
+    reaches the connections (its workers were cancelled too), so they are finished here
+    as well: otherwise they stayed open on the server until the next loop asked for a pool.
     """
     try:
         await asyncio.Event().wait()
     except asyncio.CancelledError:
-        await pool.close()
+        try:
+            await pool.close()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            _finish(opened)
         raise
 
 

@@ -73,6 +73,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
     vendor = "postgresql"
     # A parked run must be resumable by any worker: a shared server is.
     can_park = True
+    statement_stamps = True  # postgres_sql.LEVEL
 
     # -- the dialect's hooks ----------------------------------------------------------------
     def _put_transaction(self):

@@ -96,6 +96,8 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
 
     vendor = ""  # the Django backend's vendor the dialect speaks
     json_as_text = False  # whether JSON columns come back as text
+    # Whether the checkpoint's INSERT reports the durability level it committed with.
+    statement_stamps = False
 
     def __new__(cls, *args, using: str = "default", **kwargs):
         if not cls.vendor:
@@ -262,8 +264,10 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
     def _store_checkpoint(self, plan: PutPlan) -> None:
         row, blobs = self._checkpoint_row(plan, self._owner_pk(plan.owner))
         with self._put_transaction():
-            # Stamped inside the transaction: no reader sees it before the commit.
-            self._stamp_row(row, plan)
+            # Stamped inside the transaction: no reader sees it before the commit. A store
+            # whose statement reports its own level needs none read beforehand (reading
+            # it would use, or open, a connection of the calling thread's own).
+            self._stamp_row(row, plan, level="" if self.statement_stamps else None)
             thread_pk = self._insert_checkpoint(row, blobs, plan)
             if self.max_checkpoints:
                 self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)

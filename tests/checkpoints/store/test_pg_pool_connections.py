@@ -1,0 +1,92 @@
+"""The pooled PostgreSQL saver keeps to its pool: a sync put on a fresh thread opens no
+connection of the thread's own, and an event loop's pool is closed on the server when
+``asyncio.run`` ends (both found by bench.concurrency's connection counts)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import connections
+from django.db.backends.signals import connection_created
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+from checkpoints.store.orm.pool import _conninfo
+from tests.store_helpers import config_for, make_saver
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True, databases=["default", "pg"]),
+]
+
+
+@pytest.fixture
+def pg(request, settings):
+    # Every put would read the level again: the case where the read opened a connection.
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "DURABILITY_RECHECK_SECONDS": 0}
+    saver = make_saver(request, "postgres")
+    assert saver.pooled
+    return saver
+
+
+def test_a_sync_put_on_a_new_thread_opens_no_connection_of_its_own(pg):
+    head = pg.put(config_for("pooled", ns=""), empty_checkpoint(), {}, {})
+    opened: list[str] = []
+    written: list[dict] = []
+
+    def seen(sender, connection, **kwargs):
+        opened.append(connection.alias)
+
+    def put() -> None:
+        try:
+            written.append(pg.put(head, create_checkpoint(empty_checkpoint(), None, 1), {}, {}))
+        finally:
+            connections.close_all()
+
+    connection_created.connect(seen)
+    try:
+        # LangGraph runs each put on a worker thread of its own, as this one.
+        worker = threading.Thread(target=put)
+        worker.start()
+        worker.join(60)
+    finally:
+        connection_created.disconnect(seen)
+    # The thread's own connection never opened; the stamp is the statement's own.
+    assert opened == []
+    assert pg.get_durability(written[0])["level"] == pg.durability
+
+
+def _sessions(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        ).fetchone()[0]
+
+
+def test_an_event_loops_pool_is_closed_when_the_loop_ends(pg):
+    dsn = _conninfo(connections["pg"].settings_dict)
+    before = _sessions(dsn)
+
+    async def turns() -> None:
+        # Concurrent puts grow the loop's pool past one connection.
+        await asyncio.gather(
+            *(pg.aput(config_for(f"loop-{i}", ns=""), empty_checkpoint(), {}, {}) for i in range(6))
+        )
+
+    asyncio.run(turns())
+    # A backend leaves pg_stat_activity a moment after its client hangs up: wait for it
+    # (bounded), but never for the garbage collector or another event loop.
+    gc.disable()
+    try:
+        for _ in range(100):
+            if _sessions(dsn) == before:
+                break
+            time.sleep(0.05)
+        assert _sessions(dsn) == before
+    finally:
+        gc.enable()
+    assert len(list(pg.list(None))) == 6
