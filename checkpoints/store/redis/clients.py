@@ -7,7 +7,10 @@
   the master the sentinels name for ``service``, found again after a failover.
 
 Query options: ``retries`` (batches sent again after a failover error), ``socket_timeout``
-and ``socket_connect_timeout`` (seconds).
+and ``socket_connect_timeout`` (seconds). On one server, ``max_connections`` (default 100)
+bounds the client's pool and ``pool_timeout`` (seconds, default 20) is how long a call waits
+for a free connection before StoreUnavailable: redis-py's own pool raises at once when
+exhausted, so 128 concurrent graph runs (two connections each at times) failed.
 """
 
 from __future__ import annotations
@@ -170,10 +173,44 @@ def _sentinel_kwargs(options: dict) -> dict:
     }
 
 
+# One server's pool: callers beyond it queue for a connection this long, then fail.
+MAX_CONNECTIONS = 100
+POOL_TIMEOUT = 20.0
+
+
+def _pool_options(url: str) -> tuple[str, dict]:
+    """``url`` without ``pool_timeout``, and the blocking pool's options."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    raw = query.pop("pool_timeout", [str(POOL_TIMEOUT)])[-1]
+    try:
+        timeout = float(raw)
+    except ValueError:
+        timeout = -1.0
+    if not timeout > 0:
+        raise CheckpointConfigError(
+            f"pool_timeout in the Redis URL must be seconds above zero, got {raw!r}",
+            field="conn_string",
+        )
+    options = {"socket_connect_timeout": 5, "timeout": timeout}
+    if "max_connections" not in query:
+        options["max_connections"] = MAX_CONNECTIONS
+    rest = "&".join(f"{k}={v}" for k, values in query.items() for v in values)
+    return parts._replace(query=rest).geturl(), options
+
+
+def single_client(url: str) -> redis.Redis:
+    """A client for one server whose callers wait for a free connection (see the module)."""
+    url, options = _pool_options(url)
+    return redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(url, **options))
+
+
 def async_client(url: str):
     """A new asyncio client for ``url`` (redis.asyncio connections belong to one loop)."""
     if is_cluster_url(url):
         return async_cluster_client(url)
     if is_sentinel_url(url):
         return async_sentinel_client(url)
-    return redis.asyncio.Redis.from_url(url, socket_connect_timeout=5)
+    url, options = _pool_options(url)
+    pool = redis.asyncio.BlockingConnectionPool.from_url(url, **options)
+    return redis.asyncio.Redis(connection_pool=pool)

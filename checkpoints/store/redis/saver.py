@@ -47,8 +47,6 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
 
-import redis
-import redis.cluster
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
@@ -87,6 +85,7 @@ from checkpoints.store.redis.clients import (
     is_sentinel_url,
     sentinel_address,
     sentinel_client,
+    single_client,
 )
 from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
 from checkpoints.store.redis.format import RedisFormat
@@ -171,7 +170,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
             self.retries = failover_retries(conn_string)
         elif conn_string:
             self.url = conn_string
-            self.client = redis.Redis.from_url(conn_string, socket_connect_timeout=5)
+            self.client = single_client(conn_string)
         else:
             import django_redis
             from django.conf import settings

@@ -288,8 +288,13 @@ async def test_unreachable_redis_names_the_address_async():
 def _pooled_client_ids(client: redis.Redis) -> list[int]:
     """Server-side ids of the connections this client's pool holds (idle or in use)."""
     pool = client.connection_pool
+    if isinstance(pool, redis.BlockingConnectionPool):
+        # The saver's pool for one server (callers wait for a connection): all it made.
+        held = list(pool._connections)
+    else:
+        held = [*pool._available_connections, *pool._in_use_connections]
     ids = []
-    for conn in [*pool._available_connections, *pool._in_use_connections]:
+    for conn in held:
         conn.send_command("CLIENT", "ID")
         ids.append(int(conn.read_response()))
     return ids
