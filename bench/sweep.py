@@ -20,89 +20,20 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from bench.seeding import tables
+
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
 # Its own SQLite directory, so it can run while `bench.run` holds var/bench.
 os.environ.setdefault("CHECKPOINTS_BENCH_DIR", os.path.join("var", "bench-sweep"))
 
 ALIAS = "pgsweep"
-
-
-def _tables():
-    from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
-
-    return {m.__name__: m._meta.db_table for m in (Thread, Checkpoint, ChannelBlob, PendingWrite)}
-
-
-def has_column(cur, table: str, column: str) -> bool:
-    cur.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = %s",
-        [table, column],
-    )
-    return cur.fetchone() is not None
-
-
-def seed(
-    cur,
-    *,
-    first: int,
-    last: int,
-    age: timedelta,
-    per_thread: int,
-    body: bytes,
-    now,
-    unique_ids: bool = False,
-) -> None:
-    """Threads first..last, each with ``per_thread`` checkpoints, a blob each, and one write.
-
-    ``unique_ids`` makes checkpoint ids unique store-wide (the thread's row id, then the
-    step), as LangGraph's are; by default every thread reuses the same few ids, which
-    leaves the store-wide checkpoint list with ties on every id.
-    """
-    t = _tables()
-    prefix = "lpad(th.id::text, 12, '0') || '-' || " if unique_ids else ""
-    written = now - age
-    cur.execute(
-        f'INSERT INTO "{t["Thread"]}" (thread_id, created_at, last_write_at, version) '
-        "SELECT 'sweep-' || g, %s, %s, 1 FROM generate_series(%s, %s) g",
-        [written, written, first, last],
-    )
-    threads = (
-        f'FROM "{t["Thread"]}" th WHERE th.thread_id IN '
-        "(SELECT 'sweep-' || g FROM generate_series(%s, %s) g)"
-    )
-    each = threads.replace(" WHERE", " CROSS JOIN generate_series(1, %s) s WHERE")
-    # Newer stores keep channel versions in a column of their own.
-    versions = has_column(cur, t["Checkpoint"], "channel_versions")
-    cur.execute(
-        f'INSERT INTO "{t["Checkpoint"]}" (thread_id, checkpoint_ns, checkpoint_id, '
-        "parent_checkpoint_id, type, checkpoint, metadata, source, step, durability, created_at"
-        + (", channel_versions" if versions else "")
-        + f") SELECT th.id, '', {prefix}lpad(s::text, 8, '0'), "
-        f"CASE WHEN s > 1 THEN {prefix}lpad((s - 1)::text, 8, '0') END, 'msgpack', %s, "
-        "jsonb_build_object('source', 'loop', 'step', s), 'loop', s, 'disk', th.last_write_at"
-        + (", '{}'::jsonb " if versions else " ")
-        + each,
-        [body, per_thread, first, last],
-    )
-    cur.execute(
-        f'INSERT INTO "{t["ChannelBlob"]}" '
-        "(thread_id, checkpoint_ns, channel, version, type, blob) "
-        "SELECT th.id, '', 'messages', lpad(s::text, 8, '0'), 'msgpack', "
-        "convert_to(repeat('m', 200), 'UTF8') " + each,
-        [per_thread, first, last],
-    )
-    cur.execute(
-        f'INSERT INTO "{t["PendingWrite"]}" (thread_id, checkpoint_ns, checkpoint_id, task_id, '
-        "task_path, idx, channel, type, blob) "
-        f"SELECT th.id, '', {prefix}lpad(%s::text, 8, '0'), 'task', '', 0, 'route', 'msgpack', "
-        "convert_to('x', 'UTF8') " + threads,
-        [per_thread, first, last],
-    )
+# The history the console pages read: one thread this deep (``--lists``).
+LONG_THREAD = 2_000
 
 
 def bare_delete(cur, cutoff) -> int:
     """The floor: one set-based DELETE per table for every thread idle before ``cutoff``."""
-    t = _tables()
+    t = tables()
     doomed = f'SELECT id FROM "{t["Thread"]}" WHERE last_write_at < %s'
     for table in ("PendingWrite", "Checkpoint", "ChannelBlob"):
         cur.execute(f'DELETE FROM "{t[table]}" WHERE thread_id IN ({doomed})', [cutoff])
@@ -140,10 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connections, transaction
-    from langgraph.checkpoint.base import empty_checkpoint
 
+    from bench.seeding import checkpoint_body, seed
     from bench.stores import reset_files, reset_pg_database
-    from checkpoints.store.contract import strict_serializer
     from checkpoints.store.planning import utcnow
     from checkpoints.store.registry import get_saver
     from retention.sweep import sweep_checkpoints
@@ -155,10 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     saver = get_saver("postgres", using=ALIAS)
     waiting = settings.CHECKPOINTS["RETENTION_WAITING_MINUTES"]
     with connections[ALIAS].cursor() as cur:
-        split = has_column(cur, _tables()["Checkpoint"], "channel_versions")
-    dropped = ("channel_values", "channel_versions") if split else ("channel_values",)
-    body_ckpt = {k: v for k, v in empty_checkpoint().items() if k not in dropped}
-    body = strict_serializer().dumps_typed(body_ckpt)[1]
+        body = checkpoint_body(cur)
     now = utcnow()
     old, fresh = timedelta(minutes=waiting + 1440), timedelta(hours=1)
     cutoff = now - timedelta(minutes=waiting)
@@ -185,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"seeded {args.threads} threads x {args.per_thread} checkpoints in {seeded:.1f}s")
 
     if args.skip_base:
-        extras(args, saver, body, now, old, log)
+        extras(args, saver, body, now, old, fresh, log)
         return 0
 
     # Nothing is due a day before the old threads' last write.
@@ -235,43 +162,64 @@ def main(argv: list[str] | None = None) -> int:
             seed(cur, first=1, last=due, age=old, per_thread=args.per_thread, body=body, now=now,
                  unique_ids=True)  # fmt: skip
             cur.execute("ANALYZE")
-    extras(args, saver, body, now, old, log)
+    extras(args, saver, body, now, old, fresh, log)
     return 0
 
 
-def mark_some_finished(cur, count: int, now) -> None:
-    """Finished marks on the first ``count`` threads, so the lists' finished filter has rows."""
-    from checkpoints.models import FinishedMark
+def seed_for_lists(args, saver, body: bytes, now, fresh) -> str:
+    """What the lists' filters and the console pages need rows for, on the full store: the
+    long thread (its id is returned), interrupts and errors at heads, finished marks,
+    recent writes, parks, holds, sweep runs and audit events."""
+    from django.db import connections
 
-    cur.execute(
-        f'INSERT INTO "{FinishedMark._meta.db_table}" (thread_id, marked_at, due_at, owner) '
-        "SELECT 'sweep-' || g, %s, %s, 'bench' FROM generate_series(1, %s) g "
-        "ON CONFLICT DO NOTHING",
-        [now, now + timedelta(days=1), count],
+    from bench.seeding import (
+        make_recent,
+        mark_finished,
+        mark_some_finished,
+        seed,
+        seed_side_tables,
+        seed_status_writes,
     )
 
+    number = args.threads + 1
+    long_thread = f"sweep-{number}"
+    with connections[ALIAS].cursor() as cur:
+        seed(cur, first=number, last=number, age=timedelta(0), per_thread=LONG_THREAD, body=body,
+             now=now, unique_ids=True)  # fmt: skip
+        seed_status_writes(
+            cur, saver=saver, per_thread=args.per_thread, unique_ids=True, skip=(long_thread,)
+        )
+        # The oldest threads (idle past the horizon, so "due") and one in ten of all.
+        mark_some_finished(cur, 1000, now)
+        mark_finished(cur, now=now)
+        make_recent(cur, now=now, written_after=now - fresh - timedelta(minutes=1))
+    seed_side_tables(ALIAS, now)
+    with connections[ALIAS].cursor() as cur:
+        # What autovacuum does to a settled table (PostgreSQL 13+ vacuums after inserts
+        # too): without it every index-only walk of a deep page fetched each skipped row
+        # from the heap, a state a production table leaves within minutes.
+        cur.execute("VACUUM (ANALYZE) checkpoints_thread")
+        cur.execute("VACUUM (ANALYZE) checkpoints_pendingwrite")
+        cur.execute("ANALYZE")
+    return long_thread
 
-def extras(args, saver, body: bytes, now, old, log) -> None:
+
+def extras(args, saver, body: bytes, now, old, fresh, log) -> None:
     """The list timings and the fan-out comparison, each when asked for."""
     from django.conf import settings
     from django.db import connections
 
+    from bench.seeding import seed
     from bench.sweep_fanout import fan_out_on_two_workers, time_lists
     from checkpoints.models import FinishedMark
     from retention.sweep import sweep_checkpoints
 
     database = settings.DATABASES[ALIAS]
     if args.lists:
-        with connections[ALIAS].cursor() as cur:
-            mark_some_finished(cur, 1000, now)
-            # What autovacuum does to a settled table (PostgreSQL 13+ vacuums after inserts
-            # too): without it every index-only walk of a deep page fetched each skipped row
-            # from the heap, a state a production table leaves within minutes.
-            cur.execute("VACUUM (ANALYZE) checkpoints_thread")
-            cur.execute("ANALYZE")
+        long_thread = seed_for_lists(args, saver, body, now, fresh)
         connections.close_all()
         log("timing the admin and API lists")
-        summary = time_lists(database)
+        summary = time_lists(database, long_thread)
         print(
             f"lists at {summary['threads']} threads / {summary['checkpoints']} checkpoints "
             "(server time, median of 5):"
@@ -281,15 +229,15 @@ def extras(args, saver, body: bytes, now, old, log) -> None:
             print(f"| {what} | `{query}` | {ms:.1f} | {status} | {runs} |")
         print(f"over 100 ms: {len(summary['over'])} of {len(summary['rows'])}")
     if args.fan_out:
-        t = _tables()
+        t = tables()
 
         def seed_idle(cur) -> None:
             seed(cur, first=1, last=args.fan_out, age=old, per_thread=args.fan_out_per_thread,
                  body=body, now=now, unique_ids=True)  # fmt: skip
 
         with connections[ALIAS].cursor() as cur:
-            tables = [*t.values(), FinishedMark._meta.db_table]
-            cur.execute("TRUNCATE " + ", ".join(f'"{name}"' for name in tables) + " CASCADE")
+            names = [*t.values(), FinishedMark._meta.db_table]
+            cur.execute("TRUNCATE " + ", ".join(f'"{name}"' for name in names) + " CASCADE")
             seed_idle(cur)
             cur.execute("ANALYZE")
         start = time.perf_counter()

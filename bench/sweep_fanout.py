@@ -84,10 +84,11 @@ def stop_worker(worker, log) -> None:
     log.close()
 
 
-def time_lists(database: dict) -> dict:
-    """Run `bench.lists` against ``database``; its JSON summary."""
+def time_lists(database: dict, long_thread: str, *options: str) -> dict:
+    """Run `bench.lists` against ``database`` (``long_thread``: the id of its long thread);
+    its JSON summary."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.lists"],
+        [sys.executable, "-m", "bench.lists", "--long-thread", long_thread, *options],
         cwd=ROOT,
         env=deployment_env(database),
         stdout=subprocess.PIPE,

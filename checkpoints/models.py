@@ -38,6 +38,14 @@ class Thread(models.Model):
         indexes = [
             models.Index(fields=["last_write_at", "id"], name="thread_last_write_id"),
             models.Index(fields=["owner", "last_write_at", "id"], name="thread_owner_write_id"),
+            # The few threads that declare their own waiting horizon: the status rule and
+            # the sweep read their distinct horizons (a scan of every thread without it,
+            # 20 ms of each status filter at 100,000 threads), then one range per horizon.
+            models.Index(
+                fields=["waiting_minutes", "last_write_at"],
+                name="thread_declared_waiting",
+                condition=models.Q(waiting_minutes__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

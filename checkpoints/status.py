@@ -302,6 +302,9 @@ def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
     # parks; only a thread in such a set has its head asked. So the rule costs little per
     # thread even where it must look at every thread (recent, idle) to count them.
     marked = Q(is_marked())
+    # Negated, a hashed NOT IN of the marks (thread_id is never null, so it is NOT EXISTS):
+    # probing the marks' index once per thread was half of counting every idle thread.
+    unmarked = ~Q(thread_id__in=FinishedMark.objects.values("thread_id"))
     # A rule's own test looks its few ids up (_AmongIds); a negated one keeps IN, which
     # PostgreSQL hashes once, where NOT (id = ANY(...)) would walk the array per thread.
     interrupts, erred = _holding(INTERRUPT), _holding(ERROR)
@@ -330,8 +333,8 @@ def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
         return earlier & marked
     # Past a horizon, claimed only by an answered interrupt: idle, however recent.
     if kind == "recent":
-        return earlier & ~marked & ~past & recent
-    return earlier & ~marked & (past | ~recent)
+        return earlier & unmarked & ~past & recent
+    return earlier & unmarked & (past | ~recent)
 
 
 def _holding(channel: str):

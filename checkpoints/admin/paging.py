@@ -13,23 +13,10 @@ run that takes 50 ms.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from django.core.paginator import Paginator
-from django.db import connections, transaction
 from django.utils.functional import cached_property
 
-
-@contextmanager
-def without_jit(alias: str):
-    """PostgreSQL only: JIT off for this block's statements (SET LOCAL, so a pooler in
-    transaction mode sees it end with the transaction)."""
-    if connections[alias].vendor != "postgresql":
-        yield
-        return
-    with transaction.atomic(using=alias), connections[alias].cursor() as cur:
-        cur.execute("SET LOCAL jit = off")
-        yield
+from checkpoints.selectors import without_jit
 
 
 class IndexPaginator(Paginator):

@@ -204,7 +204,8 @@ def test_the_finished_thread_list_starts_from_the_marks_not_the_write_order(sett
 def test_the_big_lists_count_and_page_with_jit_off_on_postgresql(alias):
     """JIT compiled the status filter's count for 650 ms of a 700 ms answer at 100,000
     threads; the paginator turns it off for its own statements only."""
-    from checkpoints.admin.paging import IndexPaginator, without_jit
+    from checkpoints.admin.paging import IndexPaginator
+    from checkpoints.selectors import without_jit
 
     seed(alias, threads=30, per_thread=1)
     rows = Thread.objects.using(alias).order_by("-last_write_at", "-id")
@@ -444,3 +445,89 @@ def test_a_page_in_the_second_half_is_walked_from_the_far_end(alias):
         last = paginator.page(paginator.num_pages)
     assert len(last.object_list) == 7
     assert not any("OFFSET" in q["sql"] for q in seen.captured_queries)
+
+
+def test_the_api_status_list_counts_bare_ids_with_jit_off(settings):
+    """The API's status filters paid JIT compiling for 1-3 s of a page at 100,000 threads,
+    and its count computed every row's annotations: it counts bare ids, JIT off, as the
+    admin's paginator does."""
+    from django.contrib.auth import get_user_model
+
+    from checkpoints.selectors import thread_list
+    from checkpoints.store.registry import get_saver
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 30, 1)
+    staff = get_user_model()(username="ops", is_staff=True)
+    page = thread_list(saver=get_saver("postgres", using="pg"), user=staff, status="recent")
+    with CaptureQueriesContext(connections["pg"]) as seen:
+        assert len(page) == 30
+        assert len(page[0:10]) == 10
+    sql = [q["sql"] for q in seen.captured_queries]
+    assert sum("SET LOCAL jit = off" in q for q in sql) == 2, sql
+    count = next(q for q in sql if "COUNT(" in q.upper())
+    # The annotations stay in the WHERE clause; none is selected (Django would count over a
+    # subquery of the annotated rows), so none is computed for every counted thread.
+    assert count.startswith('SELECT COUNT(*) AS "__count" FROM "checkpoints_thread" WHERE')
+    assert ' AS "has_interrupt"' not in count, count
+
+
+def test_the_declared_horizons_are_read_from_their_partial_index(settings):
+    """Every status filter reads the distinct waiting horizons threads declare; without the
+    partial index that is a scan of every thread (20 ms at 100,000)."""
+    from checkpoints.status import _past_horizon
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 400, 0)
+    Thread.objects.using("pg").filter(pk__in=list(Thread.objects.using("pg").values_list(
+        "pk", flat=True)[:3])).update(waiting_minutes=30)  # fmt: skip
+    with connections["pg"].cursor() as cur:
+        cur.execute("ANALYZE")
+    declared = (
+        Thread.objects.using("pg")
+        .filter(waiting_minutes__isnull=False)
+        .order_by()
+        .values_list("waiting_minutes", flat=True)
+        .distinct()
+    )
+    assert list(declared) == [30]
+    text = plan("pg", declared)
+    assert "thread_declared_waiting" in text and "Seq Scan" not in text, text
+    # The rule's per-horizon range is answered from it too.
+    idle = Thread.objects.using("pg").filter(_past_horizon("pg", utcnow() + timedelta(hours=1)))
+    assert idle.filter(waiting_minutes=30).count() == 3
+    text = plan("pg", idle.filter(waiting_minutes=30).values_list("pk"))
+    assert "thread_declared_waiting" in text, text
+
+
+@pytest.mark.parametrize("kind", ["recent", "idle"])
+def test_the_unmarked_test_hashes_the_marks_once(settings, kind):
+    """Counting the idle threads asks every thread whether it is marked: an anti join probed
+    the marks' index once per thread (half of a 110 ms count at 100,000 threads); a hashed
+    NOT IN reads the marks once."""
+    from django.contrib.auth import get_user_model
+
+    from checkpoints.models import FinishedMark
+    from checkpoints.selectors import thread_list
+    from checkpoints.store.registry import get_saver
+
+    if "pg" not in settings.DATABASES:
+        pytest.fail("these plans are PostgreSQL's: the pg test database is required")
+    seed("pg", 400, 1)
+    now = utcnow()
+    FinishedMark.objects.using("pg").bulk_create(
+        FinishedMark(thread_id=f"t{i:05d}", marked_at=now, due_at=now + timedelta(days=1))
+        for i in range(0, 400, 10)
+    )
+    with connections["pg"].cursor() as cur:
+        cur.execute("ANALYZE")
+    staff = get_user_model()(username="ops", is_staff=True)
+    page = thread_list(saver=get_saver("postgres", using="pg"), user=staff, status=kind)
+    assert len(page) == (360 if kind == "recent" else 0)
+    sql, params = page.items.order_by().values("pk").query.get_compiler(using="pg").as_sql()
+    with connections["pg"].cursor() as cur:
+        cur.execute("EXPLAIN SELECT count(*) FROM (" + sql + ") c", params)
+        text = "\n".join(row[0] for row in cur.fetchall())
+    assert "Anti Join" not in text and "hashed SubPlan" in text, text

