@@ -97,6 +97,10 @@ def run_graphs(user) -> None:
         created_at=utcnow(),
         provider="redis",
     )
+    # A hold, as an operator places one, so the holds pages have a row to open.
+    from retention.holds import hold_thread
+
+    hold_thread(saver, "host-demo-2", reason="kept for the host walk", by=user.get_username())
 
 
 def api_walk(client: Client) -> None:
