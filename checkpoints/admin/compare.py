@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 
 from checkpoints import selectors
@@ -43,6 +44,18 @@ class CompareView(_CheckpointPage):
     template = "compare.html"
 
     def __call__(self, request):
+        if "a" not in request.GET and "b" not in request.GET:
+            # The bare page (a bookmark, the admin's own URL list): say how to get here.
+            self.model_admin.message_user(
+                request,
+                "To compare two checkpoints, tick them in a thread's history and choose "
+                "“Compare the two selected checkpoints”, or open a checkpoint's "
+                "“compare with” link.",
+                messages.INFO,
+            )
+            return HttpResponseRedirect(
+                keep_store(reverse("admin:checkpoints_checkpoint_changelist"), changelist=True)
+            )
         try:
             paging = Paging.of(request)
             a_raw = _param(request, "a")

@@ -266,7 +266,13 @@ def test_the_compare_page_across_a_fork_and_its_source(admin_client, saver):
 
 def test_the_compare_page_refuses_what_it_cannot_compare(admin_client, saver):
     run_markdown_chat(saver, "md", turns=1)
-    response = admin_client.get(COMPARE)
+    # The bare page leads to the list, saying how to choose two; an empty a is refused.
+    bare = admin_client.get(COMPARE, follow=True)
+    assert bare.status_code == 200 and bare.redirect_chain[-1][0].startswith(
+        "/admin/checkpoints/checkpoint/"
+    )
+    assert "Compare the two selected checkpoints" in bare.content.decode()
+    response = admin_client.get(COMPARE, {"a": ""})
     assert response.status_code == 400 and b"a is required" in response.content
     assert admin_client.get(COMPARE, {"a": "999999"}).status_code == 404
     assert admin_client.get(COMPARE, {"a": rows_of("md")[0].pk, "b": "nope"}).status_code == 404
