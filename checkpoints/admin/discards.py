@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from checkpoints.admin.display import is_internal, transcript
@@ -30,15 +31,19 @@ class MessageChannelLoss:
     discarded: list[Any] = field(default_factory=list)
     restored: list[Any] = field(default_factory=list)
 
+    @cached_property
+    def _newest_page(self) -> list[Any]:
+        return message_page(self.discarded).items
+
     @property
     def discarded_shown(self):
         """The newest page of the discarded messages, as a transcript: a long tail of
         turns stays one page of HTML, and the count above it says how many there are."""
-        return transcript(message_page(self.discarded).items)
+        return transcript(self._newest_page)
 
     @property
     def discarded_page_size(self) -> int:
-        return len(message_page(self.discarded).items)
+        return len(self._newest_page)
 
     @property
     def discarded_hidden(self) -> int:

@@ -64,6 +64,8 @@ def tasks_of(saver, snapshot, subgraphs: bool | None = None) -> list[dict]:
     False points it at the subgraph's namespace (``checkpoint``); True nests the subgraph's
     own state (``state``), as LangGraph's ``get_state(subgraphs=...)`` does."""
     tasks = []
+    # The thread's time travel, made once for all its tasks (it reads the thread's graph).
+    reader = travel(saver, snapshot.config["configurable"]["thread_id"])
     for task in snapshot.pending_tasks:
         body = {
             "id": task["id"],
@@ -76,7 +78,7 @@ def tasks_of(saver, snapshot, subgraphs: bool | None = None) -> list[dict]:
             "result": None,
         }
         if subgraphs is not None:
-            nested = subgraph_state(saver, snapshot, task)
+            nested = subgraph_state(reader, snapshot, task)
             if nested is not None and subgraphs:
                 body["state"] = state_body(saver, nested, subgraphs=True)
             elif nested is not None:
@@ -89,14 +91,15 @@ def tasks_of(saver, snapshot, subgraphs: bool | None = None) -> list[dict]:
     return tasks
 
 
-def subgraph_state(saver, snapshot, task: dict):
+def subgraph_state(reader, snapshot, task: dict):
     """The newest state a subgraph run by ``task`` stored (its namespace is the task's node
-    and id under the snapshot's own), or None: the task ran no subgraph here."""
+    and id under the snapshot's own), or None: the task ran no subgraph here. ``reader``:
+    the thread's time travel (`travel`)."""
     conf = snapshot.config["configurable"]
     outer = conf.get("checkpoint_ns") or ""
     ns = f"{outer}|{task['name']}:{task['id']}" if outer else f"{task['name']}:{task['id']}"
     try:
-        return travel(saver, conf["thread_id"]).get_state(conf["thread_id"], checkpoint_ns=ns)
+        return reader.get_state(conf["thread_id"], checkpoint_ns=ns)
     except (ThreadNotFound, CheckpointNotFound):
         return None
 
