@@ -309,32 +309,41 @@ def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
     # PostgreSQL hashes once, where NOT (id = ANY(...)) would walk the array per thread.
     interrupts, erred = _holding(INTERRUPT), _holding(ERROR)
     heads_waiting = Q(has_interrupt=True) & Q(has_resume=False)
+    # The head holds an interrupt write: what the sweep's interrupts filter claims.
+    interrupt_written = Q(pk__in=interrupts) & Q(has_interrupt=True)
     waiting = Q(pk__in=interrupts) & heads_waiting
     failed = Q(pk__in=erred) & Q(has_error=True)
     recent = Q(last_write_at__gte=now - RECENT)
     held, held_few = _claimed("held", saver.provider, alias, now)
     parked, parked_few = _claimed("parked", saver.provider, alias, now)
-    claimed = held | parked | (Q(pk__in=interrupts) & Q(has_interrupt=True))
-    past = _past_horizon(alias, now)
-    due = past & ~claimed
-    not_due = ~past | claimed
+    finished_due, idle_past = _past_horizon(alias, now)
+    past = finished_due | idle_past
     if kind == "due":
-        return due
+        return past & ~(held | parked | interrupt_written)
     if kind == "held":
         return held_few
     if kind == "waiting_on_human":
         return ~held & Q(_AmongIds("pk", interrupts)) & heads_waiting
+    # Each kind below holds for none of the kinds before it. Written out per kind, with
+    # the claims a kind's own test excludes taken out of "not due" (~due is ~past or
+    # claimed; under ~held and ~parked, ~past or an interrupt written): each thread of a
+    # count is asked fewer questions (idle at 100,000 threads: 105 -> ms).
     if kind == "failed":
-        return not_due & ~held & ~waiting & Q(_AmongIds("pk", erred)) & Q(has_error=True)
+        not_due = ~past | parked | interrupt_written
+        return ~held & ~waiting & Q(_AmongIds("pk", erred)) & Q(has_error=True) & not_due
     if kind == "parked":
         return ~held & ~waiting & ~failed & parked_few
-    earlier = not_due & ~held & ~waiting & ~failed & ~parked
+    unclaimed = ~held & ~parked & ~waiting & ~failed
     if kind == "finished":
-        return earlier & marked
-    # Past a horizon, claimed only by an answered interrupt: idle, however recent.
+        return marked & (~past | interrupt_written) & unclaimed
+    # Unmarked, a thread is past a horizon only by idling (a finished horizon needs a mark).
     if kind == "recent":
-        return earlier & unmarked & ~past & recent
-    return earlier & unmarked & (past | ~recent)
+        return recent & ~idle_past & unmarked & unclaimed
+    # Past its horizon and claimed only by an answered interrupt: idle, however recent.
+    # Its few answered interrupts past the horizon are looked up by id, so PostgreSQL
+    # reads the threads of the quiet range and those ids, never the due ones.
+    answered = idle_past & Q(_AmongIds("pk", interrupts)) & interrupt_written
+    return ((~idle_past & ~recent) | answered) & unmarked & unclaimed
 
 
 def _holding(channel: str):
@@ -358,8 +367,9 @@ def _claimed(kind: str, provider: str, alias: str, now: datetime) -> tuple[Q, Q]
     return found, found
 
 
-def _past_horizon(alias: str, now: datetime) -> Q:
-    """The SQL form of `past_horizon` (the ORM stores sweep idle threads)."""
+def _past_horizon(alias: str, now: datetime) -> tuple[Q, Q]:
+    """The SQL form of `past_horizon` (the ORM stores sweep idle threads), in its two
+    parts: (finished and due, idle past its waiting horizon)."""
     # Finished and due, its mark not written since (the run rule).
     due_marks = FinishedMark.objects.filter(due_at__lte=now).values("thread_id")
     written_after = FinishedMark.objects.filter(
@@ -379,7 +389,7 @@ def _past_horizon(alias: str, now: datetime) -> Q:
     )
     for minutes in declared:
         idle |= Q(waiting_minutes=minutes, last_write_at__lt=now - timedelta(minutes=minutes))
-    return finished | idle
+    return finished, idle
 
 
 class _AmongIds(Func):

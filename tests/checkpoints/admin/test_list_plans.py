@@ -132,6 +132,27 @@ def test_the_store_wide_checkpoint_list_counts_at_most_the_cap(admin_client, mon
     assert "Counted up to 25 checkpoints; there are more." in page
 
 
+def test_a_status_filter_counts_at_most_its_cap(admin_client, monkeypatch):
+    """Under a status filter every thread is asked the rule to be counted: the count stops
+    at the cap and the list says there are more; without a filter it counts them all."""
+    from checkpoints.admin import threads
+
+    monkeypatch.setattr(threads, "STATUS_COUNT_CAP", 60)
+    seed("default", 70, 1)  # all written just now: recent
+    with CaptureQueriesContext(connection) as queries:
+        page = admin_client.get("/admin/checkpoints/thread/", {"status": "recent"})
+    counts = [q["sql"] for q in queries if q["sql"].startswith("SELECT COUNT(*)")]
+    assert counts and all("LIMIT 60" in sql for sql in counts), counts
+    body = page.content.decode()
+    assert "Counted up to 60 threads; there are more." in body
+    assert body.count('class="field-thread_id"') == 50
+    # The second page holds the rest of the 60 counted.
+    second = admin_client.get("/admin/checkpoints/thread/", {"status": "recent", "p": 2})
+    assert second.content.decode().count('class="field-thread_id"') == 10
+    plain = admin_client.get("/admin/checkpoints/thread/").content.decode()
+    assert "Counted up to" not in plain and "70 threads" in plain
+
+
 def test_the_status_filter_starts_from_the_status_writes_index(settings):
     from django.contrib.auth.models import User
     from django.test import RequestFactory
@@ -496,7 +517,8 @@ def test_the_declared_horizons_are_read_from_their_partial_index(settings):
     text = plan("pg", declared)
     assert "thread_declared_waiting" in text and "Seq Scan" not in text, text
     # The rule's per-horizon range is answered from it too.
-    idle = Thread.objects.using("pg").filter(_past_horizon("pg", utcnow() + timedelta(hours=1)))
+    finished, idle_past = _past_horizon("pg", utcnow() + timedelta(hours=1))
+    idle = Thread.objects.using("pg").filter(finished | idle_past)
     assert idle.filter(waiting_minutes=30).count() == 3
     text = plan("pg", idle.filter(waiting_minutes=30).values_list("pk"))
     assert "thread_declared_waiting" in text, text
