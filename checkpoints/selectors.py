@@ -22,7 +22,16 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connections, transaction
-from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    Count,
+    Exists,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Window,
+)
 from django.db.models.functions import Coalesce, Length
 
 from checkpoints.errors import ThreadNotFound
@@ -211,8 +220,13 @@ class Page(Sequence):
         self.rows_for = rows_for
         # The store whose holds and parks the page's threads are shown with.
         self.provider = provider
+        # What `read_window` read: the count, and (start, stop, primary keys) of a page.
+        self._count: int | None = None
+        self._window: tuple[int, int, list] | None = None
 
     def __len__(self) -> int:
+        if self._count is not None:
+            return self._count
         if not isinstance(self.items, QuerySet):
             return len(self.items)
         # Bare ids in no order: the count computes none of the rows' annotations, and JIT
@@ -221,17 +235,56 @@ class Page(Sequence):
         with without_jit(self.items.db):
             return self.items.order_by().values("pk").count()
 
+    def read_window(self, offset: int, limit: int) -> None:
+        """Read the page at ``offset`` and the whole list's count in one statement, where
+        that spares a pass over the list: it is sorted whole anyway (ordered by an
+        expression no index holds: the few, old kinds), or the page is deep (walking
+        ``offset`` rows in order costs what counting them does). A status filter at
+        100,000 threads paid both passes: idle's last page 112 ms, finished's 81."""
+        if self.rows_for is None or not isinstance(self.items, QuerySet):
+            return
+        if not (sorted_whole(self.items) or offset >= DEEP_OFFSET):
+            return
+        found = keys_with_count(self.items, offset, offset + limit)
+        if found is not None:
+            self._count, pks = found
+            self._window = (offset, offset + limit, pks)
+
     def __getitem__(self, index):
         if isinstance(index, slice):
             if self.rows_for is not None:
-                with without_jit(self.items.db):
-                    pks = list(self.items.values_list("pk", flat=True)[index])
+                if self._window is not None and self._window[:2] == (index.start, index.stop):
+                    pks = self._window[2]
+                else:
+                    with without_jit(self.items.db):
+                        pks = list(self.items.values_list("pk", flat=True)[index])
                 rows = {row.pk: row for row in self.rows_for(pks)}
                 return with_claims(
                     [self.detail(rows[pk]) for pk in pks if pk in rows], self.provider
                 )
             return with_claims([self.detail(item) for item in self.items[index]], self.provider)
         return with_claims([self.detail(self.items[index])], self.provider)[0]
+
+
+# Past this many rows skipped, an API page is read with its count (`Page.read_window`).
+DEEP_OFFSET = 1000
+
+
+def sorted_whole(rows: QuerySet) -> bool:
+    """Whether ``rows`` are ordered by an expression no index holds (`unindexed`), so any
+    page of them sorts every matching row: counting them on the way costs nothing more."""
+    return any(not isinstance(o, str) for o in rows.query.order_by)
+
+
+def keys_with_count(rows: QuerySet, start: int, stop: int) -> tuple[int, list] | None:
+    """(how many ``rows`` there are, the primary keys of ``rows[start:stop]``) in one
+    statement; None past the end, where no row carries the count."""
+    counted = rows.annotate(window_total=Window(Count("pk")))
+    with without_jit(rows.db):
+        found = list(counted.values_list("pk", "window_total")[start:stop])
+    if not found:
+        return None
+    return found[0][1], [pk for pk, _total in found]
 
 
 def with_claims(infos: list[ThreadInfo], provider: str) -> list[ThreadInfo]:

@@ -16,16 +16,30 @@ from __future__ import annotations
 from django.core.paginator import Paginator
 from django.utils.functional import cached_property
 
-from checkpoints.selectors import without_jit
+from checkpoints.selectors import keys_with_count, sorted_whole, without_jit
 
 
 class IndexPaginator(Paginator):
-    def __init__(self, object_list, per_page, orphans=0, allow_empty_first_page=True, cap=None):
+    def __init__(
+        self,
+        object_list,
+        per_page,
+        orphans=0,
+        allow_empty_first_page=True,
+        cap=None,
+        asked_page=None,
+    ):
         super().__init__(object_list, per_page, orphans, allow_empty_first_page)
         self.cap = cap
+        # The page the request asks for: a list sorted whole reads it with its count.
+        self.asked_page = asked_page
+        self._read: tuple[int, list] | None = None
 
     @cached_property
     def count(self) -> int:
+        counted = self._count_with_page()
+        if counted is not None:
+            return counted
         with without_jit(self.object_list.db):
             if self.cap is None:
                 return super().count
@@ -33,8 +47,24 @@ class IndexPaginator(Paginator):
             # rows are read, and none of the list's annotations.
             return self.object_list.order_by().values("pk")[: self.cap].count()
 
+    def _count_with_page(self) -> int | None:
+        """The exact count, read with the asked page's keys in one statement, where the
+        list is sorted whole anyway (the few, old kinds): a second pass to count them
+        cost as much as the page (finished at 100,000 threads: 28 ms each)."""
+        if not self.asked_page or not sorted_whole(self.object_list):
+            return None
+        bottom = (self.asked_page - 1) * self.per_page
+        found = keys_with_count(self.object_list, bottom, bottom + self.per_page + self.orphans)
+        if found is None:
+            return None
+        count, keys = found
+        self._read = (self.asked_page, keys)
+        return count
+
     @property
     def capped(self) -> bool:
+        if self._read is not None:
+            return False  # counted exactly, with the page
         return self.cap is not None and self.count >= self.cap
 
     def page(self, number):
@@ -44,7 +74,10 @@ class IndexPaginator(Paginator):
         if top + self.orphans >= self.count:
             top = self.count
         with without_jit(self.object_list.db):
-            pks = self._page_keys(bottom, top)
+            if self._read is not None and self._read[0] == number:
+                pks = self._read[1][: top - bottom]
+            else:
+                pks = self._page_keys(bottom, top)
             rows = {row.pk: row for row in self.object_list.filter(pk__in=pks).order_by()}
         return self._get_page([rows[pk] for pk in pks if pk in rows], number, self)
 

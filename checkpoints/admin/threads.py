@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.utils.html import format_html, format_html_join
 
 from checkpoints import selectors, status
@@ -143,7 +143,17 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         # Under a status filter every thread is asked the rule to be counted (idle at
         # 100,000 threads: 60-100 ms of the page); the count stops at STATUS_COUNT_CAP.
         cap = STATUS_COUNT_CAP if request.GET.get(StatusFilter.parameter_name) else None
-        return IndexPaginator(queryset, per_page, orphans, allow_empty_first_page, cap=cap)
+        asked = request.GET.get(PAGE_VAR, "1")
+        plausible = asked.isascii() and asked.isdigit() and len(asked) < 9
+        return IndexPaginator(
+            queryset,
+            per_page,
+            orphans,
+            allow_empty_first_page,
+            cap=cap,
+            # Django refuses a page it cannot serve; only a plausible one is read ahead.
+            asked_page=int(asked) if plausible else None,
+        )
 
     def read_questions(self, rows) -> None:
         """Each waiting row's interrupt question and the node that asked it (inside its

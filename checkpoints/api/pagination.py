@@ -32,6 +32,13 @@ class StrictLimitOffsetPagination(LimitOffsetPagination):
             )
         return int(raw)
 
+    def paginate_queryset(self, queryset, request, view=None):
+        # A lazily read page source may read its page and count in one statement.
+        read_window = getattr(queryset, "read_window", None)
+        if read_window is not None:
+            read_window(self.get_offset(request), self.get_limit(request))
+        return super().paginate_queryset(queryset, request, view)
+
     def get_limit(self, request):
         limit = self._number(request, self.limit_query_param, 1, self.max_limit)
         return self.default_limit if limit is None else limit
