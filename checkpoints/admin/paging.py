@@ -28,9 +28,14 @@ class IndexPaginator(Paginator):
         allow_empty_first_page=True,
         cap=None,
         asked_page=None,
+        rows_for=None,
     ):
         super().__init__(object_list, per_page, orphans, allow_empty_first_page)
         self.cap = cap
+        # Reads the page's rows by primary key with their annotations but not the list's
+        # filters, which chose those keys already (a status filter's condition compiled
+        # and run a third time cost 4-8 ms a page); the list itself by default.
+        self.rows_for = rows_for or (lambda pks: self.object_list.filter(pk__in=pks))
         # The page the request asks for: a list sorted whole reads it with its count.
         self.asked_page = asked_page
         self._read: tuple[int, list] | None = None
@@ -78,7 +83,7 @@ class IndexPaginator(Paginator):
                 pks = self._read[1][: top - bottom]
             else:
                 pks = self._page_keys(bottom, top)
-            rows = {row.pk: row for row in self.object_list.filter(pk__in=pks).order_by()}
+            rows = {row.pk: row for row in self.rows_for(pks).order_by()}
         return self._get_page([rows[pk] for pk in pks if pk in rows], number, self)
 
     def _page_keys(self, bottom: int, top: int) -> list:

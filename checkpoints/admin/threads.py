@@ -153,6 +153,11 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
             cap=cap,
             # Django refuses a page it cannot serve; only a plausible one is read ahead.
             asked_page=int(asked) if plausible else None,
+            rows_for=lambda pks: (
+                self.get_queryset(request)
+                .select_related(*self.list_select_related)
+                .filter(pk__in=pks)
+            ),
         )
 
     def read_questions(self, rows) -> None:

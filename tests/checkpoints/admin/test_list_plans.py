@@ -143,6 +143,9 @@ def test_a_status_filter_counts_at_most_its_cap(admin_client, monkeypatch):
         page = admin_client.get("/admin/checkpoints/thread/", {"status": "recent"})
     counts = [q["sql"] for q in queries if q["sql"].startswith("SELECT COUNT(*)")]
     assert counts and all("LIMIT 60" in sql for sql in counts), counts
+    # The page's rows are read by key with their annotations, without the filter again.
+    rows = [q["sql"] for q in queries if '"checkpoints_thread"."version"' in q["sql"]]
+    assert len(rows) == 1 and '"last_write_at" >=' not in rows[0], rows
     body = page.content.decode()
     assert "Counted up to 60 threads; there are more." in body
     assert body.count('class="field-thread_id"') == 50
