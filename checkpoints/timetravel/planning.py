@@ -84,17 +84,14 @@ def expected_head_of(raw: Any, field: str = "expected_head") -> str | None:
     """
     if raw is None:
         return None
-    if (
-        isinstance(raw, str)
-        and raw
-        and len(raw) <= HEAD_ID_CHARS
-        and raw.isprintable()
-        and not raw.isspace()
-    ):
+    # The API's schema declares this shape (non-empty, no NUL, bounded), and schema-valid
+    # input is never refused: any other string is an id no head has, answered as a moved
+    # head (409), which is what it is.
+    if isinstance(raw, str) and raw and len(raw) <= HEAD_ID_CHARS and "\x00" not in raw:
         return raw
     raise InvalidCheckpointInput(
-        f"{field} must be the id of the head checkpoint the caller saw (at most "
-        f"{HEAD_ID_CHARS} printable characters); got {raw!r:.100}",
+        f"{field} must be the id of the head checkpoint the caller saw (1 to "
+        f"{HEAD_ID_CHARS} characters, no NUL); got {raw!r:.100}",
         field=field,
     )
 

@@ -88,3 +88,18 @@ def test_a_bad_expected_head_is_400_naming_it(clients, threads, bad):
     )
     assert_error(response, 400, field="expected_head")
     assert head_id(alice, "alice-1") == before
+
+
+@pytest.mark.parametrize("never", [" ", "abc\x07def", "Ê\x9ba"])
+def test_a_schema_valid_head_no_checkpoint_has_is_a_409(clients, threads, never):
+    """The schema admits any string without NUL up to 1024 characters (schemathesis sends
+    such); one that names no head is the head having moved, never a 400."""
+    alice = clients["alice"]
+    before = head_id(alice, "alice-1")
+    response = alice.post(
+        url("alice-1", "rollback"),
+        {"checkpoint_id": first_id(alice, "alice-1"), "expected_head": never},
+        format="json",
+    )
+    assert_error(response, 409, "version_conflict", field="expected_head")
+    assert head_id(alice, "alice-1") == before
