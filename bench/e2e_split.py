@@ -16,10 +16,8 @@ cost any durable saver pays, beside ours and LangGraph's.
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import sys
-import threading
 import time
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
@@ -30,18 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("family", choices=("sqlite", "memory", "postgres"))
     parser.add_argument("--heavy", action="store_true")
     parser.add_argument("--turns", type=int, default=24)
-    parser.add_argument(
-        "--floor", action="store_true", help="also run bench.floor's FloorSaver (not --heavy)"
-    )
+    parser.add_argument("--floor", action="store_true", help="also run bench.floor's FloorSaver")
     args = parser.parse_args(argv)
-    if args.floor and (args.heavy or args.family == "memory"):
-        parser.error("--floor runs the chat turns on sqlite or postgres only")
+    if args.floor and args.family == "memory":
+        parser.error("--floor runs on sqlite or postgres only")
     import django
 
     django.setup()
     from django.db.backends.signals import connection_created
 
     from bench.graph import build_graph, run_turn
+    from bench.measure import SaverCpu
     from bench.stores import build_subjects, reset_files
     from bench.workload import DocumentPool
 
@@ -54,27 +51,10 @@ def main(argv: list[str] | None = None) -> int:
 
         subjects.append(SimpleNamespace(label="floor", saver=floor_for(args.family)))
     docs = DocumentPool().docs if args.heavy else None
-    spent: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
-    lock = threading.Lock()
+    meter = SaverCpu()
+    spent = meter.spent
     opened = []
     connection_created.connect(lambda **kw: opened.append(1), weak=False)
-
-    def timed(saver, name):
-        call = getattr(saver, name)
-
-        def wrapper(*a, **k):
-            start, wall = time.thread_time_ns(), time.perf_counter_ns()
-            try:
-                return call(*a, **k)
-            finally:
-                took = time.thread_time_ns() - start
-                waited = time.perf_counter_ns() - wall
-                with lock:
-                    spent[name][0] += 1
-                    spent[name][1] += took
-                    spent[name][2] += waited
-
-        setattr(saver, name, wrapper)
 
     print(
         f"{'subject':<12} {'wall ms':>8} {'cpu ms':>8} {'saver cpu':>10} {'rest':>7} "
@@ -82,11 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{'put wall':>8} {'writes wall':>11}  (per turn; us per call)"
     )
     for subject in subjects:
-        for name in ("put", "put_writes", "get_tuple"):
-            timed(subject.saver, name)
+        meter.wrap(subject.saver)
         graph = build_graph(subject.saver, documents=docs)
         run_turn(graph, f"warm-{subject.label}", 0)
-        spent.clear()
+        meter.clear()
         opened.clear()
         wall, cpu = time.perf_counter(), time.process_time()
         for turn in range(1, args.turns + 1):
@@ -94,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             run_turn(graph, thread, turn if args.heavy else 0)
         n = args.turns
         wall, cpu = (time.perf_counter() - wall) / n * 1e3, (time.process_time() - cpu) / n * 1e3
-        saver_cpu = sum(v[1] for v in spent.values()) / n / 1e6
+        saver_cpu = meter.cpu_ns() / n / 1e6
 
         def per_call(name, wall=False):
             calls, ns, wall_ns = spent[name]

@@ -2,11 +2,15 @@
 
 A graph turn's time is LangGraph's own work plus its saver's. `FloorSaver` does only what
 every durable saver must do for each call LangGraph makes: serialize what it is given with
-LangGraph's serializer, send one INSERT and commit it (PostgreSQL: autocommit, so one WAL
-flush a call, as with `synchronous_commit = on`; SQLite: WAL with `synchronous=NORMAL`, as
-the project and the benchmark configure). It reads nothing back (`get_tuple` answers None:
-every turn runs on a new thread, as in `bench.e2e_split`), keeps no index but the primary
-key and no bookkeeping. Its turn time over LangGraph's own saver's is the ceiling of the e2e
+LangGraph's serializer (a put: the checkpoint's body and the values of the channels it
+changed, `new_versions`), send one INSERT and commit it (PostgreSQL: autocommit, so one WAL
+flush a call, as with `synchronous_commit = on`; SQLite: WAL with `synchronous=FULL`, as
+the project's default and the benchmark configure). It reads nothing back from the database:
+`get_tuple` hands back the last checkpoint put on the thread as it was given, held in
+memory (a turn on a new thread gets None), so a thread that keeps its turns grows as it
+would on a real saver while reading costs the floor nothing. It keeps no index but the
+primary key and no bookkeeping. `bench.run` runs it as the `floor-pg` / `floor-sqlite`
+subject (e2e only). Its turn time over LangGraph's own saver's is the ceiling of the e2e
 ratio on this machine: no saver that commits each call durably can reach a higher one.
 """
 
@@ -24,7 +28,11 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
 
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple  # noqa: E402
+from langgraph.checkpoint.base import (  # noqa: E402
+    BaseCheckpointSaver,
+    CheckpointTuple,
+    copy_checkpoint,
+)
 
 
 class FloorSaver(BaseCheckpointSaver):
@@ -33,24 +41,41 @@ class FloorSaver(BaseCheckpointSaver):
     def __init__(self, execute) -> None:
         super().__init__()
         self._execute = execute
+        # thread id -> (config, checkpoint, metadata) of its last put: what get_tuple answers.
+        self._latest: dict[str, tuple[dict, Any, Any]] = {}
 
     def put(self, config, checkpoint, metadata, new_versions):
-        _, data = self.serde.dumps_typed(checkpoint)
-        self._execute(config["configurable"]["thread_id"], data)
-        return {
+        # The body and the values of the channels this put changed: what a saver that keeps
+        # each channel's value once per version (all of LangGraph's) must serialize.
+        values = checkpoint.get("channel_values") or {}
+        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        body["channel_values"] = {ch: values[ch] for ch in new_versions if ch in values}
+        _, data = self.serde.dumps_typed(body)
+        thread_id = config["configurable"]["thread_id"]
+        self._execute(thread_id, data)
+        stored = {
             "configurable": {
-                "thread_id": config["configurable"]["thread_id"],
+                "thread_id": thread_id,
                 "checkpoint_ns": config["configurable"].get("checkpoint_ns", ""),
                 "checkpoint_id": checkpoint["id"],
             }
         }
+        self._latest[thread_id] = (stored, checkpoint, metadata)
+        return stored
 
     def put_writes(self, config, writes, task_id, task_path=""):
         _, data = self.serde.dumps_typed([(channel, value) for channel, value in writes])
         self._execute(config["configurable"]["thread_id"], data)
 
     def get_tuple(self, config) -> CheckpointTuple | None:
-        return None
+        latest = self._latest.get(config["configurable"]["thread_id"])
+        if latest is None or config["configurable"].get("checkpoint_id") not in (
+            None,
+            latest[0]["configurable"]["checkpoint_id"],
+        ):
+            return None
+        stored, checkpoint, metadata = latest
+        return CheckpointTuple(stored, copy_checkpoint(checkpoint), metadata, None, [])
 
     def list(self, config, *, filter=None, before=None, limit=None) -> Iterator[CheckpointTuple]:
         return iter(())
@@ -70,7 +95,7 @@ def _floor(conn, create: str, insert: str) -> FloorSaver:
 def sqlite_floor(path: str) -> FloorSaver:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA synchronous=FULL")
     return _floor(
         conn,
         "CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, k TEXT, v BLOB)",
@@ -97,6 +122,15 @@ def floor_for(family: str) -> FloorSaver:
     if family == "sqlite":
         return sqlite_floor(sqlite_path("floor.sqlite3"))
     return postgres_floor(pg_url(settings.PG_DB_LG))
+
+
+def floor_subject(family: str):
+    """`FloorSaver` as a `bench.run` subject (`floor-pg`, `floor-sqlite`): graph turns only."""
+    from bench.subjects import Subject
+
+    saver = floor_for(family)
+    label = {"postgres": "floor-pg", "sqlite": "floor-sqlite"}[family]
+    return Subject(label, family, saver, lambda: 0, lambda: 0, e2e_only=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,14 +50,17 @@ def build_graph(checkpointer, documents: list[str] | None = None, document_every
     return builder.compile(checkpointer=checkpointer)
 
 
-def run_turn(graph, thread_id: str, turn: int) -> dict:
-    """One user turn: a human message in, ten nodes, every checkpoint written synchronously."""
+def run_turn(graph, thread_id: str, turn: int, durability: str | None = "sync") -> dict:
+    """One user turn: a human message in, ten nodes, every checkpoint written synchronously.
+
+    ``durability=None`` leaves LangGraph's default ("async": a step's checkpoint is written
+    in a worker thread while the next step runs; the invocation waits for it at the end).
+    """
     config = {"configurable": {"thread_id": thread_id}}
     message = {"type": "human", "id": f"h{turn}", "content": "y" * 260}
+    options = {} if durability is None else {"durability": durability}
     return graph.invoke(
-        {"messages": [message], "route": "start", "tool": "", "turn": turn},
-        config,
-        durability="sync",
+        {"messages": [message], "route": "start", "tool": "", "turn": turn}, config, **options
     )
 
 

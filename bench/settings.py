@@ -23,7 +23,8 @@ DATABASES["default"] = {
     "OPTIONS": {
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        # Both SQLite savers at synchronous=FULL (issue 35), the project's default.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
     },
 }
 DATABASES["pg"] = {

@@ -55,9 +55,10 @@ def sqlite_path(name: str) -> str:
 
 def _sqlite_conn(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False)
-    # The same pragmas as our Django SQLite database, so the comparison is of code.
+    # The same pragmas as our Django SQLite database (bench.settings; FULL is also the
+    # project's default, CHECKPOINTS["SQLITE_SYNCHRONOUS"]), so the comparison is of code.
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA synchronous=FULL")
     return conn
 
 

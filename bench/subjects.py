@@ -24,6 +24,9 @@ class Subject:
     stored_bytes: Callable[[], int]
     checkpoint_count: Callable[[], int]
     close: Callable[[], None] = field(default=lambda: None)
+    # A floor that only runs graph turns (`bench.floor.FloorSaver`): no per-operation timings,
+    # no sizes, no growth curve.
+    e2e_only: bool = False
 
     @property
     def runs_graphs(self) -> bool:

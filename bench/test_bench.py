@@ -149,3 +149,104 @@ def test_concurrency_sampler_keeps_the_peak_and_every_connection_seen_per_window
     sampler.sample()  # a failed sample is noted, not raised
     assert sampler.errors and sampler.take() == ({}, {})
     assert latency_summary([i * 1_000_000 for i in range(1, 201)]) == (100.0, 198.0)
+
+
+def test_live_thread_keeps_every_message_changes_three_or_four_channels_and_writes_three():
+    from bench.workload import LIVE, WRITE_CHANNELS
+
+    thread = ChatThread("l", _versions, DocumentPool(count=2), shape=LIVE)
+    documents = []
+    for step in range(40):
+        checkpoint, _, new_versions = thread.advance()
+        thread.commit(checkpoint, thread.config)
+        if DOCUMENT_CHANNEL in new_versions:
+            documents.append(step)
+        small = set(new_versions) & set(SMALL_CHANNELS)
+        if step == 0:
+            assert small == set(SMALL_CHANNELS)
+        else:
+            assert 3 <= len(small) <= 4
+        writes, task_id = thread.writes()
+        assert [channel for channel, _ in writes] == list(WRITE_CHANNELS[:3])
+        assert writes[0][1] == thread.messages[-1] and task_id.endswith(f"-{step}")
+    assert documents == list(range(0, 40, 8))
+    # A dict, not a string, so PostgresSaver keeps it as a blob (workload.LIVE).
+    assert set(checkpoint["channel_values"][DOCUMENT_CHANNEL]) == {"text"}
+    messages = checkpoint["channel_values"]["messages"]
+    # Never trimmed: every message since step 0, each about 300 bytes.
+    assert len(messages) == 40 and messages[0]["id"] == "l-m0"
+    assert all(280 <= len(m["content"]) + 40 <= 320 for m in messages)
+
+
+def test_live_bench_writes_round_robin_with_put_writes_after_each_put(monkeypatch):
+    import dataclasses
+    import os
+
+    # bench.run points DJANGO_SETTINGS_MODULE at bench.settings on import: undone.
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", ""))
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from bench.measure import Samples
+    from bench.run import QUICK, Bench, LiveBench
+    from bench.subjects import Subject
+
+    calls = []
+
+    class Recording(InMemorySaver):
+        def put(self, config, checkpoint, metadata, new_versions):
+            calls.append(("put", config["configurable"]["thread_id"], checkpoint["id"]))
+            return super().put(config, checkpoint, metadata, new_versions)
+
+        def put_writes(self, config, writes, task_id, task_path=""):
+            conf = config["configurable"]
+            calls.append(("writes", conf["thread_id"], conf["checkpoint_id"], len(writes)))
+            return super().put_writes(config, writes, task_id, task_path)
+
+    plan = dataclasses.replace(
+        QUICK,
+        deep=6,
+        live_threads=3,
+        live_steps=2,
+        live_gets=1,
+        live_lists=1,
+        live_turns=3,
+        live_graph_threads=2,
+    )
+    subject = Subject("rec", "memory", Recording(), lambda: 0, lambda: 0)
+    live = LiveBench(Bench(plan, [subject], DocumentPool(count=1), Samples()), Samples())
+    live.prepare()
+    # The deep read thread grew among the live ones: one live step between each of its steps.
+    seeded = [c[1] for c in calls if c[0] == "put"][: 2 * plan.deep]
+    assert seeded[0::2] == ["ldeep-rec"] * plan.deep
+    assert seeded[1::2] == ["llive0-rec", "llive1-rec", "llive2-rec"] * 2
+    calls.clear()
+    live.round(0, subject)
+    bench_calls = [c for c in calls if c[1].startswith("llive")]
+    puts = [c for c in bench_calls if c[0] == "put"]
+    # Round-robin: every thread's step before any thread's next one.
+    assert [c[1] for c in puts] == ["llive0-rec", "llive1-rec", "llive2-rec"] * plan.live_steps
+    # Each put is followed at once by its task's three writes against that checkpoint.
+    for put, writes in zip(bench_calls[0::2], bench_calls[1::2], strict=True):
+        assert put[0] == "put" and writes == ("writes", put[1], put[2], 3)
+    assert len(live.samples.get("rec", "put")) == len(live.samples.get("rec", "put_writes")) == 6
+    # Graph turns round-robin over threads that keep their turns; saver CPU counted per turn.
+    assert len(live.samples.get("rec", "e2e")) == plan.live_turns
+    assert live.samples.cpu["rec"][0] == plan.live_turns and live.turns["rec"] == [2, 1]
+    # The counting wrappers are gone after each turn.
+    assert "put" not in vars(subject.saver)
+
+
+def test_saver_cpu_counts_calls_and_restores_the_methods():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from bench.graph import build_graph, run_turn
+    from bench.measure import SaverCpu
+
+    saver = InMemorySaver()
+    graph = build_graph(saver)
+    meter = SaverCpu()
+    with meter.counting(saver):
+        run_turn(graph, "cpu", 0, durability=None)
+    assert meter.spent["put"][0] >= 10 and meter.spent["get_tuple"][0] >= 1
+    assert meter.spent["put_writes"][0] >= 1
+    assert not {"put", "put_writes", "get_tuple"} & set(vars(saver))

@@ -54,6 +54,15 @@ class Shape:
     # "random": about one step in `document_every`; "fixed": exactly every that many steps.
     document_every: int
     document_rule: str = "random"
+    # How many of the eight small channels change in a step after the first (inclusive).
+    changes: tuple[int, int] = (1, 3)
+    # Pending writes a step's task leaves (one put_writes call carrying them all).
+    writes: int = 2
+    # "str": the document is a plain string; "dict": {"text": the string}. LangGraph's
+    # PostgresSaver inlines str/int/float/bool channel values in every checkpoint row's JSONB
+    # (a str document is rewritten and read back with every checkpoint until it changes) and
+    # keeps other values as versioned blobs, written only when they change.
+    document_as: str = "str"
 
 
 # The chat agent that trims its context (the first workload).
@@ -61,7 +70,22 @@ CHAT = Shape("chat", MESSAGE_BYTES, MESSAGE_WINDOW, DOCUMENT_EVERY)
 # The heavier one: a document every 8 steps and an untrimmed message list that grows past
 # INLINE_COMPRESS_BYTES (64 KB) at about step 150 of its 200-step thread.
 HEAVY = Shape("heavy", 400, None, 8, "fixed")
-SHAPES = {shape.name: shape for shape in (CHAT, HEAVY)}
+# The third one (issue 36), the shape of an independent harness's threads: ~300-byte messages
+# never trimmed, three or four of the eight small channels changing a step, a document at
+# step 0 and every 8 steps, and three pending writes after each put. `bench.run` writes 60
+# such threads round-robin, so many threads are live at once. Its document is a dict, not a
+# string: PostgresSaver then keeps it as a blob written once per version instead of inlining
+# it in every checkpoint row (which is what made chat and heavy's put, list and e2e ratios
+# several times the harness's; `bench.live_aspects`).
+LIVE = Shape("live", MESSAGE_BYTES, None, 8, "fixed", changes=(3, 4), writes=3, document_as="dict")
+SHAPES = {shape.name: shape for shape in (CHAT, HEAVY, LIVE)}
+# The channels a task's pending writes go to, in order (a shape takes the first `writes`).
+WRITE_CHANNELS = ("messages", "route", "status")
+
+
+def as_document(text_value: str, shape: Shape) -> Any:
+    """The document channel's value in ``shape``'s form (see `Shape.document_as`)."""
+    return {"text": text_value} if shape.document_as == "dict" else text_value
 
 
 class DocumentPool:
@@ -115,14 +139,14 @@ class ChatThread:
             for name in SMALL_CHANNELS:
                 changed[name] = f"{name}-0"
         else:
-            for name in rng.sample(SMALL_CHANNELS, rng.randint(1, 3)):
+            for name in rng.sample(SMALL_CHANNELS, rng.randint(*self.shape.changes)):
                 changed[name] = f"{name}-{self.step}-{rng.randint(0, 999)}"
         if self.shape.document_rule == "fixed":
             document_now = self.step % self.shape.document_every == 0
         else:
             document_now = self.step == 0 or rng.random() < 1 / self.shape.document_every
         if document_now:
-            changed[DOCUMENT_CHANNEL] = self.docs.pick(rng)
+            changed[DOCUMENT_CHANNEL] = as_document(self.docs.pick(rng), self.shape)
         return changed
 
     def advance(self) -> tuple[dict, dict, dict]:
@@ -152,8 +176,13 @@ class ChatThread:
 
     def writes(self) -> tuple[list[tuple[str, Any]], str]:
         """The pending writes a task leaves against the current head, and the task id."""
+        values = {
+            "messages": self.messages[-1],
+            "route": f"route-{self.step}",
+            "status": f"status-{self.step}",
+        }
         return (
-            [("messages", self.messages[-1]), ("route", f"route-{self.step}")],
+            [(channel, values[channel]) for channel in WRITE_CHANNELS[: self.shape.writes]],
             f"task-{self.thread_id}-{self.step}",
         )
 
