@@ -60,7 +60,9 @@ def configure(family: str) -> None:
 def seed(saver, thread_id: str, messages: int, checkpoints: int, owner) -> None:
     """One thread whose head holds ``messages`` messages, ``checkpoints`` deep."""
     from langchain_core.messages import AIMessage, HumanMessage
-    from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+    # v4, the format real graphs write (see bench.workload).
+    from langgraph.pregel._checkpoint import create_checkpoint, empty_checkpoint
 
     def message(i: int):
         kind = HumanMessage if i % 2 == 0 else AIMessage

@@ -70,7 +70,8 @@ def seed(lg, threads: int, per_thread: int) -> int:
     100,000 threads writing them one put at a time took longer than the import it feeds
     (2,000,000 commits); the copies hold the peer's own bytes, row for row.
     """
-    from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+    # v4, the format real graphs write (see bench.workload).
+    from langgraph.pregel._checkpoint import create_checkpoint, empty_checkpoint
 
     config = {"configurable": {"thread_id": TEMPLATE, "checkpoint_ns": ""}}
     checkpoint = empty_checkpoint()

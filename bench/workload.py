@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+# The format real graphs write (v4); the base module's helpers stamp v2, whose reads also
+# ask for the parent's pending sends (an extra query a graph's own checkpoints never cost).
+from langgraph.pregel._checkpoint import create_checkpoint, empty_checkpoint
 
 MESSAGE_BYTES = 300
 # Chat agents trim their context; without a window a 1,000-deep thread would measure the
