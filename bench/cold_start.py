@@ -11,6 +11,11 @@ start to exit), the median peak RSS (the child's own ``ru_maxrss``, from ``os.wa
 and, from one ``python -X importtime`` run of each script, the modules our script imports
 that LangGraph's does not, heaviest first.
 
+``--with-migrate`` adds ours with a new store made by Django's ``migrate`` (the path before
+`checkpoints.connect._create_new_store`), interleaved with the rest. ``--tables N`` times
+only the making of a new store's tables (``_ensure_tables``, its first connection
+included), from the models against ``migrate``, N interleaved runs each in new processes.
+
 SQLite files go to a temporary folder; ``--postgres`` drops and re-creates databases
 ``checkpoint_bench_cold*`` on the bench server (``CHECKPOINTS_BENCH_PG_HOST/PORT/USER``).
 """
@@ -57,6 +62,37 @@ with from_conn_string(sys.argv[1]) as saver:
     graph = builder.compile(checkpointer=saver)
     print(graph.invoke({"count": 1}, {"configurable": {"thread_id": "cold"}}))
 """
+# Ours with a new store made by `migrate`, as before `_create_new_store`.
+OURS_MIGRATE = (
+    """
+import checkpoints.connect
+
+checkpoints.connect._create_new_store = lambda alias: False
+"""
+    + OURS
+)
+# The time `_ensure_tables` takes on a new store (argv[1]), from the models or (argv[2]
+# "migrate") by Django's migrate.
+TABLES = """
+import sys, time
+import checkpoints.connect as connect
+
+if sys.argv[2] == "migrate":
+    connect._create_new_store = lambda alias: False
+real, took = connect._ensure_tables, []
+
+
+def timed(alias, may_create):
+    started = time.perf_counter()
+    real(alias, may_create)
+    took.append(time.perf_counter() - started)
+
+
+connect._ensure_tables = timed
+with connect.from_conn_string(sys.argv[1]):
+    pass
+print(took[0], file=sys.stderr)
+"""
 LG_SQLITE = """
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -91,12 +127,14 @@ def plain_env() -> dict[str, str]:
     return env
 
 
-def run_child(script: Path, url: str, cwd: Path, *flags: str) -> tuple[float, float, str]:
+def run_child(
+    script: Path, url: str, cwd: Path, *flags: str, args: tuple[str, ...] = ()
+) -> tuple[float, float, str]:
     """(wall seconds, peak RSS in MB, stderr) of one ``python script url`` process."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, *flags, str(script), url],
+            [sys.executable, *flags, str(script), url, *args],
             cwd=cwd,
             env=plain_env(),
             stdout=out,
@@ -212,23 +250,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7, help="rounds (default 7)")
     parser.add_argument("--postgres", action="store_true", help="also PostgreSQL")
     parser.add_argument("--no-importtime", action="store_true")
+    parser.add_argument(
+        "--with-migrate", action="store_true", help="also ours making a new store by migrate"
+    )
+    parser.add_argument(
+        "--tables", type=int, metavar="N", help="only time making a new store's tables, N runs"
+    )
     args = parser.parse_args(argv)
+    if args.tables:
+        return time_tables(args.tables, args.postgres)
 
     with tempfile.TemporaryDirectory(prefix="cold_start_") as tmp:
         folder = Path(tmp)
         scripts = {}
-        for name, body in (("ours", OURS), ("lg_sqlite", LG_SQLITE), ("lg_postgres", LG_POSTGRES)):
+        for name, body in (
+            ("ours", OURS),
+            ("ours_migrate", OURS_MIGRATE),
+            ("lg_sqlite", LG_SQLITE),
+            ("lg_postgres", LG_POSTGRES),
+        ):
             scripts[name] = folder / f"{name}.py"
             scripts[name].write_text(GRAPH + body)
-        subjects = [
-            Subject("ours sqlite", scripts["ours"], "sqlite"),
-            Subject("SqliteSaver", scripts["lg_sqlite"], "sqlite"),
-        ]
+        subjects = [Subject("ours sqlite", scripts["ours"], "sqlite")]
+        if args.with_migrate:
+            subjects.append(Subject("ours-migrate sqlite", scripts["ours_migrate"], "sqlite"))
+        subjects.append(Subject("SqliteSaver", scripts["lg_sqlite"], "sqlite"))
         if args.postgres:
-            subjects += [
-                Subject("ours postgres", scripts["ours"], "postgres"),
-                Subject("PostgresSaver", scripts["lg_postgres"], "postgres"),
-            ]
+            subjects.append(Subject("ours postgres", scripts["ours"], "postgres"))
+            if args.with_migrate:
+                subjects.append(
+                    Subject("ours-migrate postgres", scripts["ours_migrate"], "postgres")
+                )
+            subjects.append(Subject("PostgresSaver", scripts["lg_postgres"], "postgres"))
         stores = Stores(folder)
         try:
             for subject in subjects:  # the store each "second" run opens, made and current
@@ -245,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             print()
             report(subjects)
             if not args.no_importtime:
-                ours, theirs = subjects[0], subjects[1]
+                ours = subjects[0]
+                theirs = next(s for s in subjects if s.label == "SqliteSaver")
                 extra = import_offenders(
                     ours.script,
                     theirs.script,
@@ -261,21 +315,58 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(subjects: list[Subject]) -> None:
-    print(f"\n{'subject':16} {'run':7} {'wall median':>12} {'min':>7} {'max':>7} {'peak RSS':>9}")
+    print(f"\n{'subject':22} {'run':7} {'wall median':>12} {'min':>7} {'max':>7} {'peak RSS':>9}")
     medians = {}
     for subject in subjects:
         for mode in ("first", "second"):
             walls, rss = subject.walls[mode], subject.rss[mode]
             medians[subject.label, mode] = (statistics.median(walls), statistics.median(rss))
             print(
-                f"{subject.label:16} {mode:7} {statistics.median(walls):11.3f}s "
+                f"{subject.label:22} {mode:7} {statistics.median(walls):11.3f}s "
                 f"{min(walls):6.3f}s {max(walls):6.3f}s {statistics.median(rss):7.1f}MB"
             )
     print("\nours / theirs (median wall; peak RSS difference):")
-    for ours, theirs in zip(subjects[::2], subjects[1::2], strict=True):
+    for ours in subjects:
+        if not ours.label.startswith("ours"):
+            continue
+        theirs = next(
+            s for s in subjects if s.family == ours.family and not s.label.startswith("ours")
+        )
         for mode in ("first", "second"):
             (w1, r1), (w2, r2) = medians[ours.label, mode], medians[theirs.label, mode]
-            print(f"  {ours.label} {mode:7} {w1 / w2:5.2f}x   {r1 - r2:+6.1f} MB")
+            print(f"  {ours.label:21} {mode:7} {w1 / w2:5.2f}x   {r1 - r2:+6.1f} MB")
+
+
+def time_tables(runs: int, postgres: bool) -> int:
+    """Median time of making a new store's tables, from the models against ``migrate``."""
+    families = ["sqlite", "postgres"] if postgres else ["sqlite"]
+    took: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    with tempfile.TemporaryDirectory(prefix="cold_tables_") as tmp:
+        folder = Path(tmp)
+        script = folder / "tables.py"
+        script.write_text(TABLES)
+        try:
+            for round_ in range(runs):
+                hows = ("models", "migrate") if round_ % 2 == 0 else ("migrate", "models")
+                for family in families:
+                    for how in hows:
+                        if family == "sqlite":
+                            url = f"sqlite:///{folder / f'{how}_{round_}.sqlite3'}"
+                        else:
+                            url = recreate_database("checkpoint_bench_cold_tables")
+                        _, _, stderr = run_child(script, url, folder, args=(how,))
+                        took[family, how].append(float(stderr.strip().splitlines()[-1]))
+        finally:
+            if postgres:
+                drop_database("checkpoint_bench_cold_tables")
+    print(f"\nmaking a new store's tables, {runs} runs each (ms): median  min  max")
+    for (family, how), values in took.items():
+        values_ms = [v * 1000 for v in values]
+        print(
+            f"  {family:9} {how:8} {statistics.median(values_ms):7.1f} "
+            f"{min(values_ms):6.1f} {max(values_ms):6.1f}"
+        )
+    return 0
 
 
 def report_imports(extra_us: int, count: int, packages, roots) -> None:

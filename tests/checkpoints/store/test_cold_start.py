@@ -1,6 +1,7 @@
-"""A plain script's first use of the store loads what a saver needs and plans no migration on
-a store that is current (`checkpoints.connect._ensure_tables`); one behind is migrated, one
-ahead of this code is refused, naming the migration it does not know."""
+"""A plain script's first use of the store loads what a saver needs and plans no migration:
+a new store is made from the models (`checkpoints.connect._create_new_store`), a current one
+only checked (`checkpoints.connect._ensure_tables`); one behind is migrated, one ahead of
+this code is refused, naming the migration it does not know."""
 
 from __future__ import annotations
 
@@ -16,23 +17,27 @@ from checkpoints.connect import STORE_APPS, _shipped_migrations
 from tests.standalone import plain_env, run_python
 
 # Opens the store at argv[1] (after rolling the store's app argv[2] back to migration
-# argv[3], when given) and reports whether the migration planner ran and what was loaded.
+# argv[3], when given) and reports whether the migration planner ran, whether the store was
+# made from the models, and what was loaded.
 OPEN = """
 import json, sys
 import checkpoints.connect as connect
 from checkpoints.errors import CheckpointStoreFormatError
 
-planned = []
+planned, made = [], []
 real_pending = connect._store_migrations_pending
 connect._store_migrations_pending = lambda alias, **kw: planned.append(alias) or real_pending(
     alias, **kw
 )
+real_create = connect._create_new_store
+connect._create_new_store = lambda alias: made.append(real_create(alias)) or made[-1]
 if len(sys.argv) > 3:
     with connect.from_conn_string(sys.argv[1]):
         from django.core.management import call_command
         call_command("migrate", sys.argv[2], sys.argv[3], verbosity=0)
     connect._ready_aliases.clear()
     planned.clear()
+    made.clear()
 try:
     with connect.from_conn_string(sys.argv[1]) as saver:
         config = {"configurable": {"thread_id": "cold", "checkpoint_ns": ""}}
@@ -43,6 +48,7 @@ except CheckpointStoreFormatError as exc:
 from django.conf import settings
 print(json.dumps({
     "planned": len(planned),
+    "made": made.count(True),
     "modules": sorted(sys.modules),
     "apps": list(settings.INSTALLED_APPS),
 }))
@@ -77,15 +83,17 @@ def recorded(path: Path, app: str) -> set[str]:
         return {name for (name,) in rows}
 
 
-def test_a_new_file_is_migrated_and_a_current_one_is_only_checked(tmp_path):
+def test_a_new_file_is_made_and_a_current_one_is_only_checked(tmp_path):
     path = tmp_path / "store.sqlite3"
     first = open_store(f"sqlite:///{path}", tmp_path)
-    assert first["planned"] == 1, first
+    assert (first["planned"], first["made"]) == (0, 1), "a new store was migrated"
     for app in STORE_APPS:
         assert recorded(path, app) == _shipped_migrations(app)
+    loaded = [m for m in first["modules"] if m.startswith(NOT_FOR_A_SAVER)]
+    assert loaded == [], f"making a new SQLite store loaded {loaded}"
 
     second = open_store(f"sqlite:///{path}", tmp_path)
-    assert second["planned"] == 0, "a current store ran the migration planner"
+    assert (second["planned"], second["made"]) == (0, 0), "a current store was planned or made"
     loaded = [m for m in second["modules"] if m.startswith(NOT_FOR_A_SAVER)]
     assert loaded == [], f"a SQLite saver's script loaded {loaded}"
     assert second["apps"] == [
@@ -102,7 +110,7 @@ def test_a_store_one_migration_behind_is_migrated(tmp_path):
     last, before_last = shipped[-1], shipped[-2]
     # The first open makes the store; then it is rolled back one migration and reopened.
     reopened = open_store(f"sqlite:///{path}", tmp_path, "checkpoints", before_last)
-    assert reopened["planned"] == 1, reopened
+    assert (reopened["planned"], reopened["made"]) == (1, 0), reopened
     assert last in recorded(path, "checkpoints")
     assert open_store(f"sqlite:///{path}", tmp_path)["planned"] == 0
 
