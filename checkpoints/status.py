@@ -48,6 +48,8 @@ KINDS = {
     "recent": "Recently written",
     "idle": "Idle",
 }
+# The kinds most threads are in: their pages walk the write-order index (admin/paging.py).
+MANY = ("recent", "idle")
 # The kinds a registered claim source gives (retention's holds and parks).
 CLAIM_KINDS = ("held", "parked")
 
@@ -316,7 +318,7 @@ def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
     recent = Q(last_write_at__gte=now - RECENT)
     held, held_few = _claimed("held", saver.provider, alias, now)
     parked, parked_few = _claimed("parked", saver.provider, alias, now)
-    finished_due, idle_past = _past_horizon(alias, now)
+    finished_due, idle_past, shortest = _past_horizon(alias, now)
     past = finished_due | idle_past
     if kind == "due":
         return past & ~(held | parked | interrupt_written)
@@ -343,7 +345,11 @@ def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
     # Its few answered interrupts past the horizon are looked up by id, so PostgreSQL
     # reads the threads of the quiet range and those ids, never the due ones.
     answered = idle_past & Q(_AmongIds("pk", interrupts)) & interrupt_written
-    return ((~idle_past & ~recent) | answered) & unmarked & unclaimed
+    # Implied by both arms, and a bound an index walk in write order starts from: the
+    # page of a capped list skips the recent threads unread (idle's 40th page at 100,000
+    # threads read ~5,000 of them first: 106 ms).
+    quiet = Q(last_write_at__lt=now - min(RECENT, shortest))
+    return quiet & ((~idle_past & ~recent) | answered) & unmarked & unclaimed
 
 
 def _holding(channel: str):
@@ -367,9 +373,10 @@ def _claimed(kind: str, provider: str, alias: str, now: datetime) -> tuple[Q, Q]
     return found, found
 
 
-def _past_horizon(alias: str, now: datetime) -> tuple[Q, Q]:
+def _past_horizon(alias: str, now: datetime) -> tuple[Q, Q, timedelta]:
     """The SQL form of `past_horizon` (the ORM stores sweep idle threads), in its two
-    parts: (finished and due, idle past its waiting horizon)."""
+    parts (finished and due, idle past its waiting horizon), and the shortest waiting
+    horizon in force."""
     # Finished and due, its mark not written since (the run rule).
     due_marks = FinishedMark.objects.filter(due_at__lte=now).values("thread_id")
     written_after = FinishedMark.objects.filter(
@@ -387,9 +394,11 @@ def _past_horizon(alias: str, now: datetime) -> tuple[Q, Q]:
         .values_list("waiting_minutes", flat=True)
         .distinct()
     )
+    shortest = platform
     for minutes in declared:
         idle |= Q(waiting_minutes=minutes, last_write_at__lt=now - timedelta(minutes=minutes))
-    return finished, idle
+        shortest = min(shortest, minutes)
+    return finished, idle, timedelta(minutes=shortest)
 
 
 class _AmongIds(Func):

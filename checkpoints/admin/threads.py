@@ -142,7 +142,8 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
     def get_paginator(self, request, queryset, per_page, orphans=0, allow_empty_first_page=True):
         # Under a status filter every thread is asked the rule to be counted (idle at
         # 100,000 threads: 60-100 ms of the page); the count stops at STATUS_COUNT_CAP.
-        cap = STATUS_COUNT_CAP if request.GET.get(StatusFilter.parameter_name) else None
+        kind = request.GET.get(StatusFilter.parameter_name)
+        cap = STATUS_COUNT_CAP if kind else None
         asked = request.GET.get(PAGE_VAR, "1")
         plausible = asked.isascii() and asked.isdigit() and len(asked) < 9
         return IndexPaginator(
@@ -158,6 +159,7 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
                 .select_related(*self.list_select_related)
                 .filter(pk__in=pks)
             ),
+            walk=kind in status.MANY,
         )
 
     def read_questions(self, rows) -> None:
