@@ -113,6 +113,18 @@ def _config(thread_id: str, checkpoint_id: str | None = None) -> dict:
     return {"configurable": conf}
 
 
+def time_reads(bench, saver, label: str, deep: str, gets: int, lists: int) -> None:
+    """A workload's timed reads of its deep thread: get latest, get by id, list(50)."""
+    for _ in range(gets):
+        bench.samples.timed(label, "get_latest", saver.get_tuple, _config(deep))
+    ids = bench.deep_ids[label]
+    for _ in range(gets):
+        cid = bench.rng.choice(ids)
+        bench.samples.timed(label, "get_by_id", saver.get_tuple, _config(deep, cid))
+    for _ in range(lists):
+        bench.samples.timed(label, "list50", _drain, saver, _config(deep), 50)
+
+
 def _drain(saver, config: dict, limit: int) -> int:
     return sum(1 for _ in saver.list(config, limit=limit))
 
@@ -347,15 +359,7 @@ class HeavyBench(Bench):
         left = p.heavy_steps - self.long[label].step - 1
         if left > 0:
             self.grow(subject, self.long[label], min(per_round, left), timed=True)
-        deep = f"hdeep-{label}"
-        for _ in range(p.heavy_gets):
-            self.samples.timed(label, "get_latest", saver.get_tuple, _config(deep))
-        ids = self.deep_ids[label]
-        for _ in range(p.heavy_gets):
-            cid = self.rng.choice(ids)
-            self.samples.timed(label, "get_by_id", saver.get_tuple, _config(deep, cid))
-        for _ in range(p.heavy_lists):
-            self.samples.timed(label, "list50", _drain, saver, _config(deep), 50)
+        time_reads(self, saver, label, f"hdeep-{label}", p.heavy_gets, p.heavy_lists)
         self.e2e(number, subject)
 
     def e2e(self, number: int, subject) -> None:
@@ -461,15 +465,7 @@ class LiveBench(Bench):
         else:
             for thread in threads:
                 self.grow(subject, thread, p.live_steps, timed=True)
-        deep = f"{self.prefix}deep-{label}"
-        for _ in range(p.live_gets):
-            self.samples.timed(label, "get_latest", saver.get_tuple, _config(deep))
-        ids = self.deep_ids[label]
-        for _ in range(p.live_gets):
-            cid = self.rng.choice(ids)
-            self.samples.timed(label, "get_by_id", saver.get_tuple, _config(deep, cid))
-        for _ in range(p.live_lists):
-            self.samples.timed(label, "list50", _drain, saver, _config(deep), 50)
+        time_reads(self, saver, label, f"{self.prefix}deep-{label}", p.live_gets, p.live_lists)
         self.e2e(number, subject)
 
     def e2e(self, number: int, subject) -> None:
