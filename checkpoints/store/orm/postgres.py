@@ -31,6 +31,7 @@ from checkpoints.store.orm.pool import (
     statement_cursor,
 )
 from checkpoints.store.orm.postgres_sql import (
+    DELETE_THREAD,
     DELETE_THREADS,
     DELETE_UNWRITTEN,
     GET_BY_ID,
@@ -324,10 +325,20 @@ class PostgresStore(PostgresSpace, OrmSaver):
             return await cur.fetchall()
 
     def _delete_round(self, thread_ids: list[str]) -> None:
-        """Delete the threads whole, a statement per thousand (postgres_sql.DELETE_THREADS)."""
-        for start in range(0, len(thread_ids), 1000):
+        """Delete the threads whole, a statement per thousand (postgres_sql.DELETE_THREADS);
+        one thread by DELETE_THREAD, whose plan a prepared statement keeps."""
+        for sql, params in self._delete_statements(thread_ids):
             with self._raw_cursor() as cur:
-                self._execute(cur, DELETE_THREADS, {"ids": thread_ids[start : start + 1000]})
+                self._execute(cur, sql, params)
+
+    @staticmethod
+    def _delete_statements(thread_ids: list[str]) -> list[tuple[str, dict]]:
+        if len(thread_ids) == 1:
+            return [(DELETE_THREAD, {"id": thread_ids[0]})]
+        return [
+            (DELETE_THREADS, {"ids": thread_ids[start : start + 1000]})
+            for start in range(0, len(thread_ids), 1000)
+        ]
 
     def _delete_unwritten(self, judged: dict) -> set[str]:
         """The threads of ``judged`` kept as written since (see postgres_sql.DELETE_UNWRITTEN)."""
@@ -350,9 +361,9 @@ class PostgresStore(PostgresSpace, OrmSaver):
         return kept
 
     async def _adelete_round(self, thread_ids: list[str]) -> None:
-        for start in range(0, len(thread_ids), 1000):
+        for sql, params in self._delete_statements(thread_ids):
             async with async_statement_cursor(self.using) as cur:
-                await self._aexecute(cur, DELETE_THREADS, {"ids": thread_ids[start : start + 1000]})
+                await self._aexecute(cur, sql, params)
 
     def _read_durability(self) -> str:
         """The level a commit on this thread's connection gets now (see postgres_sql.LEVEL)."""
