@@ -272,16 +272,11 @@ class Page(Sequence):
         return with_claims([self.detail(self.items[index])], self.provider)[0]
 
     def _keys(self, index: slice) -> list:
-        """The slice's primary keys, walked from the nearer end of the ordering: a page in
-        the second half is the first rows of the reversed ordering (which ends in the
-        primary key, so the reverse is exact), and the last page costs what the first does."""
-        keys = self.items.values_list("pk", flat=True)
-        start, stop = index.start or 0, index.stop
+        """The slice's primary keys (`keys_from_nearer_end`)."""
         with without_jit(self.items.db):
-            if stop is None or not self.items.ordered or start <= len(self) - stop:
-                return list(keys[index])
-            count = len(self)
-            return list(reversed(keys.reverse()[max(count - stop, 0) : max(count - start, 0)]))
+            if index.stop is None:
+                return list(self.items.values_list("pk", flat=True)[index])
+            return keys_from_nearer_end(self.items, index.start or 0, index.stop, len(self))
 
 
 # Past this many rows skipped, an API page is read with its count (`Page.read_window`).
@@ -292,6 +287,18 @@ def sorted_whole(rows: QuerySet) -> bool:
     """Whether ``rows`` are ordered by an expression no index holds (`unindexed`), so any
     page of them sorts every matching row: counting them on the way costs nothing more."""
     return any(not isinstance(o, str) for o in rows.query.order_by)
+
+
+def keys_from_nearer_end(rows: QuerySet, start: int, stop: int, count: int | None) -> list:
+    """The primary keys of ``rows[start:stop]``, walked from whichever end of the ordering
+    is nearer. An OFFSET walks every row it skips; a page in the second half is read as the
+    first rows of the reversed ordering (the lists' orderings end in a unique key, so the
+    reverse is exact), and the last page costs what the first does. ``count``: how many
+    rows there are; None where that is not known (a capped count), walked from the start."""
+    keys = rows.values_list("pk", flat=True)
+    if count is None or not rows.ordered or start <= count - stop:
+        return list(keys[start:stop])
+    return list(reversed(keys.reverse()[max(count - stop, 0) : max(count - start, 0)]))
 
 
 def keys_with_count(rows: QuerySet, start: int, stop: int) -> tuple[int, list] | None:

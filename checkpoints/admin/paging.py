@@ -17,7 +17,12 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.utils.functional import cached_property
 
-from checkpoints.selectors import keys_with_count, sorted_whole, without_jit
+from checkpoints.selectors import (
+    keys_from_nearer_end,
+    keys_with_count,
+    sorted_whole,
+    without_jit,
+)
 
 
 class IndexPaginator(Paginator):
@@ -100,14 +105,6 @@ class IndexPaginator(Paginator):
         return self._get_page([rows[pk] for pk in pks if pk in rows], number, self)
 
     def _page_keys(self, bottom: int, top: int) -> list:
-        """The page's primary keys, walked from whichever end of the ordering is nearer.
-
-        An OFFSET walks every row it skips; a page in the second half is read as the first
-        rows of the reversed ordering (the admin's orderings always end in a unique key, so
-        the reverse is exact), and the last page costs what the first does. Not with a
-        capped count, whose far end is unknown.
-        """
-        keys = self.object_list.values_list("pk", flat=True)
-        if self.cap is not None or not self.object_list.ordered or bottom <= self.count - top:
-            return list(keys[bottom:top])
-        return list(reversed(keys.reverse()[self.count - top : self.count - bottom]))
+        """The page's primary keys, from the nearer end where the count is exact."""
+        known = None if self.cap is not None else self.count
+        return keys_from_nearer_end(self.object_list, bottom, top, known)
