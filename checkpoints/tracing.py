@@ -11,6 +11,7 @@ values encoded to), never a stored value or a thread id.
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -28,12 +29,29 @@ if INSTALLED:
     # A proxy: spans go to whichever provider the process sets, before or after this import.
     tracer = trace.get_tracer("checkpoints")
     _UNSET = trace.ProxyTracerProvider
+    _FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+
+
+# True once a tracer provider is set (`recording`): a yes is final, since OpenTelemetry sets
+# one once a process.
+ON = False
 
 
 def recording() -> bool:
     """A tracer provider is set: until one is, the API's spans would go nowhere, so the
     store does not make them (installed but unconfigured costs one check a call)."""
-    return not isinstance(trace.get_tracer_provider(), _UNSET)
+    global ON
+    if not ON:
+        ON = _provider_set()
+    return ON
+
+
+def _provider_set() -> bool:
+    if _FROM_ENV or not hasattr(trace, "_TRACER_PROVIDER"):
+        return not isinstance(trace.get_tracer_provider(), _UNSET)
+    # Without the environment naming one, only set_tracer_provider sets it, here; asking
+    # the API instead looks the variable up in os.environ (a KeyError caught) every call.
+    return trace._TRACER_PROVIDER is not None
 
 
 PREFIX = "checkpoints."

@@ -55,6 +55,8 @@ from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, CheckpointEncryptionError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 SUFFIX = "+aesgcm"
@@ -179,12 +181,19 @@ class Place:
         )
 
 
-def seal_typed(typed: tuple[str, bytes | None], *, at: Place) -> tuple[str, bytes | None]:
-    """Encrypt a (type, bytes) pair for ``at`` under the first key; unchanged when off."""
+def seal_typed(
+    typed: tuple[str, bytes | None], *, at: Place | Callable[[], Place]
+) -> tuple[str, bytes | None]:
+    """Encrypt a (type, bytes) pair for ``at`` under the first key; unchanged when off.
+
+    ``at`` may be a function making the place, called only when there is a key.
+    """
     type_, data = typed
     current, _ = keyring()
     if current is None or data is None:
         return typed
+    if callable(at):
+        at = at()
     key_id, aead = current
     nonce = os.urandom(_NONCE_BYTES)
     sealed_type = type_ + SUFFIX

@@ -27,12 +27,22 @@ def place(thread_id: str, ns: str, checkpoint_id: str, part: str) -> str:
 
 
 def decode_at(
-    load: Callable[[], T], *, thread_id: str, ns: str, checkpoint_id: str, part: str
+    load: Callable[[], T],
+    *,
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str,
+    part: str | tuple[str, str] | Callable[[], str],
 ) -> T:
-    """``load()``, or a failure naming where the bytes are stored."""
+    """``load()``, or a failure naming where the bytes are stored.
+
+    ``part``: its text, or (kind, name) or a function, made into text only for a failure
+    (this runs for every value read, and most never fail).
+    """
     try:
         return load()
     except (UnreadableValue, UndecryptableValue) as exc:
+        part = _part_text(part)
         if not exc.where:
             # A specific refusal from below (a blocked type): keep its class, add the place.
             exc.message = (
@@ -42,12 +52,14 @@ def decode_at(
             exc.where = _where(thread_id, ns, checkpoint_id, part)
         raise
     except CheckpointEncryptionError as exc:
+        part = _part_text(part)
         raise UndecryptableValue(
             f"cannot decrypt {place(thread_id, ns, checkpoint_id, part)}: {exc.message}",
             field=part,
             where=_where(thread_id, ns, checkpoint_id, part),
         ) from exc
     except Exception as exc:  # noqa: BLE001 - every decoding failure becomes one error
+        part = _part_text(part)
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         raise UnreadableValue(
             f"cannot decode {place(thread_id, ns, checkpoint_id, part)}: {reason}",
@@ -73,11 +85,17 @@ def decode_writes(
                 thread_id=thread_id,
                 ns=ns,
                 checkpoint_id=checkpoint_id,
-                part=f"pending write {channel!r} of task {task_id!r}",
+                part=lambda c=channel, t=task_id: f"pending write {c!r} of task {t!r}",
             ),
         )
         for task_id, channel, load in writes
     ]
+
+
+def _part_text(part: str | tuple[str, str] | Callable[[], str]) -> str:
+    if isinstance(part, tuple):
+        return f"{part[0]} {part[1]!r}"
+    return part() if callable(part) else part
 
 
 def _where(thread_id: str, ns: str, checkpoint_id: str, part: str) -> dict[str, str]:

@@ -72,6 +72,9 @@ def _entry(item: Any) -> tuple[str, ...]:
     )
 
 
+_lg_dumps_typed = JsonPlusSerializer.dumps_typed
+
+
 class StoreSerializer(JsonPlusSerializer):
     """LangGraph's serializer (never pickle) whose reading never imports or calls what the
     bytes name (``checkpoints.codec.msgpack_read`` states the rule)."""
@@ -98,7 +101,8 @@ class StoreSerializer(JsonPlusSerializer):
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         try:
-            typed = super().dumps_typed(obj)
+            # Named, not super(): this runs for every value stored.
+            typed = _lg_dumps_typed(self, obj)
         except TypeError as exc:  # ormsgpack refuses one in a dict key outright
             if "surrogates" in str(exc):
                 self._refuse_lone_surrogate(obj)

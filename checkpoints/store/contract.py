@@ -85,6 +85,9 @@ def _tuple_key(tup) -> tuple[str, str]:
 
 Flow = Generator[StoreRequest, Any, Any]
 
+# checkpoints.signals.checkpoint_created, once the first put is acknowledged.
+checkpoint_created = None
+
 
 class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     """The contract shared by the ORM, Redis and memory savers."""
@@ -104,16 +107,22 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
             )
         self.max_checkpoints = max_checkpoints
 
-    def _encode(self, value: Any, where: str) -> tuple[str, bytes]:
-        """The serializer's bytes for ``value``; a refusal names where the value was."""
+    def _encode(self, value: Any, where: str | tuple[str, str]) -> tuple[str, bytes]:
+        """The serializer's bytes for ``value``; a refusal names where the value was.
+
+        ``where``: the place's text, or (kind, name) made into ``kind 'name'`` only for a
+        refusal (formatting it for every value cost more than some of them take to encode).
+        """
         try:
             typed = self.serde.dumps_typed(value)
-            if tracing.tracer is not None:
+            if tracing.ON:  # only a span under way counts them
                 tracing.count_bytes(len(typed[1]))
             return typed
         except CheckpointCodecError:
             raise
         except (TypeError, ValueError, OverflowError) as exc:
+            if isinstance(where, tuple):
+                where = f"{where[0]} {where[1]!r}"
             raise CheckpointCodecError(
                 f"{where} holds a {type(value).__name__} the serializer cannot store: {exc}",
                 field=where,
@@ -201,15 +210,18 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         """The level this store guarantees for an acknowledged write."""
         ...
 
-    def _stamp(self, plan: PutPlan, level: str | None = None) -> dict[str, str]:
+    def _stamp(
+        self, plan: PutPlan, level: str | None = None, at: datetime | None = None
+    ) -> dict[str, str]:
         """Record on ``plan`` the durability the store is about to commit it with.
 
         ``level``: when the writing statement reports its own (PostgreSQL), what it is known
-        as before then; the store's current level otherwise.
+        as before then; the store's current level otherwise. ``at``: the time to stamp
+        (now when not given).
         """
         plan.durability = {
             "level": self.durability if level is None else level,
-            "at": utcnow().isoformat(),
+            "at": (at or utcnow()).isoformat(),
         }
         return plan.durability
 
@@ -278,7 +290,9 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
 
     def _acknowledge(self, plan: PutPlan) -> RunnableConfig:
         """The config a committed put returns; sends `checkpoint_created` with the envelope."""
-        from checkpoints.signals import checkpoint_created
+        global checkpoint_created
+        if checkpoint_created is None:  # imported at first use: this module loads no Django
+            from checkpoints.signals import checkpoint_created
 
         stored = stored_config(plan.thread_id, plan.ns, plan.checkpoint_id)
         if checkpoint_created.has_listeners(type(self)):

@@ -110,7 +110,7 @@ class MemorySaver(StoreSaver):
         body = self.serde.dumps_typed(plan.body())
         blobs = {
             (plan.thread_id, plan.ns, channel, version): (
-                None if value is MISSING else self._encode(value, f"channel {channel!r}")
+                None if value is MISSING else self._encode(value, ("channel", channel))
             )
             for channel, version, value in plan.blobs
         }
@@ -143,7 +143,7 @@ class MemorySaver(StoreSaver):
 
     def _store_writes(self, plan: WritesPlan) -> None:
         encoded = [
-            (idx, channel, self._encode(value, f"write to channel {channel!r}"))
+            (idx, channel, self._encode(value, ("write to channel", channel)))
             for idx, channel, value in plan.items
         ]
         with self.store.lock:
@@ -184,7 +184,7 @@ class MemorySaver(StoreSaver):
         reserve([*(typed for _, typed in blobs), *(w[2] for w in bucket.values())])
         for channel, typed in blobs:
             values[channel] = decode_at(
-                lambda t=typed: self.serde.loads_typed(t), part=f"channel {channel!r}", **at
+                lambda t=typed: self.serde.loads_typed(t), part=("channel", channel), **at
             )
         checkpoint["channel_values"] = values
         ordered = sorted(

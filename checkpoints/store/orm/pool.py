@@ -48,15 +48,16 @@ def _pool_size() -> int:
 
 
 def _pool_for(alias: str):
-    from psycopg_pool import ConnectionPool
-
-    settings_dict = connections[alias].settings_dict
+    # The handler's settings (the dicts the wrappers hold): no thread-local lookup a call.
+    settings_dict = connections.settings[alias]
     key = (alias, settings_dict.get("NAME"), os.getpid())
     pool = _pools.get(key)
     if pool is None:
         with _lock:
             pool = _pools.get(key)
             if pool is None:
+                from psycopg_pool import ConnectionPool
+
                 pool = ConnectionPool(
                     _conninfo(settings_dict),
                     min_size=0,

@@ -174,7 +174,7 @@ class OrmReading:
                             lambda t=_text(blob_type), d=data, c=channel, a=at, v=versions: (
                                 self._load(t, d, lambda: _blob_place(a, c, v))
                             ),
-                            part=f"channel {channel!r}",
+                            part=("channel", channel),
                             **at,
                         )
                 pending = sorted(

@@ -16,7 +16,7 @@ from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from django.db import connections, transaction
@@ -214,7 +214,9 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
 
     # -- serialization --------------------------------------------------------------------
     # ``at`` is where the value is stored: the sealed bytes are bound to it.
-    def _dump(self, value: Any, at: Place, where: str = "value") -> tuple[str, bytes]:
+    def _dump(
+        self, value: Any, at: Place | Callable[[], Place], where: str | tuple[str, str] = "value"
+    ) -> tuple[str, bytes]:
         typed = compress_typed(self._encode(value, where), self.compress_bytes)
         return seal_typed(typed, at=at)
 
@@ -240,8 +242,9 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
                 version,
                 *self._dump(
                     value,
-                    Place.blob(plan.thread_id, plan.ns, channel, version),
-                    f"channel {channel!r}",
+                    # Made only when a key seals the value (a Place costs a few us).
+                    lambda c=channel, v=version: Place.blob(plan.thread_id, plan.ns, c, v),
+                    ("channel", channel),
                 ),
             )
             for channel, version, value in plan.blobs
@@ -274,9 +277,9 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
 
     def _stamp_row(self, row: dict, plan: PutPlan, level: str | None = None) -> None:
         # The stamp's time is the row's created_at: the store keeps it once, as a column.
-        stamp = self._stamp(plan, level)
-        row["durability"] = stamp["level"]
-        row["now"] = datetime.fromisoformat(stamp["at"])
+        now = utcnow()
+        row["durability"] = self._stamp(plan, level, now)["level"]
+        row["now"] = now
         row["metadata"] = plan.metadata
 
     def _durability_of(
@@ -300,10 +303,10 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
                 channel,
                 *self._dump(
                     value,
-                    Place.write(
-                        plan.thread_id, plan.ns, plan.checkpoint_id, plan.task_id, idx, channel
+                    lambda i=idx, c=channel: Place.write(
+                        plan.thread_id, plan.ns, plan.checkpoint_id, plan.task_id, i, c
                     ),
-                    f"write to channel {channel!r}",
+                    ("write to channel", channel),
                 ),
             )
             for idx, channel, value in plan.items

@@ -283,7 +283,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
         if isinstance(self.serde, FaithfulJSONCodec):
             # The codec names the refused value's path, such as channel_values.messages[3].
             typed = self.serde.dumps_typed(value, path=path)
-            if tracing.tracer is not None:
+            if tracing.ON:  # only a span under way counts them
                 tracing.count_bytes(len(typed[1]))
             return seal_typed(typed, at=at)
         return seal_typed(compress_typed(self._encode(value, path)), at=at)
@@ -417,7 +417,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
             channel, version = (dec(f) for f in unpack(blob_field)[:2])
             values[channel] = decode_at(
                 lambda t=typed, p=Place.blob(thread_id, ns, channel, version): self._load(*t, p),
-                part=f"channel {channel!r}",
+                part=("channel", channel),
                 **at,
             )
         checkpoint["channel_values"] = values

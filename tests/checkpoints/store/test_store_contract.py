@@ -326,6 +326,15 @@ def test_a_lone_surrogate_is_refused_naming_the_channel_and_path(saver_factory, 
         put(store, "surrogate", {"notes": {"items": ["ok?", "a\ud800b"]}}, parent=cid(kept))
     assert "notes" in str(caught.value) and ".items[1]" in str(caught.value)
     assert "lone surrogate" in str(caught.value)
+    if provider != "redis":  # its codec names the path (channel_values.notes.items[1])
+        assert caught.value.field == "channel 'notes'"
+        assert str(caught.value).startswith("channel 'notes' holds a dict")
+    assert raw_holdings(provider) == before
+    with pytest.raises(CheckpointCodecError) as caught:
+        store.put_writes(kept, [("draft", "a\ud800b")], "task-1")
+    assert "lone surrogate" in str(caught.value) and "draft" in str(caught.value)
+    if provider != "redis":
+        assert caught.value.field == "write to channel 'draft'"
     assert raw_holdings(provider) == before
     # A question mark on its own is just text.
     again = put(store, "surrogate", {"notes": "why?"}, parent=cid(kept))
