@@ -90,3 +90,39 @@ def test_an_event_loops_pool_is_closed_when_the_loop_ends(pg):
     finally:
         gc.enable()
     assert len(list(pg.list(None))) == 6
+
+
+def test_the_pools_hand_out_the_connection_used_last(pg):
+    """Calls in turn stay on one connection (its prepared statements and their plans kept),
+    however many the pool holds; the one idle longest is the one a shrink closes."""
+    from checkpoints.store.orm.pool import _async_pool_for, _pool_for
+
+    pool = _pool_for(pg.using)
+    held = [pool.getconn() for _ in range(3)]
+    for conn in held:
+        pool.putconn(conn)
+    assert len(pool._pool) >= 3
+    newest, oldest = held[-1], held[0]
+    for _ in range(5):
+        with pool.connection() as conn:
+            assert conn is newest
+    assert pool._pool[0] is oldest  # the end the pool shrinks from
+    # The saver's own calls in turn use one connection: prepared once, there.
+    head = pg.put(config_for("lifo", ns=""), empty_checkpoint(), {}, {})
+    for _ in range(4):
+        pg.get_tuple(head)
+    with pool.connection() as conn:
+        assert conn is newest
+
+    async def in_turn() -> set[int]:
+        apool = await _async_pool_for(pg.using)
+        taken = [await apool.getconn() for _ in range(3)]
+        for conn in taken:
+            await apool.putconn(conn)
+        seen = set()
+        for _ in range(5):
+            async with apool.connection() as conn:
+                seen.add(id(conn))
+        return seen | {id(taken[-1])}
+
+    assert len(asyncio.run(in_turn())) == 1
