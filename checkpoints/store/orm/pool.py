@@ -141,17 +141,14 @@ async def _async_pool_for(alias: str):
             if ref() is None or ref().is_closed():
                 _async_pools.pop(stale, None)
                 _finish(opened)
-        opened = weakref.WeakSet()
-
-        async def configure(conn) -> None:
-            opened.add(conn)
+        opened = _Opened()
 
         pool = lifo(AsyncConnectionPool)(
             _conninfo(settings_dict),
             min_size=0,
             max_size=_pool_size(),
             kwargs={"autocommit": True},
-            configure=configure,
+            connection_class=_tracked(opened),
             name=f"checkpoints-async-{alias}",
             open=False,
         )
@@ -185,11 +182,50 @@ async def _close_with_the_loop(pool, opened: weakref.WeakSet) -> None:
         raise
 
 
+class _Opened(weakref.WeakSet):
+    """The connections a loop's pool opened; ``making``: the connect generators of those
+    still being made (`_tracked`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.making: weakref.WeakSet = weakref.WeakSet()
+
+
+def _tracked(opened: _Opened):
+    """An AsyncConnection class whose connections, and connections being made, are kept in
+    ``opened`` from their first step, so `_finish` reaches them.
+
+    A loop's shutdown can cancel a connection attempt after the server accepted it; psycopg
+    then leaves the half-made connection to the garbage collector (it is held in a cycle
+    with the cancelled frames), open on the server meanwhile. Its generator is kept here
+    and closed by `_finish`, which releases the connection at once.
+    """
+
+    class TrackedConnection(psycopg.AsyncConnection):
+        @classmethod
+        def _connect_gen(cls, conninfo: str = ""):
+            making = super()._connect_gen(conninfo)
+            opened.making.add(making)
+            return making
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            opened.add(self)
+
+    return TrackedConnection
+
+
 def _finish(opened: weakref.WeakSet) -> None:
-    """Close connections without their event loop (libpq's own close, no await)."""
+    """Close connections without their event loop (libpq's own close, no await), and
+    drop those still being made (`_tracked`)."""
     for conn in list(opened):
         if not conn.closed:
             conn.pgconn.finish()
+    for making in list(getattr(opened, "making", ())):
+        try:
+            making.close()  # a connect generator: its connection, if any, goes with it
+        except ValueError:
+            pass  # running in another thread right now: its own caller ends it
 
 
 @asynccontextmanager
