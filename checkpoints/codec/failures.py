@@ -42,7 +42,7 @@ def decode_at(
     try:
         return load()
     except (UnreadableValue, UndecryptableValue) as exc:
-        part = _part_text(part)
+        part = part_text(part)
         if not exc.where:
             # A specific refusal from below (a blocked type): keep its class, add the place.
             exc.message = (
@@ -52,14 +52,14 @@ def decode_at(
             exc.where = _where(thread_id, ns, checkpoint_id, part)
         raise
     except CheckpointEncryptionError as exc:
-        part = _part_text(part)
+        part = part_text(part)
         raise UndecryptableValue(
             f"cannot decrypt {place(thread_id, ns, checkpoint_id, part)}: {exc.message}",
             field=part,
             where=_where(thread_id, ns, checkpoint_id, part),
         ) from exc
     except Exception as exc:  # noqa: BLE001 - every decoding failure becomes one error
-        part = _part_text(part)
+        part = part_text(part)
         reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         raise UnreadableValue(
             f"cannot decode {place(thread_id, ns, checkpoint_id, part)}: {reason}",
@@ -92,7 +92,8 @@ def decode_writes(
     ]
 
 
-def _part_text(part: str | tuple[str, str] | Callable[[], str]) -> str:
+def part_text(part: str | tuple[str, str] | Callable[[], str]) -> str:
+    """Where a value is, as text: (kind, name) is ``kind 'name'``; a function is called."""
     if isinstance(part, tuple):
         return f"{part[0]} {part[1]!r}"
     return part() if callable(part) else part

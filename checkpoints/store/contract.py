@@ -35,6 +35,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints import tracing
+from checkpoints.codec.failures import part_text
 from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidArgumentType, InvalidCheckpointInput
@@ -121,8 +122,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         except CheckpointCodecError:
             raise
         except (TypeError, ValueError, OverflowError) as exc:
-            if isinstance(where, tuple):
-                where = f"{where[0]} {where[1]!r}"
+            where = part_text(where)
             raise CheckpointCodecError(
                 f"{where} holds a {type(value).__name__} the serializer cannot store: {exc}",
                 field=where,
