@@ -28,7 +28,7 @@ from checkpoints.store.orm.pool import async_statement_cursor  # noqa: E402
 
 async def main() -> None:
     async def use() -> None:
-        async with async_statement_cursor("default") as cur:
+        async with async_statement_cursor("default", "SELECT 1") as cur:
             await cur.execute("SELECT 1")
 
     try:

@@ -105,7 +105,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
             for item in self._write_rows(w)
         ]
         params = batch_params(plans[0].thread_id, owner, rows, write_rows)
-        with self._raw_cursor() as cur:
+        with self._raw_cursor(PUT_BATCH) as cur:
             self._execute(cur, PUT_BATCH, params)
             level = cur.fetchone()[0]
         for plan in plans:
@@ -186,9 +186,10 @@ class PostgresStore(PostgresSpace, OrmSaver):
 
     # -- running a statement --------------------------------------------------------------
 
-    def _raw_cursor(self):
-        """A server-binding cursor: the caller's transaction if one is open, else pooled."""
-        return statement_cursor(self.using, pooled=self.pooled)
+    def _raw_cursor(self, sql: str):
+        """A server-binding cursor for ``sql``: the caller's transaction if one is open,
+        else pooled."""
+        return statement_cursor(self.using, sql, pooled=self.pooled)
 
     def _execute(self, cur, sql: str, params, **options) -> None:
         """Run one statement, dropping to unnamed statements if a pooler lost a prepared one.
@@ -276,13 +277,13 @@ class PostgresStore(PostgresSpace, OrmSaver):
 
     def _put_row(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
         """Write the checkpoint; the thread's key and the durability level it was stamped."""
-        with self._raw_cursor() as cur:
+        with self._raw_cursor(PUT) as cur:
             self._execute(cur, PUT, put_params(row, blobs))
             thread_pk, level = cur.fetchone()
             return thread_pk, level
 
     async def _aput_row(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
-        async with async_statement_cursor(self.using) as cur:
+        async with async_statement_cursor(self.using, PUT) as cur:
             await self._aexecute(cur, PUT, put_params(row, blobs))
             thread_pk, level = await cur.fetchone()
             return thread_pk, level
@@ -292,35 +293,35 @@ class PostgresStore(PostgresSpace, OrmSaver):
         sql, params = writes_statement(
             thread_id, ns, checkpoint_id, task_id, task_path, rows, special
         )
-        with self._raw_cursor() as cur:
+        with self._raw_cursor(sql) as cur:
             self._execute(cur, sql, params)
 
     async def _aput_write_rows(self, *args) -> None:
         sql, params = writes_statement(*args)
-        async with async_statement_cursor(self.using) as cur:
+        async with async_statement_cursor(self.using, sql) as cur:
             await self._aexecute(cur, sql, params)
 
     def _get_rows(self, params: dict) -> list[tuple]:
-        checkpoint_id = params["checkpoint_id"]
-        with self._raw_cursor() as cur:
-            self._execute(cur, GET_BY_ID if checkpoint_id else GET_LATEST, params, binary=True)
+        sql = GET_BY_ID if params["checkpoint_id"] else GET_LATEST
+        with self._raw_cursor(sql) as cur:
+            self._execute(cur, sql, params, binary=True)
             return cur.fetchall()
 
     async def _aget_rows(self, params: dict) -> list[tuple]:
         sql = GET_BY_ID if params["checkpoint_id"] else GET_LATEST
-        async with async_statement_cursor(self.using) as cur:
+        async with async_statement_cursor(self.using, sql) as cur:
             await self._aexecute(cur, sql, params, binary=True)
             return await cur.fetchall()
 
     def _page(self, params, wanted, cursor, size) -> list[tuple]:
         sql, values = page_statement(params, wanted, cursor, size)
-        with self._raw_cursor() as cur:
+        with self._raw_cursor(sql) as cur:
             self._execute(cur, sql, values, binary=True)
             return cur.fetchall()
 
     async def _apage(self, params, wanted, cursor, size) -> list[tuple]:
         sql, values = page_statement(params, wanted, cursor, size)
-        async with async_statement_cursor(self.using) as cur:
+        async with async_statement_cursor(self.using, sql) as cur:
             await self._aexecute(cur, sql, values, binary=True)
             return await cur.fetchall()
 
@@ -328,7 +329,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
         """Delete the threads whole, a statement per thousand (postgres_sql.DELETE_THREADS);
         one thread by DELETE_THREAD, whose plan a prepared statement keeps."""
         for sql, params in self._delete_statements(thread_ids):
-            with self._raw_cursor() as cur:
+            with self._raw_cursor(sql) as cur:
                 self._execute(cur, sql, params)
 
     @staticmethod
@@ -352,7 +353,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
                 "writes": TextArray(judged[t].isoformat() for t in present),
                 "absent": TextArray(t for t in chunk if judged[t] is None),
             }
-            with self._raw_cursor() as cur:
+            with self._raw_cursor(DELETE_UNWRITTEN) as cur:
                 self._execute(cur, DELETE_UNWRITTEN, params)
                 rows = cur.fetchall()
             deleted = {t for t, gone in rows if gone}
@@ -362,7 +363,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
 
     async def _adelete_round(self, thread_ids: list[str]) -> None:
         for sql, params in self._delete_statements(thread_ids):
-            async with async_statement_cursor(self.using) as cur:
+            async with async_statement_cursor(self.using, sql) as cur:
                 await self._aexecute(cur, sql, params)
 
     def _read_durability(self) -> str:

@@ -16,7 +16,7 @@ from django.db.backends.signals import connection_created
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
 from checkpoints.store.orm.pool import _conninfo
-from tests.store_helpers import config_for, make_saver
+from tests.store_helpers import config_for, make_saver, put_chain
 
 pytestmark = [
     pytest.mark.postgres,
@@ -126,3 +126,45 @@ def test_the_pools_hand_out_the_connection_used_last(pg):
         return seen | {id(taken[-1])}
 
     assert len(asyncio.run(in_turn())) == 1
+
+
+def test_a_pooled_connection_keeps_a_cursor_per_statement_and_no_result_between(pg):
+    """Calls in turn reuse the cursor their statement ran on before (its transformer and
+    dumpers kept), and an idle connection holds nothing a statement returned: a read of a
+    large value leaves no copy of it behind in the pool."""
+    from checkpoints.store.orm.pool import _async_pool_for, _pool_for
+
+    big = "x" * 200_000
+    head = put_chain(pg, "kept", {"doc": big})
+    pg.put_writes(head, [("doc", big)], "task-1")
+    assert pg.get_tuple(head).checkpoint["channel_values"]["doc"] == big
+
+    def results_held(conn) -> list:
+        return [
+            c.pgresult
+            for c in conn.__dict__.get("_checkpoints_cursors", {}).values()
+            if c.pgresult is not None
+        ]
+
+    pool = _pool_for(pg.using)
+    with pool.connection() as conn:
+        kept = dict(conn._checkpoints_cursors)
+        # The put, the writes and the read: a cursor each, none holding its result.
+        assert len(kept) >= 3
+        assert results_held(conn) == []
+    # Again: the same cursors, and still no result held once each call has returned.
+    pg.put_writes(head, [("doc", "y")], "task-2")
+    assert pg.get_tuple(head).checkpoint["channel_values"]["doc"] == big
+    with pool.connection() as conn:
+        assert all(conn._checkpoints_cursors[sql] is cur for sql, cur in kept.items())
+        assert results_held(conn) == []
+
+    async def on_async_pool() -> list:
+        tup = await pg.aget_tuple(head)
+        assert tup.checkpoint["channel_values"]["doc"] == big
+        apool = await _async_pool_for(pg.using)
+        async with apool.connection() as conn:
+            return [conn.__dict__.get("_checkpoints_cursors", {}), results_held(conn)]
+
+    cursors, held = asyncio.run(on_async_pool())
+    assert cursors and held == []
