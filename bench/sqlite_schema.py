@@ -7,6 +7,11 @@ schemas with raw `sqlite3`, no Django and no decoding in the timed loop:
 
 - ``ours``: the store's current tables (dumped from a `manage.py migrate`d file) and its
   current statements (imported from `checkpoints.store.orm.sqlite_sql`);
+- ``ours-noai``, ``ours-nocheck``, ``ours-nosrc``, ``ours-norun``, ``ours-noid``,
+  ``ours-nothr``: ``ours`` less one part of its schema (AUTOINCREMENT, the JSON_VALID
+  checks, one checkpoint index each); ``ours-bare``: less all of them;
+- ``ours-inline``: ``ours`` plus two columns, every uncompressed value kept in the
+  checkpoint row as JSON and carried from the parent's row by the upsert itself;
 - ``keys``: natural keys, WITHOUT ROWID tables keyed by (thread_id text, ns, ...), no
   AUTOINCREMENT, no JSON CHECKs, the checkpoint table's only index ``run_id``; the thread
   row (kept, with its admin indexes) still upserted on every put and put_writes;
@@ -43,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from binascii import a2b_base64, b2a_base64
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -442,6 +448,198 @@ class Ours(Variant):
         return self.conn.execute("SELECT count(*) FROM checkpoints_checkpoint").fetchone()[0]
 
 
+def _without(ddl: list[str], *, indexes=(), autoincrement=True, checks=True) -> list[str]:
+    out = []
+    for sql in ddl:
+        if any(f'INDEX "{name}"' in sql for name in indexes):
+            continue
+        if not autoincrement:
+            sql = sql.replace(" AUTOINCREMENT", "")
+        if not checks:
+            for column in ("channel_versions", "metadata"):
+                sql = sql.replace(f' CHECK ((JSON_VALID("{column}") OR "{column}" IS NULL))', "")
+        out.append(sql)
+    return out
+
+
+class OursPart(Ours):
+    """``ours`` less one part of its schema (``--variants ours-noai,ours-nocheck,...``):
+    what that part costs a put, statements and pages alike."""
+
+    indexes: tuple[str, ...] = ()
+    autoincrement = True
+    checks = True
+
+    def ddl(self) -> list[str]:
+        return _without(
+            DDL_CURRENT,
+            indexes=self.indexes,
+            autoincrement=self.autoincrement,
+            checks=self.checks,
+        )
+
+
+def _part(name: str, doc: str, **rules) -> type[OursPart]:
+    return type(
+        f"Ours_{name.replace('-', '_')}", (OursPart,), {"name": name, "__doc__": doc, **rules}
+    )
+
+
+OUR_PARTS = (
+    _part("ours-noai", "no AUTOINCREMENT (plain rowid aliases)", autoincrement=False),
+    _part("ours-nocheck", "no JSON_VALID checks on the JSON columns", checks=False),
+    _part("ours-nosrc", "no checkpoint_source_step", indexes=("checkpoint_source_step",)),
+    _part("ours-norun", "no checkpoint_run", indexes=("checkpoint_run",)),
+    _part("ours-noid", "no checkpoint_id_order", indexes=("checkpoint_id_order",)),
+    _part("ours-nothr", "no checkpoint_thread_order", indexes=("checkpoint_thread_order",)),
+    _part(
+        "ours-bare",
+        "none of the above: no AUTOINCREMENT, checks or extra checkpoint index",
+        autoincrement=False,
+        checks=False,
+        indexes=(
+            "checkpoint_source_step",
+            "checkpoint_run",
+            "checkpoint_id_order",
+            "checkpoint_thread_order",
+        ),
+    ),
+)
+
+
+# ``ours-inline``: the current schema plus two columns, small values kept in the checkpoint
+# row as JSON ({channel: [version, type, base64]}) and carried from the parent's row by
+# the statement itself, so a put does no Python per unchanged channel; ``blob_versions``
+# names the channels kept as blob rows (NULL: every one, as rows written before).
+INLINE_COLUMNS = [
+    "ALTER TABLE checkpoints_checkpoint ADD COLUMN blob_versions text",
+    "ALTER TABLE checkpoints_checkpoint ADD COLUMN inline text",
+]
+_FROM_PARENT = """FROM checkpoints_checkpoint p, json_each({column}) e,
+  json_each(:channel_versions) v
+  WHERE p.thread_id = :thread_pk AND p.checkpoint_ns = :ns AND p.checkpoint_id = :parent_id
+    AND v.key = e.key AND v.value = {version}"""
+I_UPSERT_CHECKPOINT = (
+    S.UPSERT_CHECKPOINT.replace(
+        "channel_versions, metadata,", "channel_versions, blob_versions, inline, metadata,", 1
+    )
+    .replace(
+        ":channel_versions,\n",
+        ":channel_versions,\n"
+        "  json_patch(COALESCE((SELECT json_group_object(e.key, e.value) "
+        + _FROM_PARENT.format(
+            column="COALESCE(p.blob_versions, p.channel_versions)", version="e.value"
+        )
+        + "), '{}'), :new_blobs),\n"
+        "  json_patch(COALESCE((SELECT json_group_object(e.key, json(e.value)) "
+        + _FROM_PARENT.format(column="p.inline", version="json_extract(e.value, '$[0]')")
+        + "), '{}'), :new_inline),\n",
+        1,
+    )
+    .replace(
+        "channel_versions = excluded.channel_versions,",
+        "channel_versions = excluded.channel_versions, blob_versions = excluded.blob_versions, "
+        "inline = excluded.inline,",
+        1,
+    )
+)
+I_GET_LATEST_ONE = (
+    S.GET_LATEST_ONE.replace(
+        "c.channel_versions\n", "c.channel_versions, c.blob_versions, c.inline\n", 1
+    )
+    .replace(
+        "json_each(c.channel_versions)",
+        "json_each(COALESCE(c.blob_versions, c.channel_versions))",
+    )
+    # Two more columns: two more NULLs padding the blob and write rows.
+    .replace("b.blob, NULL,", "b.blob, NULL, NULL, NULL,", 1)
+    .replace("w.blob, NULL,", "w.blob, NULL, NULL, NULL,", 1)
+)
+I_PAGE = OUR_PAGE.replace(
+    "c.channel_versions\n", "c.channel_versions, c.blob_versions, c.inline\n", 1
+)
+
+
+def _inline_values(text: str | None) -> dict[str, tuple[str, bytes]]:
+    """The inline column's values as a reader would take them (base64 decoded)."""
+    if not text:
+        return {}
+    return {c: (t, a2b_base64(d)) for c, (_, t, d) in json.loads(text).items()}
+
+
+class OursInline(Ours):
+    """``ours`` with small values in the row, carried forward by SQL (see INLINE_COLUMNS);
+    a new value is inline when not compressed (<= 64 KB)."""
+
+    name = "ours-inline"
+
+    def ddl(self) -> list[str]:
+        return DDL_CURRENT + INLINE_COLUMNS
+
+    def put(self, t: str, s: Step) -> None:
+        conn = self.conn
+        new_inline, new_blobs, rows = {}, {}, []
+        for channel, version, type_, data in s.blobs:
+            if data is not None and not type_.endswith("+zstd"):
+                new_inline[channel] = [version, type_, b2a_base64(data, newline=False).decode()]
+            else:
+                new_blobs[channel] = version
+                rows.append((channel, version, type_, data))
+        params = {
+            "thread_id": t,
+            "owner_id": None,
+            "ns": "",
+            "checkpoint_id": s.cid,
+            "parent_id": s.parent,
+            "type": s.body_type,
+            "body": s.body,
+            "channel_versions": s.versions,
+            "new_blobs": json.dumps(new_blobs) if new_blobs else "{}",
+            "new_inline": json.dumps(new_inline) if new_inline else "{}",
+            "source": s.source,
+            "step": s.step,
+            "run_id": s.run_id,
+            "durability": "disk",
+            "now": now_text(),
+            "metadata": s.metadata,
+        }
+        conn.execute("BEGIN IMMEDIATE")
+        cur = conn.cursor()
+        pk = cur.execute(S.UPSERT_THREAD, params).fetchone()[0]
+        if rows:
+            cur.executemany(S.INSERT_BLOB, [(pk, "", c, v, ty, b) for c, v, ty, b in rows])
+        cur.execute(I_UPSERT_CHECKPOINT, dict(params, thread_pk=pk))
+        cur.close()
+        conn.commit()
+
+    def get(self, t: str):
+        cur = self.conn.cursor()
+        rows = cur.execute(
+            I_GET_LATEST_ONE, {"thread_id": t, "ns": "", "checkpoint_id": None}
+        ).fetchall()
+        cur.close()
+        return rows, _inline_values(rows[0][-1])
+
+    def list50(self, t: str):
+        cur = self.conn.cursor()
+        out = []
+        for row in cur.execute(I_PAGE, {"thread_id": t, "ns": "", "limit": 50}).fetchall():
+            versions = row[10] if row[10] is not None else row[9]
+            blobs = (
+                cur.execute(
+                    S.BLOBS, {"versions": versions, "thread_pk": row[1], "ns": ""}
+                ).fetchall()
+                if versions != "{}"
+                else []
+            )
+            writes = cur.execute(
+                S.WRITES, {"thread_pk": row[1], "ns": "", "checkpoint_id": row[4]}
+            ).fetchall()
+            out.append((*row, blobs, writes, _inline_values(row[11])))
+        cur.close()
+        return out
+
+
 class Keys(Variant):
     """Natural keys, WITHOUT ROWID; the thread row upserted on every write (as now)."""
 
@@ -619,7 +817,10 @@ class Lg(Variant):
         return self.conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
 
 
-VARIANTS = {v.name: v for v in (Ours, Keys, Lazy, Inline, Min, Rowid, RowidMin, RowidWide, Lg)}
+VARIANTS = {
+    v.name: v
+    for v in (Ours, *OUR_PARTS, OursInline, Keys, Lazy, Inline, Min, Rowid, RowidMin, RowidWide, Lg)
+}
 DDL_CURRENT: list[str] = []
 
 
