@@ -392,9 +392,15 @@ class Ours(Variant):
     def ddl(self) -> list[str]:
         return DDL_CURRENT
 
+    upsert_checkpoint = S.UPSERT_CHECKPOINT
+
+    def split(self, s: Step) -> tuple[list[tuple], dict]:
+        """The blob rows to insert, and any more parameters of the checkpoint's upsert."""
+        return s.blobs, {}
+
     def put(self, t: str, s: Step) -> None:
         conn = self.conn
-        now = now_text()
+        rows, more = self.split(s)
         params = {
             "thread_id": t,
             "owner_id": None,
@@ -408,14 +414,16 @@ class Ours(Variant):
             "step": s.step,
             "run_id": s.run_id,
             "durability": "disk",
-            "now": now,
+            "now": now_text(),
             "metadata": s.metadata,
+            **more,
         }
         conn.execute("BEGIN IMMEDIATE")
         cur = conn.cursor()
         pk = cur.execute(S.UPSERT_THREAD, params).fetchone()[0]
-        cur.executemany(S.INSERT_BLOB, [(pk, "", c, v, ty, b) for c, v, ty, b in s.blobs])
-        cur.execute(S.UPSERT_CHECKPOINT, dict(params, thread_pk=pk))
+        if rows:  # as SqliteStore._put_row
+            cur.executemany(S.INSERT_BLOB, [(pk, "", c, v, ty, b) for c, v, ty, b in rows])
+        cur.execute(self.upsert_checkpoint, dict(params, thread_pk=pk))
         cur.close()
         conn.commit()
 
@@ -576,8 +584,9 @@ class OursInline(Ours):
     def ddl(self) -> list[str]:
         return DDL_CURRENT + INLINE_COLUMNS
 
-    def put(self, t: str, s: Step) -> None:
-        conn = self.conn
+    upsert_checkpoint = I_UPSERT_CHECKPOINT
+
+    def split(self, s: Step) -> tuple[list[tuple], dict]:
         new_inline, new_blobs, rows = {}, {}, []
         for channel, version, type_, data in s.blobs:
             if data is not None and not type_.endswith("+zstd"):
@@ -585,32 +594,10 @@ class OursInline(Ours):
             else:
                 new_blobs[channel] = version
                 rows.append((channel, version, type_, data))
-        params = {
-            "thread_id": t,
-            "owner_id": None,
-            "ns": "",
-            "checkpoint_id": s.cid,
-            "parent_id": s.parent,
-            "type": s.body_type,
-            "body": s.body,
-            "channel_versions": s.versions,
+        return rows, {
             "new_blobs": json.dumps(new_blobs) if new_blobs else "{}",
             "new_inline": json.dumps(new_inline) if new_inline else "{}",
-            "source": s.source,
-            "step": s.step,
-            "run_id": s.run_id,
-            "durability": "disk",
-            "now": now_text(),
-            "metadata": s.metadata,
         }
-        conn.execute("BEGIN IMMEDIATE")
-        cur = conn.cursor()
-        pk = cur.execute(S.UPSERT_THREAD, params).fetchone()[0]
-        if rows:
-            cur.executemany(S.INSERT_BLOB, [(pk, "", c, v, ty, b) for c, v, ty, b in rows])
-        cur.execute(I_UPSERT_CHECKPOINT, dict(params, thread_pk=pk))
-        cur.close()
-        conn.commit()
 
     def get(self, t: str):
         cur = self.conn.cursor()
