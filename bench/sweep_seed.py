@@ -6,13 +6,20 @@ PostgreSQL uses its own database (``checkpoint_sweep_bench``, recreated each run
 file under ``var/bench``. Rows go in through the models' bulk_create, bypassing the saver,
 so seeding takes seconds; the sweep then runs through the real saver and filters.
 Of the threads: 40% are finished past due, 30% idle past the waiting horizon, 30% fresh;
-1% of the due ones hold an unexpired park, so the sweep spares them.
+1% of the due ones hold an unexpired park, so the sweep spares them. ``--due-percent P``
+instead marks P% finished past due and leaves the rest fresh (no parks).
+
+On SQLite the run also says how much of the file the sweep gave back: the file before and
+after (WAL checkpointed), what the survivors need (the size of ``VACUUM INTO`` a copy), and
+the sweep's own ``bytes_freed``. ``--value-bytes N`` stores N incompressible bytes per
+channel value instead of a short list, so the rows weigh what a real store's do.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import resource
 import sys
 import time
@@ -55,7 +62,27 @@ def configure(provider: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def seed(saver, threads: int, per_thread: int) -> dict[str, int]:
+def kind_of(i: int, due_percent: int | None, scatter: bool) -> int:
+    """0-3 finished past due, 4-6 idle past the waiting horizon, 7-9 fresh.
+
+    With ``due_percent``, P of every 100 threads are finished (the first P of each hundred,
+    or, with ``scatter``, P% picked at random), the rest fresh.
+    """
+    if due_percent is None:
+        return i % 10
+    place = random.Random(i).randrange(100) if scatter else i % 100
+    return 0 if place < due_percent else 7
+
+
+def seed(
+    saver,
+    threads: int,
+    per_thread: int,
+    due_percent: int | None = None,
+    value_bytes: int = 0,
+    scatter: bool = False,
+    interleave: bool = False,
+) -> dict[str, int]:
     from checkpoints.models import ChannelBlob, Checkpoint, FinishedMark, Thread
     from checkpoints.store.planning import utcnow
     from retention.models import Park
@@ -65,15 +92,20 @@ def seed(saver, threads: int, per_thread: int) -> dict[str, int]:
     waiting = timedelta(minutes=10080 + 60)
     body_type, body = saver.serde.dumps_typed({"v": 4, "channel_versions": {"messages": "1"}})
     blob_type, blob = saver.serde.dumps_typed(["hello"] * 20)
+    if value_bytes:
+        # Hex of random bytes: below the compression threshold it is stored as it is.
+        blob_type, blob = saver.serde.dumps_typed(os.urandom(value_bytes // 2).hex())
     counts = {"finished_due": 0, "idle": 0, "fresh": 0, "parked": 0}
     chunk = 2000
     for start in range(0, threads, chunk):
         ids = range(start, min(start + chunk, threads))
         rows = []
         for i in ids:
-            kind = i % 10
-            idle = 4 <= kind < 7
-            written = now - waiting if idle else now
+            kind = kind_of(i, due_percent, scatter)
+            # A finished thread's last write comes before its mark, or the run rule spares it.
+            written = (
+                now - waiting if 4 <= kind < 7 else now - timedelta(days=3) if kind < 4 else now
+            )
             rows.append(Thread(thread_id=f"t{i:07d}", created_at=written, last_write_at=written))
         Thread.objects.using(db).bulk_create(rows, batch_size=chunk)
         by_name = dict(
@@ -85,7 +117,7 @@ def seed(saver, threads: int, per_thread: int) -> dict[str, int]:
         for i in ids:
             name = f"t{i:07d}"
             pk = by_name[name]
-            kind = i % 10
+            kind = kind_of(i, due_percent, scatter)
             for step in range(per_thread):
                 checkpoints.append(
                     Checkpoint(
@@ -119,7 +151,7 @@ def seed(saver, threads: int, per_thread: int) -> dict[str, int]:
                         due_at=now - timedelta(days=1),
                     )
                 )
-                if i % 100 == 0:
+                if i % 100 == 0 and due_percent is None:
                     counts["parked"] += 1
                     parks.append(
                         Park(
@@ -133,6 +165,12 @@ def seed(saver, threads: int, per_thread: int) -> dict[str, int]:
                 counts["idle"] += 1
             else:
                 counts["fresh"] += 1
+        if interleave:
+            # Step by step across the chunk's threads, as threads running at once write:
+            # one thread's rows spread over many pages.
+            order = [t * per_thread + step for step in range(per_thread) for t in range(len(ids))]
+            checkpoints = [checkpoints[k] for k in order]
+            blobs = [blobs[k] for k in order]
         Checkpoint.objects.using(db).bulk_create(checkpoints, batch_size=5000)
         ChannelBlob.objects.using(db).bulk_create(blobs, batch_size=5000)
         FinishedMark.objects.using(db).bulk_create(marks, batch_size=5000)
@@ -146,6 +184,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=10000)
     parser.add_argument("--per-thread", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--due-percent", type=int, default=None, choices=range(0, 101))
+    parser.add_argument("--value-bytes", type=int, default=0)
+    parser.add_argument(
+        "--scatter", action="store_true", help="due threads picked at random, not in runs"
+    )
+    parser.add_argument(
+        "--interleave", action="store_true", help="rows written step by step across threads"
+    )
     args = parser.parse_args()
     configure(args.provider)
 
@@ -158,7 +204,15 @@ def main() -> None:
 
     saver = get_saver()
     started = time.perf_counter()
-    counts = seed(saver, args.threads, args.per_thread)
+    counts = seed(
+        saver,
+        args.threads,
+        args.per_thread,
+        args.due_percent,
+        args.value_bytes,
+        args.scatter,
+        args.interleave,
+    )
     total = Checkpoint.objects.using(saver.using).count()
     print(
         f"seeded {total} checkpoints on {args.threads} threads in "
@@ -168,6 +222,9 @@ def main() -> None:
     overrides = dict(settings.CHECKPOINTS)
     if args.batch_size:
         overrides["SWEEP_BATCH_SIZE"] = args.batch_size
+    sqlite = args.provider == "sqlite"
+    if sqlite:
+        before = sqlite_file(saver)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with override_settings(CHECKPOINTS=overrides):
         started = time.perf_counter()
@@ -181,6 +238,47 @@ def main() -> None:
         f"spared {len(result.spared)}, {total - left} checkpoints removed, {left} left; "
         f"{result.swept_count / took:.0f} threads/s; peak RSS {rss_before // 1024} -> "
         f"{rss_after // 1024} MB"
+    )
+    if sqlite:
+        report_space(saver, before, result.bytes_freed)
+
+
+def sqlite_file(saver) -> int:
+    """The store's file and WAL in bytes, the WAL checkpointed into the file first."""
+    from django.db import connections
+
+    from checkpoints.store.orm.space import _file_bytes
+
+    conn = connections[saver.using]
+    with conn.cursor() as cur:
+        cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        cur.fetchall()
+    return _file_bytes(str(conn.settings_dict["NAME"]))
+
+
+def report_space(saver, before: int, recorded: int | None) -> None:
+    """How much of what the sweep freed went back to the file system."""
+    import tempfile
+
+    from django.db import connections
+
+    after = sqlite_file(saver)
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = os.path.join(scratch, "survivors.sqlite3")
+        with connections[saver.using].cursor() as cur:
+            cur.execute("VACUUM INTO %s", [copy])
+            cur.execute("PRAGMA auto_vacuum")
+            mode = cur.fetchone()[0]
+        need = os.path.getsize(copy)
+    freed = before - need  # the pages the deleted rows held (a bulk-seeded file is dense)
+    returned = before - after
+    mb = 1024 * 1024
+    print(
+        f"space (auto_vacuum={mode}): file {before / mb:.1f} MB before the sweep, "
+        f"{after / mb:.1f} MB after; the survivors need {need / mb:.1f} MB (VACUUM INTO); "
+        f"freed {freed / mb:.1f} MB, returned {returned / mb:.1f} MB = "
+        f"{100 * returned / freed if freed else 0:.1f}% of it; the sweep recorded "
+        f"bytes_freed {(recorded or 0) / mb:.1f} MB"
     )
 
 
