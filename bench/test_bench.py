@@ -250,3 +250,19 @@ def test_saver_cpu_counts_calls_and_restores_the_methods():
     assert meter.spent["put"][0] >= 10 and meter.spent["get_tuple"][0] >= 1
     assert meter.spent["put_writes"][0] >= 1
     assert not {"put", "put_writes", "get_tuple"} & set(vars(saver))
+
+
+def test_sweep_seed_kinds_mark_the_share_due_in_runs_or_scattered():
+    from bench.sweep_seed import kind_of
+
+    mixed = [kind_of(i, None, False) for i in range(1000)]
+    assert mixed[:10] == list(range(10))
+    for scatter in (False, True):
+        kinds = [kind_of(i, 90, scatter) for i in range(10_000)]
+        assert set(kinds) == {0, 7}  # finished past due, or fresh
+        due = kinds.count(0)
+        assert (due == 9_000) if not scatter else (8_800 < due < 9_200)
+    runs = [kind_of(i, 90, False) for i in range(100)]
+    assert runs == [0] * 90 + [7] * 10
+    scattered = [kind_of(i, 90, True) for i in range(100)]
+    assert scattered != runs and scattered == [kind_of(i, 90, True) for i in range(100)]
