@@ -446,7 +446,13 @@ async def _subjects(notes: list[str], redis_ok: bool) -> list[Subject]:
     ]
     if redis_ok:
         url = settings.REDIS_BENCH_URL
-        client = redis.asyncio.Redis.from_url(_named(url, RAW_REDIS_NAME))
+        # The floor waits for a free connection as ours does (from_url's pool raises when
+        # its 100 are out: 128 runs hold about 256 at once).
+        client = redis.asyncio.Redis(
+            connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
+                _named(url, RAW_REDIS_NAME), **_raw_redis_pool()
+            )
+        )
         redis_saver = await sync_to_async(get_saver)(
             "redis", conn_string=_named(url, OURS_REDIS_NAME)
         )
@@ -458,6 +464,13 @@ async def _subjects(notes: list[str], redis_ok: bool) -> list[Subject]:
         )
     subjects.append(Subject("lg-memory", InMemorySaver(), nothing))
     return subjects
+
+
+def _raw_redis_pool() -> dict:
+    """The pool options of our Redis saver on one server, for the floor's pool."""
+    from checkpoints.store.redis.clients import MAX_CONNECTIONS, POOL_TIMEOUT
+
+    return {"max_connections": MAX_CONNECTIONS, "timeout": POOL_TIMEOUT}
 
 
 def _sync_subjects(redis_ok: bool) -> list[Subject]:
@@ -487,7 +500,11 @@ def _sync_subjects(redis_ok: bool) -> list[Subject]:
     if redis_ok:
         url = settings.REDIS_BENCH_URL
         ours_name, raw_name = f"{OURS_REDIS_NAME}-sync", f"{RAW_REDIS_NAME}-sync"
-        client = redis.Redis.from_url(_named(url, raw_name))
+        client = redis.Redis(
+            connection_pool=redis.BlockingConnectionPool.from_url(
+                _named(url, raw_name), **_raw_redis_pool()
+            )
+        )
         ours_redis = get_saver("redis", conn_string=_named(url, ours_name))
         subjects.append(Subject("redis", ours_redis, lambda: None, ("redis", ours_name)))
         floor = RawAsyncRedisFloor(None, client)
