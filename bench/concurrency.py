@@ -611,7 +611,9 @@ def _table(title: str, rows: list[tuple[str, str, Tally]], pool_cap: int) -> Non
     print(
         f"(conns peak: most server connections of the subject seen at once, sampled every "
         f"50 ms; seen: distinct ones over the run; pool waits: share of pool checkouts that "
-        f"queued and their mean wait; held: mean time a checkout kept its connection, x "
+        f"queued in the pool and their mean wait (orm-pg's async callers wait at a semaphore "
+        f"before its pool instead: that queue shows in p50/p99, not here); held: mean time a "
+        f"checkout kept its connection, x "
         f"checkouts per graph turn; "
         f"cpu: this process's CPU seconds per wall second; "
         f"PostgreSQL pools capped at {pool_cap})"

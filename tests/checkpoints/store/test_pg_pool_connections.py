@@ -168,3 +168,65 @@ def test_a_pooled_connection_keeps_a_cursor_per_statement_and_no_result_between(
 
     cursors, held = asyncio.run(on_async_pool())
     assert cursors and held == []
+
+
+def test_async_callers_past_the_pool_size_wait_at_its_gate_not_in_the_pool(pg, monkeypatch):
+    """More concurrent calls than connections: each waits on the pool's semaphore, so the
+    pool itself never queues anyone (its queue costs far more CPU a waiter); a caller that
+    is cancelled while waiting gives its place back."""
+    from checkpoints.store.orm.pool import _async_pool_for
+
+    monkeypatch.setenv("CHECKPOINTS_PG_POOL_SIZE", "2")
+
+    async def crowd() -> tuple[dict, int, int]:
+        pool = await _async_pool_for(pg.using)
+        assert pool.max_size == 2
+        # Both connections opened first: a checkout that waits for one being opened queues
+        # in the pool, which is how it grows.
+        await asyncio.gather(*(pg.aget_tuple(config_for("warm", ns="")) for _ in range(2)))
+        pool.pop_stats()
+        puts = [config_for(f"gate-{i}", ns="") for i in range(24)]
+        await asyncio.gather(*(pg.aput(c, empty_checkpoint(), {}, {}) for c in puts))
+        stats = pool.get_stats()
+        # Waiters cancelled at the gate leave it whole.
+        waiting = [
+            asyncio.ensure_future(pg.aget_tuple(config_for(f"gate-{i}", ns=""))) for i in range(8)
+        ]
+        await asyncio.sleep(0)
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        return stats, pool.gate._value, len([t async for t in pg.alist(None)])
+
+    stats, free, listed = asyncio.run(crowd())
+    assert stats.get("requests_queued", 0) == 0, stats
+    assert stats["requests_num"] >= 24
+    assert free == 2
+    assert listed == 24
+
+
+def test_an_async_caller_that_waits_past_the_pool_timeout_gets_store_unavailable(pg, monkeypatch):
+    from checkpoints.errors import StoreUnavailable
+    from checkpoints.store.orm.pool import _async_pool_for
+
+    monkeypatch.setenv("CHECKPOINTS_PG_POOL_SIZE", "1")
+
+    async def starved() -> tuple[str, float]:
+        pool = await _async_pool_for(pg.using)
+        pool.timeout = 0.3
+        await pool.gate.acquire()  # another caller holds the only connection
+        started = time.monotonic()
+        try:
+            with pytest.raises(StoreUnavailable) as caught:
+                await pg.aput(config_for("starved", ns=""), empty_checkpoint(), {}, {})
+        finally:
+            pool.gate.release()
+        waited = time.monotonic() - started
+        # Freed again, the same call goes through.
+        await pg.aput(config_for("starved", ns=""), empty_checkpoint(), {}, {})
+        return str(caught.value), waited
+
+    message, waited = asyncio.run(starved())
+    assert "'pg'" in message and "no free connection in checkpoints-async-pg" in message
+    assert 0.25 <= waited < 5
+    assert len(list(pg.list(config_for("starved", ns="")))) == 1
