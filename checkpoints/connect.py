@@ -265,7 +265,10 @@ NEW_STORE_APPS = ("contenttypes", "auth", "checkpoints", "retention")
 # statements run after the tables (tests/checkpoints/store/test_new_store_schema.py holds
 # the schema equal to the migrated one, and lists every migration that runs code).
 NEW_STORE_EXTRA_SQL = {
-    "postgresql": [("checkpoints", "0002_metadata_gin", "CREATE")],
+    "postgresql": [
+        ("checkpoints", "0002_metadata_gin", "CREATE"),
+        ("checkpoints", "0009_thread_children_cascade", "CASCADE"),
+    ],
 }
 # Serializes the processes making one new PostgreSQL store (pg_advisory_xact_lock's key).
 NEW_STORE_LOCK_KEY = 0x636B70745F6E6577  # "ckpt_new"
@@ -340,8 +343,9 @@ def _create_new_store(alias: str) -> bool:
                 for model in models:
                     for field in model._meta.local_many_to_many:
                         _as_migrated_through_key(editor, field.remote_field.through)
-                for sql in extra:
-                    editor.execute(sql)
+                # After the foreign keys, which the editor defers to its end (0009 re-makes
+                # them).
+                editor.deferred_sql.extend(extra)
             now = timezone.now()
             MigrationRecorder.Migration.objects.using(alias).bulk_create(
                 MigrationRecorder.Migration(app=label, name=name, applied=now)

@@ -49,6 +49,8 @@ RUNS_CODE = {
     ("auth", "0011_update_proxy_permissions"),
     # The GIN index on PostgreSQL: NEW_STORE_EXTRA_SQL["postgresql"].
     ("checkpoints", "0002_metadata_gin"),
+    # The thread's children's keys ON DELETE CASCADE, on PostgreSQL: the same.
+    ("checkpoints", "0009_thread_children_cascade"),
 }
 
 
@@ -175,6 +177,25 @@ def test_a_new_postgres_store_is_the_migrated_one(tmp_path):
     for key in PG_QUERIES:
         assert made[key] == expected[key], key
     assert any("checkpoint_metadata_gin" in row[1] for row in expected["indexes"])
+    # A thread's children go with it by their keys (0009): a later migration re-making one
+    # of these keys without the cascade would leave delete_thread failing at commit.
+    to_thread = sorted(
+        (row[0], row[6])
+        for row in expected["constraints"]
+        if row[2] == "f" and "REFERENCES checkpoints_thread(id)" in row[6]
+    )
+    assert to_thread == [
+        (
+            table,
+            "FOREIGN KEY (thread_id) REFERENCES checkpoints_thread(id) ON DELETE CASCADE "
+            "DEFERRABLE INITIALLY DEFERRED",
+        )
+        for table in (
+            "checkpoints_channelblob",
+            "checkpoints_checkpoint",
+            "checkpoints_pendingwrite",
+        )
+    ], to_thread
 
 
 def test_the_migrations_that_run_code_are_the_known_ones():
