@@ -2,6 +2,8 @@
 
 from django.db import migrations
 
+from checkpoints.migration_ops import on_postgres
+
 CREATE = (
     "CREATE INDEX IF NOT EXISTS checkpoint_metadata_gin "
     "ON checkpoints_checkpoint USING gin (metadata jsonb_path_ops)"
@@ -9,14 +11,6 @@ CREATE = (
 DROP = "DROP INDEX IF EXISTS checkpoint_metadata_gin"
 
 
-def _on_postgres(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [("checkpoints", "0001_initial")]
-    operations = [migrations.RunPython(_on_postgres(CREATE), _on_postgres(DROP))]
+    operations = [migrations.RunPython(on_postgres(CREATE), on_postgres(DROP))]

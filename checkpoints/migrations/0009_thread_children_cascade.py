@@ -14,6 +14,8 @@ SQLite keeps its keys: changing one there rebuilds the table, and its delete run
 
 from django.db import migrations
 
+from checkpoints.migration_ops import on_postgres
+
 CHILDREN = ("checkpoints_checkpoint", "checkpoints_channelblob", "checkpoints_pendingwrite")
 
 
@@ -45,14 +47,6 @@ CASCADE = _rebuild("ON DELETE CASCADE")
 NO_ACTION = _rebuild("")
 
 
-def _on_postgres(sql):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [("checkpoints", "0008_thread_declared_waiting")]
-    operations = [migrations.RunPython(_on_postgres(CASCADE), _on_postgres(NO_ACTION))]
+    operations = [migrations.RunPython(on_postgres(CASCADE), on_postgres(NO_ACTION))]
