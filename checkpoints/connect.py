@@ -268,6 +268,7 @@ NEW_STORE_EXTRA_SQL = {
     "postgresql": [
         ("checkpoints", "0002_metadata_gin", "CREATE"),
         ("checkpoints", "0009_thread_children_cascade", "CASCADE"),
+        ("checkpoints", "0009_thread_children_cascade", "VALIDATE"),
     ],
 }
 # Serializes the processes making one new PostgreSQL store (pg_advisory_xact_lock's key).

@@ -8,7 +8,9 @@ keys themselves: one delete_thread's execution 0.167 -> 0.090 ms, a sweep batch 
 threads 52 -> 28 ms (bench/README, "delete_thread: what the foreign keys cost it").
 
 Django's own deletes (the admin's) still delete the children first, as the model says.
-The keys stay deferrable, initially deferred; re-making one checks the table's rows once.
+The keys stay deferrable, initially deferred. Each is re-made NOT VALID (a moment's lock,
+no scan), then validated in a transaction of its own, which scans the child table without
+blocking its writes: this migration is not atomic, so a large store keeps taking puts.
 SQLite keeps its keys: changing one there rebuilds the table, and its delete runs apart.
 """
 
@@ -18,26 +20,29 @@ from checkpoints.migration_ops import on_postgres
 
 CHILDREN = ("checkpoints_checkpoint", "checkpoints_channelblob", "checkpoints_pendingwrite")
 
+# The child tables' foreign keys to checkpoints_thread: (name, table, column).
+_KEYS = f"""
+    SELECT c.conname, c.conrelid::regclass AS child, a.attname AS col, c.convalidated
+    FROM pg_constraint c
+    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+    WHERE c.contype = 'f' AND c.confrelid = 'checkpoints_thread'::regclass
+      AND c.conrelid IN ({", ".join(f"'{table}'::regclass" for table in CHILDREN)})
+"""
+
 
 def _rebuild(action: str) -> str:
-    """Each child table's foreign key to checkpoints_thread re-made with ``action``."""
-    tables = ", ".join(f"'{table}'::regclass" for table in CHILDREN)
+    """Each key re-made with ``action``, NOT VALID (see VALIDATE)."""
     return f"""
 DO $$
 DECLARE r record;
 BEGIN
-  FOR r IN
-    SELECT c.conname, c.conrelid::regclass AS child, a.attname AS col
-    FROM pg_constraint c
-    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-    WHERE c.contype = 'f' AND c.confrelid = 'checkpoints_thread'::regclass
-      AND c.conrelid IN ({tables})
+  FOR r IN {_KEYS}
   LOOP
     -- No percent signs: Django composes a statement's parameters into its text.
     EXECUTE 'ALTER TABLE ' || r.child::text || ' DROP CONSTRAINT ' || quote_ident(r.conname)
       || ', ADD CONSTRAINT ' || quote_ident(r.conname) || ' FOREIGN KEY ('
       || quote_ident(r.col) || ') REFERENCES checkpoints_thread (id) {action}'
-      || ' DEFERRABLE INITIALLY DEFERRED';
+      || ' DEFERRABLE INITIALLY DEFERRED NOT VALID';
   END LOOP;
 END $$
 """
@@ -45,8 +50,28 @@ END $$
 
 CASCADE = _rebuild("ON DELETE CASCADE")
 NO_ACTION = _rebuild("")
+VALIDATE = f"""
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN {_KEYS}
+  LOOP
+    IF NOT r.convalidated THEN
+      EXECUTE 'ALTER TABLE ' || r.child::text || ' VALIDATE CONSTRAINT '
+        || quote_ident(r.conname);
+    END IF;
+  END LOOP;
+END $$
+"""
 
 
 class Migration(migrations.Migration):
+    # Each statement its own transaction: the validation's scan must not run under the
+    # lock that re-making a key takes.
+    atomic = False
     dependencies = [("checkpoints", "0008_thread_declared_waiting")]
-    operations = [migrations.RunPython(on_postgres(CASCADE), on_postgres(NO_ACTION))]
+    # Backwards: NO_ACTION, then VALIDATE (the operations' reverses run last to first).
+    operations = [
+        migrations.RunPython(on_postgres(CASCADE), on_postgres(VALIDATE)),
+        migrations.RunPython(on_postgres(VALIDATE), on_postgres(NO_ACTION)),
+    ]

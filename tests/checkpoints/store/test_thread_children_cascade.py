@@ -42,10 +42,12 @@ CHILDREN = ("checkpoints_checkpoint", "checkpoints_channelblob", "checkpoints_pe
 
 def _actions(url: str) -> dict[str, str]:
     """Each child table's ON DELETE action toward checkpoints_thread ('c' cascade,
-    'a' no action)."""
+    'a' no action), with " unvalidated" when the key is not (yet) validated."""
     with psycopg.connect(url) as conn:
         rows = conn.execute(
-            """SELECT conrelid::regclass::text, confdeltype::text FROM pg_constraint
+            """SELECT conrelid::regclass::text,
+                      confdeltype::text || CASE WHEN convalidated THEN '' ELSE ' unvalidated' END
+               FROM pg_constraint
                WHERE contype = 'f' AND confrelid = 'checkpoints_thread'::regclass"""
         ).fetchall()
     return dict(rows)
