@@ -181,9 +181,12 @@ def test_async_callers_past_the_pool_size_wait_at_its_gate_not_in_the_pool(pg, m
     async def crowd() -> tuple[dict, int, int]:
         pool = await _async_pool_for(pg.using)
         assert pool.max_size == 2
-        # Both connections opened first: a checkout that waits for one being opened queues
-        # in the pool, which is how it grows.
-        await asyncio.gather(*(pg.aget_tuple(config_for("warm", ns="")) for _ in range(2)))
+        # Both connections open first (held at once, so two are made): a checkout that
+        # waits for one being opened queues in the pool, which is how it grows.
+        held = [await pool.getconn(), await pool.getconn()]
+        for conn in held:
+            await pool.putconn(conn)
+        assert pool.get_stats()["pool_available"] == 2
         pool.pop_stats()
         puts = [config_for(f"gate-{i}", ns="") for i in range(24)]
         await asyncio.gather(*(pg.aput(c, empty_checkpoint(), {}, {}) for c in puts))
