@@ -99,9 +99,10 @@ def seed(
     chunk = 2000
     for start in range(0, threads, chunk):
         ids = range(start, min(start + chunk, threads))
+        kinds = {i: kind_of(i, due_percent, scatter) for i in ids}
         rows = []
         for i in ids:
-            kind = kind_of(i, due_percent, scatter)
+            kind = kinds[i]
             # A finished thread's last write comes before its mark, or the run rule spares it.
             written = (
                 now - waiting if 4 <= kind < 7 else now - timedelta(days=3) if kind < 4 else now
@@ -117,7 +118,7 @@ def seed(
         for i in ids:
             name = f"t{i:07d}"
             pk = by_name[name]
-            kind = kind_of(i, due_percent, scatter)
+            kind = kinds[i]
             for step in range(per_thread):
                 checkpoints.append(
                     Checkpoint(
