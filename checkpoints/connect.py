@@ -269,6 +269,7 @@ NEW_STORE_EXTRA_SQL = {
         ("checkpoints", "0002_metadata_gin", "CREATE"),
         ("checkpoints", "0009_thread_children_cascade", "CASCADE"),
         ("checkpoints", "0009_thread_children_cascade", "VALIDATE"),
+        ("checkpoints", "0010_values_lz4", "LZ4"),
     ],
 }
 # Serializes the processes making one new PostgreSQL store (pg_advisory_xact_lock's key).

@@ -51,6 +51,8 @@ RUNS_CODE = {
     ("checkpoints", "0002_metadata_gin"),
     # The thread's children's keys ON DELETE CASCADE, on PostgreSQL: the same.
     ("checkpoints", "0009_thread_children_cascade"),
+    # The value columns' LZ4 compression, on PostgreSQL: the same.
+    ("checkpoints", "0010_values_lz4"),
 }
 
 
@@ -143,6 +145,12 @@ PG_QUERIES = {
                increment_by, cycle FROM pg_sequences WHERE schemaname = current_schema()""",
     "triggers": "SELECT tgrelid::regclass::text, tgname FROM pg_trigger WHERE NOT tgisinternal",
     "extensions": "SELECT extname FROM pg_extension",
+    # How each column's values are compressed when stored (0010).
+    "compression": """
+        SELECT attrelid::regclass::text, attname, attcompression FROM pg_attribute
+        WHERE attrelid IN (SELECT oid FROM pg_class
+                           WHERE relnamespace = current_schema()::regnamespace)
+          AND attnum > 0 AND NOT attisdropped""",
     "migrations": "SELECT app, name FROM django_migrations",
 }
 
@@ -196,6 +204,14 @@ def test_a_new_postgres_store_is_the_migrated_one(tmp_path):
             "checkpoints_pendingwrite",
         )
     ], to_thread
+    # Values stored with LZ4 (0010; this server has it): a later migration re-making one
+    # of these columns without it would have the server compress them with pglz again.
+    lz4 = sorted((row[0], row[1]) for row in expected["compression"] if row[2] == "l")
+    assert lz4 == [
+        ("checkpoints_channelblob", "blob"),
+        ("checkpoints_checkpoint", "checkpoint"),
+        ("checkpoints_pendingwrite", "blob"),
+    ], lz4
 
 
 def test_the_migrations_that_run_code_are_the_known_ones():
