@@ -25,13 +25,19 @@ from checkpoints import from_conn_string
 what, _, thread = sys.argv[2].partition(":")
 config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 messages = [f"message {i} of {thread}: " + "the same words again " * 8 for i in range(200)]
+
+
+def write(saver):
+    checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
+    checkpoint["channel_values"] = {"messages": messages}
+    checkpoint["channel_versions"] = {"messages": 1}
+    done = saver.put(config, checkpoint, {"step": 1}, {"messages": 1})
+    saver.put_writes(done, [("messages", messages)], "task-1")
+
+
 with from_conn_string(sys.argv[1]) as saver:
     if what == "write":
-        checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
-        checkpoint["channel_values"] = {"messages": messages}
-        checkpoint["channel_versions"] = {"messages": 1}
-        done = saver.put(config, checkpoint, {"step": 1}, {"messages": 1})
-        saver.put_writes(done, [("messages", messages)], "task-1")
+        write(saver)
         out = "written"
     elif what == "read":
         got = saver.get_tuple(config)
@@ -42,11 +48,7 @@ with from_conn_string(sys.argv[1]) as saver:
     else:
         from django.core.management import call_command
         call_command("migrate", "checkpoints", what, database=saver.using, verbosity=0)
-        checkpoint = create_checkpoint(empty_checkpoint(), None, 1)
-        checkpoint["channel_values"] = {"messages": messages}
-        checkpoint["channel_versions"] = {"messages": 1}
-        done = saver.put(config, checkpoint, {"step": 1}, {"messages": 1})
-        saver.put_writes(done, [("messages", messages)], "task-1")
+        write(saver)
         out = "migrated"
 print(json.dumps(out))
 """
