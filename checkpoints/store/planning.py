@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    EXCLUDED_METADATA_KEYS,
     WRITES_IDX_MAP,
     ChannelVersions,
     Checkpoint,
@@ -377,14 +379,45 @@ def _json_shape(value: Any) -> Any:
 def json_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[str, Any]:
     """The metadata to store: LangGraph's merge of config keys, cleaned for JSON columns.
 
-    A ``writes`` key stays, as InMemorySaver and SqliteSaver keep it (issue 30).
+    A ``writes`` key stays, as InMemorySaver and SqliteSaver keep it (issue 30). The merge
+    follows `get_checkpoint_metadata`'s rule in the same pass as the cleaning (it ran on
+    every put, and walked the values twice): the graph's keys first, then each string or
+    number of ``config["metadata"]``, then of ``config["configurable"]``, whose key is not
+    taken yet, not one of LangGraph's excluded keys and not ``__``-prefixed.
     """
-    return _clean_json(get_checkpoint_metadata(config, metadata), "metadata")
+    if type(metadata) is not dict:
+        return _clean_json(get_checkpoint_metadata(config, metadata), "metadata")
+    out = _clean_json(metadata, "metadata")
+    taken = None
+    for given in (config.get("metadata"), config.get("configurable")):
+        if not given:
+            continue
+        if type(given) is ChainMap:
+            # LangGraph hands a ChainMap; walking its items builds a dict key by key.
+            flat: dict = {}
+            for layer in reversed(given.maps):
+                flat.update(layer)
+            given = flat
+        for key, v in given.items():
+            if (
+                key in metadata
+                or key in EXCLUDED_METADATA_KEYS
+                or key.startswith("__")
+                or (taken is not None and key in taken)
+            ):
+                continue
+            if isinstance(v, (str, int, float)):  # bool is an int
+                out[key.replace("\x00", "")] = _clean_json(v, ("metadata", key))
+                if taken is None:
+                    taken = set()
+                taken.add(key)
+    return out
 
 
 def _clean_json(value: Any, path: Any) -> Any:
-    # ``path`` is text, or (parent, segment) pairs turned into text only for a refusal:
-    # formatting every key's path cost more than the cleaning (this runs on every put).
+    # ``path`` is text, or (parent, segment) pairs turned into text only for a refusal
+    # (a str segment is a key, an int an index): formatting every key's path cost more
+    # than the cleaning (this runs on every put).
     t = type(value)
     if t is str:
         return value.replace("\x00", "")
@@ -395,10 +428,16 @@ def _clean_json(value: Any, path: Any) -> Any:
         for k, v in value.items():
             if type(k) is not str:
                 return _clean_any(value, path)
-            out[k.replace("\x00", "")] = _clean_json(v, (path, f".{k}"))
+            t = type(v)
+            # Scalars inline: most metadata values are, and a call each cost more.
+            if t is str:
+                v = v.replace("\x00", "")
+            elif not (v is None or t is bool or t is int):
+                v = _clean_json(v, (path, k))
+            out[k.replace("\x00", "")] = v
         return out
     if t is list or t is tuple:
-        return [_clean_json(v, (path, f"[{i}]")) for i, v in enumerate(value)]
+        return [_clean_json(v, (path, i)) for i, v in enumerate(value)]
     return _clean_any(value, path)
 
 
@@ -406,7 +445,7 @@ def _path_text(path: Any) -> str:
     parts = []
     while isinstance(path, tuple):
         path, segment = path
-        parts.append(segment)
+        parts.append(f".{segment}" if isinstance(segment, str) else f"[{segment}]")
     return path + "".join(reversed(parts))
 
 
@@ -427,10 +466,10 @@ def _clean_any(value: Any, path: Any) -> Any:
                 raise InvalidCheckpointInput(
                     f"{text} has key {k!r}; metadata keys must be strings", field=text
                 )
-            out[k.replace("\x00", "")] = _clean_json(v, (path, f".{k}"))
+            out[k.replace("\x00", "")] = _clean_json(v, (path, k))
         return out
     if isinstance(value, (list, tuple)):
-        return [_clean_json(v, (path, f"[{i}]")) for i, v in enumerate(value)]
+        return [_clean_json(v, (path, i)) for i, v in enumerate(value)]
     raise InvalidCheckpointInput(
         f"{text} holds a {type(value).__name__}; checkpoint metadata must be JSON data",
         field=text,

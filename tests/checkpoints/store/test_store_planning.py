@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.errors import (
@@ -172,3 +174,67 @@ def test_metadata_is_cleaned_of_nul_characters_at_every_depth():
         {"configurable": {"thread_id": "t"}}, {"k\x00": ["a\x00b", {"c": ("d\x00",)}], "n": None}
     )
     assert cleaned == {"k": ["ab", {"c": ["d"]}], "n": None}
+
+
+_KEYS = st.sampled_from(["source", "step", "a", "a\x00", "run_id", "thread_id", "__x", "user"])
+_JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(alphabet="ab\x00", max_size=3),
+)
+# Also what the cleaning refuses (NaN, infinity, bytes) or a merge skips.
+_SCALARS = st.one_of(_JSON_SCALARS, st.floats(), st.binary(max_size=2))
+
+
+def _nested(scalars):
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.tuples(inner),
+            st.dictionaries(st.one_of(_KEYS, st.integers(0, 2)), inner, max_size=3),
+        ),
+        max_leaves=6,
+    )
+
+
+# Mostly storable metadata, so most examples reach the merge rather than a refusal.
+_METADATA = st.dictionaries(_KEYS, st.one_of(_JSON_SCALARS, _nested(_JSON_SCALARS)), max_size=4)
+_ANY_METADATA = st.dictionaries(_KEYS, _nested(_SCALARS), max_size=4)
+_CONFIG = st.dictionaries(_KEYS, st.one_of(_SCALARS, _nested(_SCALARS)), max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    metadata=st.one_of(_METADATA, _METADATA, _ANY_METADATA),
+    extra=_CONFIG,
+    layered=_CONFIG,
+    configurable=_CONFIG,
+    chained=st.booleans(),
+)
+def test_metadata_merge_and_cleaning_match_langgraphs_merge_then_cleaning(
+    metadata, extra, layered, configurable, chained
+):
+    """One pass gives what LangGraph's `get_checkpoint_metadata`, cleaned after, gives: the
+    same dict in the same key order, or the same refusal naming the same place."""
+    from collections import ChainMap
+
+    from langgraph.checkpoint.base import get_checkpoint_metadata
+
+    from checkpoints.store.planning import _clean_json, json_metadata
+
+    config = {
+        "metadata": ChainMap(extra, layered) if chained else {**layered, **extra},
+        "configurable": {**configurable, "thread_id": "t"},
+    }
+
+    def outcome(make):
+        try:
+            return ("ok", list(make().items()))
+        except InvalidCheckpointInput as exc:
+            return ("refused", exc.field, str(exc))
+
+    expected = outcome(lambda: _clean_json(get_checkpoint_metadata(config, metadata), "metadata"))
+    assert outcome(lambda: json_metadata(config, metadata)) == expected
