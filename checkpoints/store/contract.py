@@ -165,12 +165,13 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     # Every write and maintenance call of every saver passes here: the one place its span
     # opens (checkpoints.tracing; without OpenTelemetry, one None test and nothing else).
     def _run(self, flow: Flow) -> Any:
-        if tracing.tracer is not None:
+        # Asked here, not only in run_flow: the extra call cost more than some flows take.
+        if tracing.tracer is not None and tracing.recording():
             return tracing.run_flow("saver", self.provider, flow, self.perform, run)
         return run(flow, self.perform)
 
     async def _arun(self, flow: Flow) -> Any:
-        if tracing.tracer is not None:
+        if tracing.tracer is not None and tracing.recording():
             return await tracing.arun_flow("saver", self.provider, flow, self.aperform, arun)
         return await arun(flow, self.aperform)
 
@@ -295,7 +296,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
             from checkpoints.signals import checkpoint_created
 
         stored = stored_config(plan.thread_id, plan.ns, plan.checkpoint_id)
-        if checkpoint_created.has_listeners(type(self)):
+        # The receivers list first: asking has_listeners costs more than a put's other checks.
+        if checkpoint_created.receivers and checkpoint_created.has_listeners(type(self)):
             checkpoint_created.send(
                 sender=type(self),
                 saver=self,

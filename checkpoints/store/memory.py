@@ -108,19 +108,24 @@ class MemorySaver(StoreSaver):
     # -- storage primitives ---------------------------------------------------------------
     def _store_checkpoint(self, plan: PutPlan) -> None:
         body = self.serde.dumps_typed(plan.body())
-        blobs = {
-            (plan.thread_id, plan.ns, channel, version): (
-                None if value is MISSING else self._encode(value, ("channel", channel))
+        thread_id, ns, encode = plan.thread_id, plan.ns, self._encode
+        blobs = [
+            (
+                (thread_id, ns, channel, version),
+                None if value is MISSING else encode(value, ("channel", channel)),
             )
             for channel, version, value in plan.blobs
-        }
+        ]
         s = self.store
         with s.lock:
-            s.blobs.update({k: v for k, v in blobs.items() if k not in s.blobs})
-            s.checkpoints[plan.thread_id][plan.ns][plan.checkpoint_id] = _Saved(
-                body, plan.metadata, plan.parent_id, plan.run_id, dict(self._stamp(plan))
-            )
+            stored = s.blobs
+            for key, typed in blobs:
+                if key not in stored:  # a (channel, version) keeps the bytes first stored
+                    stored[key] = typed
             now = utcnow()
+            s.checkpoints[thread_id][ns][plan.checkpoint_id] = _Saved(
+                body, plan.metadata, plan.parent_id, plan.run_id, dict(self._stamp(plan, at=now))
+            )
             record = s.threads.get(plan.thread_id)
             if record is None:
                 s.threads[plan.thread_id] = _ThreadRecord(
