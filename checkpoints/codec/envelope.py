@@ -8,6 +8,7 @@ import re
 import sys
 from typing import Any
 
+import ormsgpack
 from langchain_core.load.load import Reviver
 
 from checkpoints.errors import CheckpointCodecError
@@ -193,6 +194,46 @@ def lone_surrogate_path(value: Any, max_depth: int = 200) -> str | None:
         return None
 
     return walk(value, 0)
+
+
+# LangGraph's msgpack options less OPT_REPLACE_SURROGATES: a lone surrogate raises.
+_STRICT_MSGPACK = (
+    ormsgpack.OPT_NON_STR_KEYS
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+)
+
+
+class _Found(Exception):
+    pass
+
+
+def _probe_default(value: Any) -> Any:
+    # A pydantic model's strings are its dump's, as LangGraph's encoder stores them; any
+    # other object is walked (and stands as None for the rest of the probe).
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        return dump()
+    if lone_surrogate_path(value) is not None:
+        raise _Found
+    return None
+
+
+def may_hold_lone_surrogate(value: Any) -> bool:
+    """False when no string below ``value`` holds a lone surrogate; True when one may.
+
+    The question `lone_surrogate_path` answers, asked of the C encoder without the option
+    that replaces them (LangGraph's encoder sets it): a message list holding a "?" costs
+    this about a fifth of the walk, which then only runs to name the place. Anything the
+    probe cannot go through answers True, and the walk decides.
+    """
+    try:
+        ormsgpack.packb(value, default=_probe_default, option=_STRICT_MSGPACK)
+    except Exception:  # noqa: BLE001 - a surrogate, or a value the walk must judge
+        return True
+    return False
 
 
 LONE_SURROGATE_REASON = (

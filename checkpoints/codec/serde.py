@@ -27,7 +27,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ormsgpack import OPT_NON_STR_KEYS, unpackb
 
 from checkpoints.codec import msgpack_read
-from checkpoints.codec.envelope import LONE_SURROGATE_REASON, _lc_reviver, lone_surrogate_path
+from checkpoints.codec.envelope import (
+    LONE_SURROGATE_REASON,
+    _lc_reviver,
+    lone_surrogate_path,
+    may_hold_lone_surrogate,
+)
 from checkpoints.codec.msgpack_read import SafeExtHook, unpack
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, UnreadableValue
@@ -107,8 +112,9 @@ class StoreSerializer(JsonPlusSerializer):
             if "surrogates" in str(exc):
                 self._refuse_lone_surrogate(obj)
             raise
-        # LangGraph's msgpack replaces a lone surrogate with "?"; only then look for one.
-        if typed[0] == "msgpack" and b"?" in typed[1]:
+        # LangGraph's msgpack replaces a lone surrogate with "?"; only then look for one,
+        # and walk to name it only when the probe says there may be one (most "?" are text).
+        if typed[0] == "msgpack" and b"?" in typed[1] and may_hold_lone_surrogate(obj):
             self._refuse_lone_surrogate(obj)
         return typed
 

@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.test import override_settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.serde import _msgpack
 
@@ -173,6 +176,53 @@ def test_msgpack_serializer_refuses_a_lone_surrogate_naming_the_path():
     assert serde.loads_typed(serde.dumps_typed({"q": "why?"})) == {"q": "why?"}
 
 
+@dataclasses.dataclass
+class Note:
+    text: str
+
+
+def test_the_probe_clears_text_with_question_marks_and_finds_every_surrogate():
+    from datetime import UTC, datetime
+    from uuid import UUID
+
+    from langchain_core.messages import HumanMessage
+
+    from checkpoints.codec.envelope import may_hold_lone_surrogate
+
+    chat = [HumanMessage(f"why {i}?") if i % 2 else AIMessage(f"because {i}") for i in range(40)]
+    plain = {
+        "chat": chat,
+        "note": Note("what?"),
+        "when": datetime(2026, 1, 1, tzinfo=UTC),
+        "id": UUID(int=7),
+        "tags": {"a?", "b"},
+        1: ("x?", 2.5, None, b"?"),
+    }
+    assert not may_hold_lone_surrogate(plain)
+    bad = "a\ud800b"
+    for holding in (
+        bad,
+        {bad: 1},
+        {"k": [1, {"deep": bad}]},
+        [*chat, AIMessage(bad)],
+        [*chat, AIMessage("ok", additional_kwargs={"x": [bad]})],
+        Note(bad),
+        {"tags": {bad}},
+        (1, bad),
+    ):
+        assert may_hold_lone_surrogate(holding), holding
+
+
+def test_a_surrogate_among_questions_is_refused_naming_its_message():
+    from langchain_core.messages import HumanMessage
+
+    serde = store_serializer()
+    chat = [HumanMessage(f"why {i}?") for i in range(30)]
+    assert serde.loads_typed(serde.dumps_typed({"m": chat})) == {"m": chat}
+    with pytest.raises(ValueError, match=r"value\.m\[30\]\.content: a string holds a lone"):
+        serde.dumps_typed({"m": [*chat, HumanMessage("a\ud800?")]})
+
+
 # -- the msgpack serializer: LangGraph's allowlist, never a silent dict ---------------------------
 def test_msgpack_default_is_langgraphs_permissive_default(permissive_env):
     serde = store_serializer()
@@ -259,3 +309,25 @@ def test_strict_redis_saver_takes_the_graphs_schema_types_through_with_allowlist
     back = widened.get_tuple(stored).checkpoint["channel_values"]["crate"]
     assert back == Crate(["kept"]) and type(back) is Crate
     widened.delete_thread("allow")
+
+
+_TEXT = st.text(alphabet=st.sampled_from(["a", "?", "é", "\ud800", "\udfff"]), max_size=4)
+_PROBED = st.recursive(
+    st.one_of(_TEXT, st.integers(), st.none(), st.builds(Note, _TEXT)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(_TEXT, inner, max_size=3),
+        st.builds(lambda text, more: AIMessage(text, additional_kwargs={"x": more}), _TEXT, inner),
+    ),
+    max_leaves=10,
+)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(_PROBED)
+def test_the_probe_never_clears_what_the_walk_would_refuse(value):
+    from checkpoints.codec.envelope import lone_surrogate_path, may_hold_lone_surrogate
+
+    if lone_surrogate_path(value) is not None:
+        assert may_hold_lone_surrogate(value)
