@@ -1,17 +1,19 @@
-"""The most any saver can gain end to end: `python -m bench.floor postgres|sqlite [--turns N]`.
+"""The most any saver can gain end to end: `python -m bench.floor postgres|sqlite|memory`.
 
 A graph turn's time is LangGraph's own work plus its saver's. `FloorSaver` does only what
 every durable saver must do for each call LangGraph makes: serialize what it is given with
 LangGraph's serializer (a put: the checkpoint's body and the values of the channels it
 changed, `new_versions`), send one INSERT and commit it (PostgreSQL: autocommit, so one WAL
 flush a call, as with `synchronous_commit = on`; SQLite: WAL with `synchronous=FULL`, as
-the project's default and the benchmark configure). It reads nothing back from the database:
+the project's default and the benchmark configure; memory: the bytes appended to a list in
+the process, under a lock, as an in-process store must hold them). It reads nothing back:
 `get_tuple` hands back the last checkpoint put on the thread as it was given, held in
 memory (a turn on a new thread gets None), so a thread that keeps its turns grows as it
 would on a real saver while reading costs the floor nothing. It keeps no index but the
-primary key and no bookkeeping. `bench.run` runs it as the `floor-pg` / `floor-sqlite`
-subject (e2e only). Its turn time over LangGraph's own saver's is the ceiling of the e2e
-ratio on this machine: no saver that commits each call durably can reach a higher one.
+primary key and no bookkeeping. `bench.run` runs it as the `floor-pg` / `floor-sqlite` /
+`floor-memory` subject (e2e only). Its turn time over LangGraph's own saver's is the
+ceiling of the e2e ratio on this machine: no saver that keeps each call (durably, on the
+databases) can reach a higher one.
 """
 
 from __future__ import annotations
@@ -113,29 +115,48 @@ def postgres_floor(url: str) -> FloorSaver:
     )
 
 
+def memory_floor() -> FloorSaver:
+    """The floor of an in-process store: each call's bytes appended to a list (kept, never
+    read back), which is all InMemorySaver must do beyond serializing."""
+    kept: list[tuple[str, bytes]] = []
+    lock = threading.Lock()
+
+    def execute(key: str, data: bytes) -> None:
+        with lock:
+            kept.append((key, data))
+
+    saver = FloorSaver(execute)
+    saver.kept = kept
+    return saver
+
+
 def floor_for(family: str) -> FloorSaver:
-    """The floor saver on the benchmark's own SQLite folder or LangGraph's bench database."""
+    """The floor saver on the benchmark's own SQLite folder or LangGraph's bench database,
+    or in this process's memory."""
     from django.conf import settings
 
     from bench.stores import pg_url, sqlite_path
 
+    if family == "memory":
+        return memory_floor()
     if family == "sqlite":
         return sqlite_floor(sqlite_path("floor.sqlite3"))
     return postgres_floor(pg_url(settings.PG_DB_LG))
 
 
 def floor_subject(family: str):
-    """`FloorSaver` as a `bench.run` subject (`floor-pg`, `floor-sqlite`): graph turns only."""
+    """`FloorSaver` as a `bench.run` subject (`floor-pg`, `floor-sqlite`, `floor-memory`):
+    graph turns only."""
     from bench.subjects import Subject
 
     saver = floor_for(family)
-    label = {"postgres": "floor-pg", "sqlite": "floor-sqlite"}[family]
+    label = {"postgres": "floor-pg", "sqlite": "floor-sqlite", "memory": "floor-memory"}[family]
     return Subject(label, family, saver, lambda: 0, lambda: 0, e2e_only=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.floor")
-    parser.add_argument("family", choices=("sqlite", "postgres"))
+    parser.add_argument("family", choices=("sqlite", "postgres", "memory"))
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
@@ -163,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_turn(graphs[label], f"floor-{label}-{round_no}-{turn}", 0)
             per_turn[label].append((time.perf_counter() - started) / args.turns * 1e3)
     theirs = next(label for label in graphs if label.startswith("lg-"))
-    ours = next(label for label in graphs if label.startswith("orm-"))
+    ours = next(label for label in graphs if label != "floor" and not label.startswith("lg-"))
     medians = {label: statistics.median(times) for label, times in per_turn.items()}
     print(f"{'saver':<12} {'turn ms (median of rounds)':>27}  {'rounds':>30}")
     for label, times in per_turn.items():

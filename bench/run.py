@@ -95,6 +95,7 @@ TARGETS = [
     ("orm-sqlite", "floor-sqlite", {}, False),
     # Issues 21 and 36: e2e 1.0x, put at least 0.8x.
     ("memory", "lg-memory", {"put": 0.8, "e2e": 1.0}, False),
+    ("memory", "floor-memory", {}, False),
     ("redis", "raw-redis", {}, False),
 ]
 
@@ -103,7 +104,7 @@ TARGETS = [
 CPU_TARGETS = [
     ("postgres", "orm-pg", "lg-postgres", "floor-pg", 1.0),
     ("sqlite", "orm-sqlite", "lg-sqlite", "floor-sqlite", 1.5),
-    ("memory", "memory", "lg-memory", None, 1.5),
+    ("memory", "memory", "lg-memory", "floor-memory", 1.5),
 ]
 
 
@@ -717,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.floor import floor_subject
 
         families = {s.family for s in subjects}
-        subjects += [floor_subject(f) for f in ("postgres", "sqlite") if f in families]
+        subjects += [floor_subject(f) for f in ("postgres", "sqlite", "memory") if f in families]
     log("subjects: " + ", ".join(s.label for s in subjects))
     bench = Bench(plan, subjects, DocumentPool(), Samples())
     bench.freeze_gc = not args.gc_as_is
@@ -759,7 +760,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     notes.append(
         "floor-pg / floor-sqlite (bench.floor.FloorSaver): one serialized INSERT committed per "
-        "put and put_writes, the last checkpoint held in memory for get_tuple; graph turns only"
+        "put and put_writes, the last checkpoint held in memory for get_tuple; floor-memory: "
+        "the bytes appended to a list instead; graph turns only"
     )
     notes.append(
         "heavy: a document every 8 steps, untrimmed 400-byte messages (past 64 KB at about "

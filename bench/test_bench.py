@@ -131,6 +131,24 @@ def test_floor_saver_commits_one_row_a_call_and_runs_a_graph_turn(tmp_path):
     assert rows.fetchone()[0] >= 2 * STEPS
 
 
+def test_the_memory_floor_keeps_a_call_a_row_and_the_user_asks_questions():
+    from bench.floor import memory_floor
+    from bench.graph import QUESTION, STEPS, build_graph, run_turn
+
+    floor = memory_floor()
+    result = run_turn(build_graph(floor), "floor-test", 0)
+    assert result["messages"][0]["content"] == QUESTION and QUESTION.endswith("?")
+    assert len(floor.kept) >= 2 * STEPS
+    thread = ChatThread("q", floor.get_next_version, DocumentPool(count=1))
+    asked = []
+    for _ in range(4):
+        checkpoint, _, _ = thread.advance()
+        thread.commit(checkpoint, thread.config)
+        asked.append(checkpoint["channel_values"]["messages"][-1])
+    assert [m["content"][-1] for m in asked] == ["?", ".", "?", "."]
+    assert [m["type"] for m in asked] == ["human", "ai", "human", "ai"]
+
+
 def test_concurrency_sampler_keeps_the_peak_and_every_connection_seen_per_window(monkeypatch):
     import os
 

@@ -131,7 +131,9 @@ class ChatThread:
             {
                 "type": "human" if self.step % 2 == 0 else "ai",
                 "id": f"{self.thread_id}-m{self.step}",
-                "content": text(rng, self.shape.message_bytes - 40),
+                # The user asks: a chat's text holds "?" (`bench.graph.QUESTION`).
+                "content": text(rng, self.shape.message_bytes - 41)
+                + ("?" if self.step % 2 == 0 else "."),
             },
         ]
         if self.shape.window is not None:
