@@ -10,6 +10,7 @@ from typing import Any
 
 import ormsgpack
 from langchain_core.load.load import Reviver
+from langgraph.checkpoint.serde import jsonplus as _lg_jsonplus
 
 from checkpoints.errors import CheckpointCodecError
 
@@ -197,13 +198,38 @@ def lone_surrogate_path(value: Any, max_depth: int = 200) -> str | None:
 
 
 # LangGraph's msgpack options less OPT_REPLACE_SURROGATES: a lone surrogate raises.
-_STRICT_MSGPACK = (
-    ormsgpack.OPT_NON_STR_KEYS
-    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
-    | ormsgpack.OPT_PASSTHROUGH_DATETIME
-    | ormsgpack.OPT_PASSTHROUGH_ENUM
-    | ormsgpack.OPT_PASSTHROUGH_UUID
-)
+_STRICT_MSGPACK = _lg_jsonplus._option & ~ormsgpack.OPT_REPLACE_SURROGATES
+_DELTA_SNAPSHOT = getattr(_lg_jsonplus, "_DeltaSnapshot", None) or ()
+
+
+class _Unhandled(Exception):
+    pass
+
+
+def _strict_default(value: Any) -> Any:
+    # LangGraph's layout for a pydantic v2 model (jsonplus._msgpack_default); any other type
+    # ends the attempt, and LangGraph's own encoder takes the value.
+    if isinstance(value, _DELTA_SNAPSHOT) or isinstance(value, type):
+        raise _Unhandled
+    dump = getattr(value, "model_dump", None)
+    if not callable(dump):
+        raise _Unhandled
+    cls = value.__class__
+    return ormsgpack.Ext(
+        _lg_jsonplus.EXT_PYDANTIC_V2,
+        strict_msgpack((cls.__module__, cls.__name__, dump(), "model_validate_json")),
+    )
+
+
+def strict_msgpack(value: Any) -> bytes:
+    """LangGraph's msgpack bytes for ``value``, whose strings hold no lone surrogate.
+
+    For values of msgpack's own types and pydantic models (a chat's messages): the bytes are
+    LangGraph's, since the options and the models' layout are its own, except that a lone
+    surrogate raises instead of becoming "?". Any other type raises TypeError too: the
+    caller then takes LangGraph's encoder and its checks.
+    """
+    return ormsgpack.packb(value, default=_strict_default, option=_STRICT_MSGPACK)
 
 
 class _Found(Exception):

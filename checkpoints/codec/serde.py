@@ -32,6 +32,7 @@ from checkpoints.codec.envelope import (
     _lc_reviver,
     lone_surrogate_path,
     may_hold_lone_surrogate,
+    strict_msgpack,
 )
 from checkpoints.codec.msgpack_read import SafeExtHook, unpack
 from checkpoints.conf import setting
@@ -105,6 +106,12 @@ class StoreSerializer(JsonPlusSerializer):
         return clone
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if obj is not None and not isinstance(obj, (bytes, bytearray)):
+            try:
+                # LangGraph's own bytes for most values, with no "?" left to look into.
+                return "msgpack", strict_msgpack(obj)
+            except Exception:  # noqa: BLE001 - another type, or a surrogate: decided below
+                pass
         try:
             # Named, not super(): this runs for every value stored.
             typed = _lg_dumps_typed(self, obj)

@@ -12,7 +12,9 @@ import dataclasses
 import json
 import sys
 from collections import OrderedDict, defaultdict
+from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import pytest
 from django.conf import settings
@@ -20,8 +22,10 @@ from django.test import override_settings
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde import _msgpack
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from pydantic import BaseModel
 
 from checkpoints.codec import CheckpointedException, FaithfulJSONCodec
 from checkpoints.codec.serde import BlockedTypeError, StoreSerializer, store_serializer
@@ -331,3 +335,96 @@ def test_the_probe_never_clears_what_the_walk_would_refuse(value):
 
     if lone_surrogate_path(value) is not None:
         assert may_hold_lone_surrogate(value)
+
+
+_TOOL_CALL = {"name": "look", "args": {"q": "?"}, "id": "c1", "type": "tool_call"}
+
+
+class _Inner(BaseModel):
+    name: str
+    score: float = 0.5
+
+
+class _Outer(BaseModel):
+    inner: _Inner
+    items: list[_Inner] = []
+    when: datetime | None = None
+
+
+class _Holder:
+    class Nested(BaseModel):  # its qualname is not its name
+        x: int
+
+
+def _same_as_langgraph(value):
+    lg = JsonPlusSerializer(pickle_fallback=False)
+
+    def outcome(serde):
+        try:
+            return serde.dumps_typed(value)
+        except Exception as exc:  # noqa: BLE001 - the same refusal counts as the same
+            return type(exc)
+
+    assert outcome(store_serializer()) == outcome(lg)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"m": [HumanMessage("why?"), AIMessage("so.", tool_calls=[_TOOL_CALL])]},
+        [AIMessage("x", additional_kwargs={"k": [1, {2: "y"}]}, response_metadata={"r": 1})],
+        _Outer(inner=_Inner(name="a?"), items=[_Inner(name="b", score=2.0)]),
+        _Outer(inner=_Inner(name="t"), when=datetime(2026, 1, 2, tzinfo=UTC)),
+        {"set": {1, 2}, "note": Note("n"), "id": UUID(int=3), "t": (1, "?", None)},
+        datetime(2026, 1, 2, tzinfo=UTC),
+        {1: 2**70},
+        [_Holder.Nested(x=1)],
+        "plain?",
+        b"raw",
+        None,
+    ],
+    ids=[
+        "chat",
+        "kwargs",
+        "nested-model",
+        "model-datetime",
+        "mixed",
+        "datetime",
+        "big-int",
+        "nested-class",
+        "str",
+        "bytes",
+        "none",
+    ],
+)
+def test_the_serializer_writes_langgraphs_bytes(value):
+    _same_as_langgraph(value)
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(
+    st.recursive(
+        st.one_of(
+            st.text(max_size=4),
+            st.integers(),
+            st.floats(allow_nan=False),
+            st.booleans(),
+            st.none(),
+            st.binary(max_size=3),
+        ),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.tuples(inner),
+            st.dictionaries(st.one_of(st.text(max_size=3), st.integers()), inner, max_size=3),
+            st.builds(
+                lambda text, more: AIMessage(text, additional_kwargs={"x": more}),
+                st.text(max_size=3),
+                inner,
+            ),
+            st.builds(lambda name: _Inner(name=name), st.text(max_size=3)),
+        ),
+        max_leaves=10,
+    )
+)
+def test_the_serializer_writes_langgraphs_bytes_for_any_value(value):
+    _same_as_langgraph(value)
