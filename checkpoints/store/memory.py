@@ -187,14 +187,26 @@ class MemorySaver(StoreSaver):
         bucket = self.store.writes.get((thread_id, ns, checkpoint_id), {})
         # Frames stating more than this checkpoint may expand to: refused before any is read.
         reserve([*(typed for _, typed in blobs), *(w[2] for w in bucket.values())])
-        for channel, typed in blobs:
-            values[channel] = decode_at(
-                lambda t=typed: self.serde.loads_typed(t), part=("channel", channel), **at
-            )
+        loaded = self._loads_many([typed for _, typed in blobs]) if blobs else None
+        if loaded is not None:
+            values.update(zip((channel for channel, _ in blobs), loaded, strict=True))
+        else:
+            for channel, typed in blobs:
+                values[channel] = decode_at(
+                    lambda t=typed: self.serde.loads_typed(t), part=("channel", channel), **at
+                )
         checkpoint["channel_values"] = values
         ordered = sorted(
             bucket.items(), key=lambda kv: writes_sort_key(kv[1][3], kv[0][0], kv[0][1])
         )
+        loaded = self._loads_many([w[2] for _, w in ordered]) if ordered else None
+        if loaded is not None:
+            pending_writes = [(w[0], w[1], v) for (_, w), v in zip(ordered, loaded, strict=True)]
+        else:
+            pending_writes = decode_writes(
+                ((w[0], w[1], lambda w=w: self.serde.loads_typed(w[2])) for _, w in ordered),
+                **at,
+            )
         return CheckpointTuple(
             config={
                 "configurable": {
@@ -216,11 +228,19 @@ class MemorySaver(StoreSaver):
                 if saved.parent_id
                 else None
             ),
-            pending_writes=decode_writes(
-                ((w[0], w[1], lambda w=w: self.serde.loads_typed(w[2])) for _, w in ordered),
-                **at,
-            ),
+            pending_writes=pending_writes,
         )
+
+    def _loads_many(self, typed: list[tuple[str, bytes]]) -> list | None:
+        """The values read in one go (the serializer's ``loads_many``); None when it has none
+        or any fails, and the caller reads them one by one to name the failing one."""
+        loads_many = getattr(self.serde, "loads_many", None)
+        if loads_many is None:
+            return None
+        try:
+            return loads_many(typed)
+        except Exception:  # noqa: BLE001 - read again one by one, which names the failure
+            return None
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, ns, checkpoint_id = config_keys(config)

@@ -570,9 +570,10 @@ def plan_writes(
         (WRITES_IDX_MAP.get(channel, idx), channel, value)
         for idx, (channel, value) in enumerate(writes)
     ]
-    if len(items) > 1:
+    if len(items) > 1 and any(item[0] < 0 for item in items):
         # One slot per index, as InMemorySaver keeps them: a special channel written twice
         # in one call keeps its last value (a set-based upsert may not touch a row twice).
+        # Only special channels share an index: the others take their position in the call.
         slots: dict[int, tuple[int, str, Any]] = {}
         for item in items:
             if item[0] < 0 or item[0] not in slots:
