@@ -133,6 +133,12 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     # `perform` and `aperform` whole, as the Redis saver does with its I/O flows.
     def perform(self, request: StoreRequest) -> Any:
         """Fulfil one storage request with the saver's primitive, synchronously."""
+        # The two a graph makes on every step first, without the pattern match's lookups.
+        kind = type(request)
+        if kind is StoreCheckpoint:
+            return self._store_checkpoint(request.plan)
+        if kind is StoreWrites:
+            return self._store_writes(request.plan)
         match request:
             case StoreCheckpoint(plan):
                 return self._store_checkpoint(plan)
