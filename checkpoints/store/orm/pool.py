@@ -128,7 +128,9 @@ def let_go(cur) -> None:
     (`test_a_pooled_connection_keeps_a_cursor_per_statement_and_no_result_between`
     fails if psycopg moves it)."""
     cur._reset()
-    cur._tx.set_pgresult(None)
+    tx = getattr(cur, "_tx", None)  # none until the cursor's first statement
+    if tx is not None:
+        tx.set_pgresult(None)
 
 
 @contextmanager
@@ -147,12 +149,20 @@ def statement_cursor(alias: str, sql: str, *, pooled: bool = True):
             with psycopg.Cursor(conn.connection) as cur:
                 yield cur
             return
-        with _pool_for(alias).connection() as pooled_conn:
+        # getconn/putconn, not pool.connection(): its ``with conn`` commits (a wait on an
+        # autocommit connection) and it keeps usage stats, 6.1 against 3.2 us a call. An
+        # exception is the same either way: putconn rolls back a connection left in a
+        # transaction and drops a broken one.
+        pool = _pool_for(alias)
+        pooled_conn = pool.getconn()
+        try:
             cur = kept_cursor(pooled_conn, psycopg.Cursor, sql)
             try:
                 yield cur
             finally:
                 let_go(cur)
+        finally:
+            pool.putconn(pooled_conn)
     except psycopg.OperationalError as exc:
         raise StoreUnavailable(
             f"PostgreSQL database {alias!r} ({conn.settings_dict.get('HOST') or 'local'}:"
@@ -298,12 +308,15 @@ async def async_statement_cursor(alias: str, sql: str):
         pool = await _async_pool_for(alias)
         await _through_the_gate(pool)
         try:
-            async with pool.connection() as pooled_conn:
+            pooled_conn = await pool.getconn()  # as statement_cursor, without connection()
+            try:
                 cur = kept_cursor(pooled_conn, psycopg.AsyncCursor, sql)
                 try:
                     yield cur
                 finally:
                     let_go(cur)
+            finally:
+                await pool.putconn(pooled_conn)
         finally:
             pool.gate.release()
     except psycopg.OperationalError as exc:

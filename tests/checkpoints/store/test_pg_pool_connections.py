@@ -233,3 +233,50 @@ def test_an_async_caller_that_waits_past_the_pool_timeout_gets_store_unavailable
     assert "'pg'" in message and "no free connection in checkpoints-async-pg" in message
     assert 0.25 <= waited < 5
     assert len(list(pg.list(config_for("starved", ns="")))) == 1
+
+
+def test_a_statement_that_fails_in_a_transaction_hands_back_an_idle_connection(pg):
+    """The cursor's connection goes back through putconn: one left in a transaction by a
+    failure is rolled back there, and the next caller gets it idle, not checked out."""
+    from checkpoints.store.orm.pool import _pool_for, async_statement_cursor, statement_cursor
+
+    head = pg.put(config_for("failing", ns=""), empty_checkpoint(), {}, {})
+    pool = _pool_for("pg")
+
+    def fail_inside_a_transaction(cursor_context):
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            with cursor_context as cur:
+                cur.execute("BEGIN")
+                cur.execute("SELECT 1 / 0")
+
+    for _ in range(3):
+        fail_inside_a_transaction(statement_cursor("pg", "SELECT 1 / 0"))
+        with statement_cursor("pg", "SELECT txid_current_if_assigned()") as cur:
+            # Still in the failed transaction, this would raise InFailedSqlTransaction.
+            assert cur.execute("SELECT txid_current_if_assigned()").fetchone() == (None,)
+            assert cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    # A caller's own error before any statement is its own, not the cursor's.
+    with pytest.raises(ValueError, match="before a statement"):
+        with statement_cursor("pg", "SELECT 'never run'"):
+            raise ValueError("before a statement")
+    assert pool.get_stats()["pool_size"] == pool.get_stats()["pool_available"]
+
+    async def failing_then_idle() -> None:
+        async def fail() -> None:
+            async with async_statement_cursor("pg", "SELECT 1 / 0") as cur:
+                await cur.execute("BEGIN")
+                await cur.execute("SELECT 1 / 0")
+
+        for _ in range(3):
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                await fail()
+            async with async_statement_cursor("pg", "SELECT 2") as cur:
+                await cur.execute("SELECT 2")
+                assert await cur.fetchone() == (2,)
+                status = cur.connection.info.transaction_status
+                assert status == psycopg.pq.TransactionStatus.IDLE
+
+    asyncio.run(failing_then_idle())
+    # The store works on after both.
+    assert pg.get_tuple(head).checkpoint["id"] == head["configurable"]["checkpoint_id"]
+    assert pool.get_stats()["pool_size"] == pool.get_stats()["pool_available"]
