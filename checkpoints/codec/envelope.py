@@ -206,13 +206,18 @@ class _Unhandled(Exception):
     pass
 
 
+def _model_dump(value: Any) -> Any:
+    """The bound ``model_dump`` LangGraph's encoder would store a pydantic v2 model by (its
+    own duck test), else None."""
+    dump = getattr(value, "model_dump", None)
+    return dump if callable(dump) and not isinstance(value, type) else None
+
+
 def _strict_default(value: Any) -> Any:
     # LangGraph's layout for a pydantic v2 model (jsonplus._msgpack_default); any other type
     # ends the attempt, and LangGraph's own encoder takes the value.
-    if isinstance(value, _DELTA_SNAPSHOT) or isinstance(value, type):
-        raise _Unhandled
-    dump = getattr(value, "model_dump", None)
-    if not callable(dump):
+    dump = None if isinstance(value, _DELTA_SNAPSHOT) else _model_dump(value)
+    if dump is None:
         raise _Unhandled
     cls = value.__class__
     return ormsgpack.Ext(
@@ -239,8 +244,8 @@ class _Found(Exception):
 def _probe_default(value: Any) -> Any:
     # A pydantic model's strings are its dump's, as LangGraph's encoder stores them; any
     # other object is walked (and stands as None for the rest of the probe).
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
+    dump = _model_dump(value)
+    if dump is not None:
         return dump()
     if lone_surrogate_path(value) is not None:
         raise _Found

@@ -133,7 +133,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     # `perform` and `aperform` whole, as the Redis saver does with its I/O flows.
     def perform(self, request: StoreRequest) -> Any:
         """Fulfil one storage request with the saver's primitive, synchronously."""
-        # The two a graph makes on every step first, without the pattern match's lookups.
+        # The two a graph makes on every step first, without the pattern match's lookups;
+        # the match below keeps every request's case (test_dialects reads the table).
         kind = type(request)
         if kind is StoreCheckpoint:
             return self._store_checkpoint(request.plan)

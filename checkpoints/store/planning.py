@@ -428,11 +428,11 @@ def _clean_json(value: Any, path: Any) -> Any:
         for k, v in value.items():
             if type(k) is not str:
                 return _clean_any(value, path)
-            t = type(v)
+            kind = type(v)
             # Scalars inline: most metadata values are, and a call each cost more.
-            if t is str:
+            if kind is str:
                 v = v.replace("\x00", "")
-            elif not (v is None or t is bool or t is int):
+            elif not (v is None or kind is bool or kind is int):
                 v = _clean_json(v, (path, k))
             out[k.replace("\x00", "")] = v
         return out
