@@ -21,7 +21,7 @@ from psycopg.pq import Format
 
 _HEADER = struct.Struct("!iiiii")  # ndim, has nulls, element oid, length, lower bound
 _LENGTH = struct.Struct("!i")
-_INT4 = struct.Struct("!i")
+pack_int4 = struct.Struct("!i").pack
 TEXT_OID, BYTEA_OID, INT4_OID = 25, 17, 23
 
 
@@ -37,7 +37,8 @@ class Int4Array(list):
     """A list of int sent as ``int4[]``."""
 
 
-def _pack(items, oid: int, encode) -> bytes:
+def pack_array(items, oid: int, encode) -> bytes:
+    """``items`` in PostgreSQL's binary format of a one-dimensional array of ``oid``."""
     parts = [_HEADER.pack(1, int(None in items), oid, len(items), 1)]
     for item in items:
         if item is None:
@@ -61,17 +62,17 @@ class TextArrayDumper(_ArrayDumper):
         self._encode = lambda text: text.encode(encoding)
 
     def dump(self, obj):
-        return _pack(obj, TEXT_OID, self._encode)
+        return pack_array(obj, TEXT_OID, self._encode)
 
 
 class ByteaArrayDumper(_ArrayDumper):
     def dump(self, obj):
-        return _pack(obj, BYTEA_OID, bytes)
+        return pack_array(obj, BYTEA_OID, bytes)
 
 
 class Int4ArrayDumper(_ArrayDumper):
     def dump(self, obj):
-        return _pack(obj, INT4_OID, _INT4.pack)
+        return pack_array(obj, INT4_OID, pack_int4)
 
 
 psycopg.adapters.register_dumper(TextArray, TextArrayDumper)

@@ -134,9 +134,9 @@ def let_go(cur) -> None:
 
 
 @contextmanager
-def statement_cursor(alias: str, sql: str, *, pooled: bool = True):
-    """A cursor for the statement ``sql``: the caller's transaction when one is open, else
-    pooled (the cursor its connection keeps for ``sql``)."""
+def statement_connection(alias: str, *, pooled: bool = True):
+    """The psycopg connection a statement runs on, and whether it is a pooled one: the
+    caller's transaction's when one is open (or with ``pooled`` false), else pooled."""
     conn = connections[alias]
     try:
         if not pooled or conn.in_atomic_block:
@@ -146,8 +146,7 @@ def statement_cursor(alias: str, sql: str, *, pooled: bool = True):
                 # never noticed (raw cursors bypass its error wrapper): reconnect.
                 conn.close()
             conn.ensure_connection()
-            with psycopg.Cursor(conn.connection) as cur:
-                yield cur
+            yield conn.connection, False
             return
         # getconn/putconn, not pool.connection(): its ``with conn`` commits (a wait on an
         # autocommit connection) and it keeps usage stats, 6.1 against 3.2 us a call. An
@@ -156,11 +155,7 @@ def statement_cursor(alias: str, sql: str, *, pooled: bool = True):
         pool = _pool_for(alias)
         pooled_conn = pool.getconn()
         try:
-            cur = kept_cursor(pooled_conn, psycopg.Cursor, sql)
-            try:
-                yield cur
-            finally:
-                let_go(cur)
+            yield pooled_conn, True
         finally:
             pool.putconn(pooled_conn)
     except psycopg.OperationalError as exc:
@@ -168,6 +163,22 @@ def statement_cursor(alias: str, sql: str, *, pooled: bool = True):
             f"PostgreSQL database {alias!r} ({conn.settings_dict.get('HOST') or 'local'}:"
             f"{conn.settings_dict.get('PORT') or 5432}) failed the statement: {exc}"
         ) from exc
+
+
+@contextmanager
+def statement_cursor(alias: str, sql: str, *, pooled: bool = True):
+    """A cursor for the statement ``sql`` on `statement_connection`'s connection (on a
+    pooled one, the cursor it keeps for ``sql``)."""
+    with statement_connection(alias, pooled=pooled) as (conn, kept):
+        if not kept:
+            with psycopg.Cursor(conn) as cur:
+                yield cur
+            return
+        cur = kept_cursor(conn, psycopg.Cursor, sql)
+        try:
+            yield cur
+        finally:
+            let_go(cur)
 
 
 async def _async_pool_for(alias: str):
@@ -301,20 +312,15 @@ async def _through_the_gate(pool) -> None:
 
 
 @asynccontextmanager
-async def async_statement_cursor(alias: str, sql: str):
-    """An AsyncCursor for ``sql`` on a pooled autocommit connection of the running loop's
-    pool (the cursor its connection keeps for ``sql``)."""
+async def async_statement_connection(alias: str):
+    """A pooled autocommit AsyncConnection of the running loop's pool."""
     try:
         pool = await _async_pool_for(alias)
         await _through_the_gate(pool)
         try:
-            pooled_conn = await pool.getconn()  # as statement_cursor, without connection()
+            pooled_conn = await pool.getconn()  # as statement_connection, without connection()
             try:
-                cur = kept_cursor(pooled_conn, psycopg.AsyncCursor, sql)
-                try:
-                    yield cur
-                finally:
-                    let_go(cur)
+                yield pooled_conn
             finally:
                 await pool.putconn(pooled_conn)
         finally:
@@ -325,6 +331,18 @@ async def async_statement_cursor(alias: str, sql: str):
             f"PostgreSQL database {alias!r} ({where.get('HOST') or 'local'}:"
             f"{where.get('PORT') or 5432}) failed the statement: {exc}"
         ) from exc
+
+
+@asynccontextmanager
+async def async_statement_cursor(alias: str, sql: str):
+    """An AsyncCursor for ``sql`` on `async_statement_connection`'s connection (the cursor
+    it keeps for ``sql``)."""
+    async with async_statement_connection(alias) as conn:
+        cur = kept_cursor(conn, psycopg.AsyncCursor, sql)
+        try:
+            yield cur
+        finally:
+            let_go(cur)
 
 
 def close_pools() -> None:

@@ -22,12 +22,15 @@ from langgraph.checkpoint.base import CheckpointTuple
 from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import astream
+from checkpoints.store.orm import pgwire
 from checkpoints.store.orm.pgarrays import TextArray
 from checkpoints.store.orm.pool import (
     aprepared_statements_allowed,
+    async_statement_connection,
     async_statement_cursor,
     forbid_prepared,
     prepared_statements_allowed,
+    statement_connection,
     statement_cursor,
 )
 from checkpoints.store.orm.postgres_sql import (
@@ -39,6 +42,8 @@ from checkpoints.store.orm.postgres_sql import (
     LEVEL,
     PUT,
     PUT_BATCH,
+    PUT_WRITES_KEEP,
+    PUT_WRITES_REPLACE,
     batch_params,
     page_statement,
     put_params,
@@ -65,6 +70,14 @@ class StandbyWaitTimeout(StoreUnavailable):
 # What a pooler that lost a named prepared statement answers: it was prepared on another
 # server connection (missing here, or a different one under the same name here).
 _LOST_PREPARED = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
+
+# The statements a graph step writes, sent through libpq without psycopg's cursor where
+# the connection allows (`_write`); PUT's row is the thread's key and the stamped level.
+_DIRECT = {
+    PUT: pgwire.Statement(PUT, columns=(int, bytes.decode)),
+    PUT_WRITES_KEEP: pgwire.Statement(PUT_WRITES_KEEP),
+    PUT_WRITES_REPLACE: pgwire.Statement(PUT_WRITES_REPLACE),
+}
 
 
 class PostgresStore(PostgresSpace, OrmSaver):
@@ -192,18 +205,43 @@ class PostgresStore(PostgresSpace, OrmSaver):
         return statement_cursor(self.using, sql, pooled=self.pooled)
 
     def _execute(self, cur, sql: str, params, **options) -> None:
-        """Run one statement, dropping to unnamed statements if a pooler lost a prepared one.
+        """Run one statement on ``cur`` (see `_retried`)."""
+        conn = cur.connection
+        prepare = prepared_statements_allowed(self.using, self.prepare_mode, conn)
+        self._retried(
+            conn, prepare, lambda prepare: cur.execute(sql, params, prepare=prepare, **options)
+        )
+
+    def _write(self, sql: str, params: dict):
+        """Run one of the `_DIRECT` statements; its first row, if it returns rows.
+
+        Through libpq (`pgwire`) on an idle autocommit connection; on a cursor inside a
+        caller's transaction, or for a parameter `pgwire` does not encode.
+        """
+        statement = _DIRECT[sql]
+        with statement_connection(self.using, pooled=self.pooled) as (conn, _):
+            encoded = pgwire.encode(statement, params) if pgwire.usable(conn) else None
+            if encoded is None:
+                with psycopg.Cursor(conn) as cur:
+                    self._execute(cur, sql, params)
+                    return cur.fetchone() if statement.columns else None
+            prepare = prepared_statements_allowed(self.using, self.prepare_mode, conn)
+            return self._retried(
+                conn, prepare, lambda prepare: pgwire.run(conn, statement, encoded, prepare=prepare)
+            )
+
+    def _retried(self, conn, prepare: bool, send):
+        """``send(prepare)``, dropping to unnamed statements if a pooler lost a prepared one.
 
         The error never reaches the caller raw: outside a transaction the statement runs
         again unprepared (it changed nothing); inside one the transaction is gone, so the
         caller gets a retryable StoreUnavailable.
         """
-        prepare = prepared_statements_allowed(self.using, self.prepare_mode, cur.connection)
         try:
-            self._bounded(cur, sql, params, prepare, options)
+            return self._bounded(conn, send, prepare)
         except _LOST_PREPARED as exc:
-            self._lost_prepared(cur, prepare, exc)
-            self._bounded(cur, sql, params, False, options)
+            self._lost_prepared(conn, prepare, exc)
+            return self._bounded(conn, send, False)
 
     async def _aexecute(self, cur, sql: str, params, **options) -> None:
         """`_execute` on an async cursor (no standby bound: `OrmAsync` checks it is unset)."""
@@ -211,13 +249,30 @@ class PostgresStore(PostgresSpace, OrmSaver):
         try:
             await cur.execute(sql, params, prepare=prepare, **options)
         except _LOST_PREPARED as exc:
-            self._lost_prepared(cur, prepare, exc)
+            self._lost_prepared(cur.connection, prepare, exc)
             await cur.execute(sql, params, prepare=False, **options)
 
-    def _lost_prepared(self, cur, prepare: bool, exc: Exception) -> None:
+    async def _awrite(self, sql: str, params: dict):
+        """`_write` on the async pool (no standby bound: `OrmAsync` checks it is unset)."""
+        statement = _DIRECT[sql]
+        async with async_statement_connection(self.using) as conn:
+            encoded = pgwire.encode(statement, params) if pgwire.usable(conn) else None
+            if encoded is None:
+                async with psycopg.AsyncCursor(conn) as cur:
+                    await self._aexecute(cur, sql, params)
+                    return (await cur.fetchone()) if statement.columns else None
+            prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, conn)
+            try:
+                return await pgwire.arun(conn, statement, encoded, prepare=prepare)
+            except _LOST_PREPARED as exc:
+                self._lost_prepared(conn, prepare, exc)
+                return await pgwire.arun(conn, statement, encoded, prepare=False)
+
+    def _lost_prepared(self, conn, prepare: bool, exc: Exception) -> None:
         """A pooler lost a prepared statement: return when it can run again unprepared."""
         forbid_prepared(self.using)
-        idle = cur.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        pgwire.forget_prepared(conn)
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         if not prepare or not idle:
             raise StoreUnavailable(
                 f"PostgreSQL database {self.using!r}: a connection pooler lost a prepared "
@@ -225,8 +280,8 @@ class PostgresStore(PostgresSpace, OrmSaver):
                 "statements there, retry the operation"
             ) from exc
 
-    def _bounded(self, cur, sql: str, params, prepare: bool, options: dict) -> None:
-        """Run a statement; with ``PG_STANDBY_WAIT_SECONDS`` set, wait at most that long.
+    def _bounded(self, conn, send, prepare: bool):
+        """``send(prepare)``; with ``PG_STANDBY_WAIT_SECONDS`` set, wait at most that long.
 
         PostgreSQL has no bound of its own on a commit's wait for a synchronous standby (a
         named but absent one makes it wait forever). Past the bound the wait is cancelled:
@@ -234,11 +289,9 @@ class PostgresStore(PostgresSpace, OrmSaver):
         warning. Either way the write is not acknowledged, and the error names the wait.
         """
         bound = setting("PG_STANDBY_WAIT_SECONDS")
-        conn = cur.connection
         if not bound or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             # Inside a transaction the wait comes at its COMMIT, which its owner runs.
-            cur.execute(sql, params, prepare=prepare, **options)
-            return
+            return send(prepare)
         warnings: list[str] = []
 
         def on_notice(diagnostic) -> None:
@@ -248,7 +301,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
         timer = threading.Timer(float(bound), conn.cancel_safe)
         timer.start()
         try:
-            cur.execute(sql, params, prepare=prepare, **options)
+            result = send(prepare)
         except psycopg.errors.QueryCanceled as exc:
             timer.cancel()
             timer.join()
@@ -265,6 +318,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
                 f"{self._waited(conn, bound)} to confirm the commit: it is written on the "
                 "primary only and was not acknowledged"
             )
+        return result
 
     def _waited(self, conn, bound) -> str:
         with psycopg.Cursor(conn) as cur:
@@ -277,29 +331,23 @@ class PostgresStore(PostgresSpace, OrmSaver):
 
     def _put_row(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
         """Write the checkpoint; the thread's key and the durability level it was stamped."""
-        with self._raw_cursor(PUT) as cur:
-            self._execute(cur, PUT, put_params(row, blobs))
-            thread_pk, level = cur.fetchone()
-            return thread_pk, level
+        thread_pk, level = self._write(PUT, put_params(row, blobs))
+        return thread_pk, level
 
     async def _aput_row(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
-        async with async_statement_cursor(self.using, PUT) as cur:
-            await self._aexecute(cur, PUT, put_params(row, blobs))
-            thread_pk, level = await cur.fetchone()
-            return thread_pk, level
+        thread_pk, level = await self._awrite(PUT, put_params(row, blobs))
+        return thread_pk, level
 
     def _put_write_rows(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
         """One statement: the writes, and the thread's row if it has none yet."""
         sql, params = writes_statement(
             thread_id, ns, checkpoint_id, task_id, task_path, rows, special
         )
-        with self._raw_cursor(sql) as cur:
-            self._execute(cur, sql, params)
+        self._write(sql, params)
 
     async def _aput_write_rows(self, *args) -> None:
         sql, params = writes_statement(*args)
-        async with async_statement_cursor(self.using, sql) as cur:
-            await self._aexecute(cur, sql, params)
+        await self._awrite(sql, params)
 
     def _get_rows(self, params: dict) -> list[tuple]:
         sql = GET_BY_ID if params["checkpoint_id"] else GET_LATEST

@@ -181,9 +181,13 @@ def test_asyncio_run_returns_while_the_pool_is_still_opening_a_connection(tmp_pa
 
 @pytest.fixture
 def sent(pg, monkeypatch) -> list[str]:
-    """The statements the saver sends on its own cursors (sync and async), in order."""
+    """The statements the saver sends (sync and async, on its cursors and through
+    `pgwire`), in order."""
+    from checkpoints.store.orm import pgwire
+
     seen: list[str] = []
     execute, aexecute = pg._execute, pg._aexecute
+    run, arun = pgwire.run, pgwire.arun
 
     def counted(cur, sql, params, **options):
         seen.append(sql)
@@ -193,8 +197,18 @@ def sent(pg, monkeypatch) -> list[str]:
         seen.append(sql)
         return await aexecute(cur, sql, params, **options)
 
+    def direct(conn, statement, encoded, **options):
+        seen.append(statement.sql)
+        return run(conn, statement, encoded, **options)
+
+    async def adirect(conn, statement, encoded, **options):
+        seen.append(statement.sql)
+        return await arun(conn, statement, encoded, **options)
+
     monkeypatch.setattr(pg, "_execute", counted)
     monkeypatch.setattr(pg, "_aexecute", acounted)
+    monkeypatch.setattr(pgwire, "run", direct)
+    monkeypatch.setattr(pgwire, "arun", adirect)
     return seen
 
 

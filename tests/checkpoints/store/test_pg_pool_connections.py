@@ -129,10 +129,12 @@ def test_the_pools_hand_out_the_connection_used_last(pg):
 
 
 def test_a_pooled_connection_keeps_a_cursor_per_statement_and_no_result_between(pg):
-    """Calls in turn reuse the cursor their statement ran on before (its transformer and
-    dumpers kept), and an idle connection holds nothing a statement returned: a read of a
-    large value leaves no copy of it behind in the pool."""
+    """Reads in turn reuse the cursor their statement ran on before (its transformer and
+    loaders kept); the put and the writes take none (`pgwire`); and an idle connection
+    holds nothing a statement returned: a read of a large value leaves no copy of it
+    behind in the pool."""
     from checkpoints.store.orm.pool import _async_pool_for, _pool_for
+    from checkpoints.store.orm.postgres_sql import GET_BY_ID, PUT
 
     big = "x" * 200_000
     head = put_chain(pg, "kept", {"doc": big})
@@ -149,8 +151,9 @@ def test_a_pooled_connection_keeps_a_cursor_per_statement_and_no_result_between(
     pool = _pool_for(pg.using)
     with pool.connection() as conn:
         kept = dict(conn._checkpoints_cursors)
-        # The put, the writes and the read: a cursor each, none holding its result.
-        assert len(kept) >= 3
+        # The read's cursor, holding no result; the put and the writes ran without one.
+        assert GET_BY_ID in kept and PUT not in kept
+        assert not any("checkpoints_pendingwrite (" in sql for sql in kept)
         assert results_held(conn) == []
     # Again: the same cursors, and still no result held once each call has returned.
     pg.put_writes(head, [("doc", "y")], "task-2")

@@ -175,13 +175,15 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
     assert forced.prepare_mode == "on"
     checkpoint = empty_checkpoint()
     forced.put({"configurable": {"thread_id": "clash", "checkpoint_ns": ""}}, checkpoint, {}, {})
+    # The read goes through psycopg's cursor (the put does not: pgwire names its own).
+    assert forced.get_tuple({"configurable": {"thread_id": "clash"}}) is not None
     url = bounced_url(pgbouncer_port)
     params = {"thread_id": "clash", "ns": "", "checkpoint_id": None}
     with (
         psycopg.connect(url, autocommit=True) as second,
         psycopg.connect(url, autocommit=True) as third,
     ):
-        # Every client names its first prepared statement _pg3_0; the saver's put prepared
+        # Every client names its first prepared statement _pg3_0; the saver's read prepared
         # one on the server connection PgBouncer now hands to the next client in turn.
         with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
             second.execute("SELECT %s::text", ["x"], prepare=True)
@@ -212,6 +214,7 @@ def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
     forced = get_saver("postgres", using="pgb")
     checkpoint = empty_checkpoint()
     forced.put({"configurable": {"thread_id": "aclash", "checkpoint_ns": ""}}, checkpoint, {}, {})
+    assert forced.get_tuple({"configurable": {"thread_id": "aclash"}}) is not None  # _pg3_0
     url = bounced_url(pgbouncer_port)
     params = {"thread_id": "aclash", "ns": "", "checkpoint_id": None}
 
@@ -231,4 +234,53 @@ def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
         assert not prepared_statements_allowed("pgb", "on", second)
         assert again.checkpoint["id"] == checkpoint["id"]
         second.execute("DEALLOCATE ALL")
+    close_pools()
+
+
+@pytest.mark.parametrize("lost", ["taken", "gone"])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_put_rides_out_its_own_prepared_statement_the_pooler_lost(
+    bounced, pgbouncer_port, settings, lost, flavour
+):
+    """The put and the writes prepare under names of their own (`pgwire`), so the clash
+    there takes other shapes: the server connection PgBouncer hands over already holds the
+    name ("taken": another client prepared it), or no longer holds what this client
+    prepared ("gone": DEALLOCATE ALL ran there). Either way the call lands, unprepared,
+    and the process stops preparing behind this pooler."""
+    import psycopg
+
+    from checkpoints.store.orm.pool import close_pools
+
+    close_pools()
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}
+    forced = get_saver("postgres", using="pgb")
+    thread = f"own-{lost}-{flavour}"
+
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+    def lose_it() -> None:
+        if lost == "taken":
+            close_pools()  # new client connections, which prepared nothing yet
+        else:
+            with psycopg.connect(bounced_url(pgbouncer_port), autocommit=True) as other:
+                other.execute("DEALLOCATE ALL")
+
+    def both() -> dict:
+        forced.put(config, empty_checkpoint(), {"step": 1}, {})
+        assert prepared_statements_allowed("pgb", "on", None)
+        lose_it()
+        return forced.put(config, empty_checkpoint(), {"step": 2}, {})
+
+    async def aboth() -> dict:
+        await forced.aput(config, empty_checkpoint(), {"step": 1}, {})
+        assert prepared_statements_allowed("pgb", "on", None)
+        lose_it()  # on this loop: its pool's connection is the one that must notice
+        return await forced.aput(config, empty_checkpoint(), {"step": 2}, {})
+
+    landed = both() if flavour == "sync" else asyncio.run(aboth())
+    assert not prepared_statements_allowed("pgb", "on", None)
+    stored = forced.get_tuple(landed)
+    assert stored is not None and stored.metadata["step"] == 2
+    with psycopg.connect(bounced_url(pgbouncer_port), autocommit=True) as other:
+        other.execute("DEALLOCATE ALL")
     close_pools()

@@ -1,0 +1,213 @@
+"""The put and the writes go to PostgreSQL through libpq without psycopg's cursor
+(`checkpoints.store.orm.pgwire`). What the server receives must be what psycopg's cursor
+would have sent, a failure must be psycopg's own exception, and whatever it does not
+encode goes to the cursor instead."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+
+import psycopg
+import pytest
+from django.db import connections
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.base import empty_checkpoint
+from psycopg.types.json import Jsonb
+
+from checkpoints.store.orm import pgwire
+from checkpoints.store.orm.pgarrays import ByteaArray, Int4Array, TextArray
+from checkpoints.store.orm.pool import _conninfo
+from tests.store_helpers import config_for, make_saver
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True, databases=["default", "pg"]),
+]
+
+# Every type the store's statements carry, each rendered back as text by the server (and
+# a parameter used twice, as PUT's ``now`` is).
+ECHO = pgwire.Statement(
+    "SELECT %(s)s::text, %(n)s::int8::text, %(b)s::bytea::text, %(j)s::jsonb::text, "
+    "%(t)s::timestamptz::text, %(ta)s::text[]::text, %(ba)s::bytea[]::text, "
+    "%(ia)s::int4[]::text, %(none)s::text, (%(t)s::timestamptz = %(t)s::timestamptz)::text",
+    columns=(bytes.decode,) * 10,
+)
+
+
+@pytest.fixture
+def conn():
+    with psycopg.connect(_conninfo(connections["pg"].settings_dict), autocommit=True) as conn:
+        yield conn
+
+
+def through_both(conn, params: dict, prepare: bool) -> tuple[tuple, tuple]:
+    encoded = pgwire.encode(ECHO, params)
+    assert encoded is not None
+    direct = pgwire.run(conn, ECHO, encoded, prepare=prepare)
+    plain = dict(params, ta=list(params["ta"]), ba=list(params["ba"]), ia=list(params["ia"]))
+    with conn.cursor() as cur:
+        cur.execute(ECHO.sql, plain, prepare=prepare)
+        cursor = tuple(None if v is None else str(v) for v in cur.fetchone())
+    return direct, cursor
+
+
+texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    s=texts,
+    n=st.integers(-(2**63), 2**63 - 1),
+    b=st.binary(max_size=300),
+    j=st.recursive(
+        st.none() | st.booleans() | st.integers(-(10**12), 10**12) | texts,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+        max_leaves=8,
+    ),
+    t=st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
+    ),
+    ta=st.lists(texts | st.none(), max_size=4),
+    ba=st.lists(st.binary(max_size=40) | st.none(), max_size=4),
+    ia=st.lists(st.integers(-(2**31), 2**31 - 1), max_size=4),
+    prepare=st.booleans(),
+)
+def test_the_server_receives_what_the_cursor_would_send(conn, s, n, b, j, t, ta, ba, ia, prepare):
+    params = dict(
+        s=s,
+        n=n,
+        b=b,
+        j=Jsonb(j),
+        t=t,
+        ta=TextArray(ta),
+        ba=ByteaArray(ba),
+        ia=Int4Array(ia),
+        none=None,
+    )
+    direct, cursor = through_both(conn, params, prepare)
+    assert direct == cursor
+    assert direct[-1] == "true"
+
+
+def test_a_statement_is_prepared_once_per_connection_under_its_own_name(conn):
+    params = dict(
+        s="x",
+        n=1,
+        b=b"",
+        j=Jsonb({}),
+        t=datetime.now(UTC),
+        ta=TextArray(),
+        ba=ByteaArray(),
+        ia=Int4Array(),
+        none=None,
+    )
+    for _ in range(3):
+        pgwire.run(conn, ECHO, pgwire.encode(ECHO, params), prepare=True)
+    names = [row[0] for row in conn.execute("SELECT name FROM pg_prepared_statements").fetchall()]
+    assert names == [ECHO.name.decode()]
+    assert not names[0].startswith("_pg3_")
+    pgwire.forget_prepared(conn)
+    # Forgotten here but held by the server: preparing again is refused, as a pooler's
+    # clash would be, with psycopg's own exception.
+    with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+        pgwire.run(conn, ECHO, pgwire.encode(ECHO, params), prepare=True)
+    assert pgwire.usable(conn)
+
+
+def test_a_nul_in_text_is_refused_as_the_cursor_refuses_it(conn):
+    statement = pgwire.Statement("SELECT %(s)s::text")
+    with pytest.raises(psycopg.DataError) as direct:
+        pgwire.run(conn, statement, pgwire.encode(statement, {"s": "a\x00b"}), prepare=False)
+    with pytest.raises(psycopg.DataError) as cursor:
+        conn.execute(statement.sql, {"s": "a\x00b"})
+    assert str(direct.value) == str(cursor.value)
+    # In an array the NUL reaches the server, which refuses it on both paths alike.
+    statement = pgwire.Statement("SELECT %(a)s::text[]")
+    with pytest.raises(psycopg.Error) as direct:
+        pgwire.run(
+            conn, statement, pgwire.encode(statement, {"a": TextArray(["a\x00"])}), prepare=False
+        )
+    with pytest.raises(psycopg.Error) as cursor:
+        conn.execute(statement.sql, {"a": TextArray(["a\x00"])})
+    assert type(direct.value) is type(cursor.value)
+    assert pgwire.usable(conn)
+
+
+def test_a_failing_statement_raises_psycopgs_exception_and_leaves_the_connection_idle(conn):
+    statement = pgwire.Statement("SELECT 1 / %(z)s::int", columns=(int,))
+    for prepare in (False, True):
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            pgwire.run(conn, statement, pgwire.encode(statement, {"z": 0}), prepare=prepare)
+        assert pgwire.usable(conn)
+        assert pgwire.run(conn, statement, pgwire.encode(statement, {"z": 1}), prepare=prepare) == (
+            1,
+        )
+
+
+def test_async_runs_the_same(conn):
+    params = dict(
+        s="é",
+        n=-5,
+        b=b"\x00\x01",
+        j=Jsonb({"a": [1, None]}),
+        t=datetime.now(UTC),
+        ta=TextArray(["x", None]),
+        ba=ByteaArray([b"\xff"]),
+        ia=Int4Array([3]),
+        none=None,
+    )
+    expected, _ = through_both(conn, params, prepare=False)
+
+    async def run() -> list:
+        info = _conninfo(connections["pg"].settings_dict)
+        async with await psycopg.AsyncConnection.connect(info, autocommit=True) as aconn:
+            encoded = pgwire.encode(ECHO, params)
+            return [await pgwire.arun(aconn, ECHO, encoded, prepare=p) for p in (True, True, False)]
+
+    assert asyncio.run(run()) == [expected] * 3
+
+
+class TaskId(str):
+    """A str subclass, as a caller's own id type may be."""
+
+
+@pytest.mark.parametrize(
+    "value", [1.5, True, datetime(2026, 1, 1), TaskId("x"), Decimal("1"), [1], bytearray(b"x")]
+)
+def test_a_type_it_does_not_encode_is_left_to_the_cursor(value):
+    assert pgwire.encode(pgwire.Statement("SELECT %(v)s"), {"v": value}) is None
+
+
+def test_a_connection_in_a_transaction_is_not_used(conn):
+    assert pgwire.usable(conn)
+    with conn.transaction():
+        assert not pgwire.usable(conn)
+    conn.autocommit = False
+    assert not pgwire.usable(conn)
+
+
+def test_the_store_writes_through_it_and_falls_back_to_the_cursor_alike(request, monkeypatch):
+    saver = make_saver(request, "postgres")
+    direct: list[str] = []
+    run = pgwire.run
+
+    def counted(conn, statement, encoded, **options):
+        direct.append(statement.sql)
+        return run(conn, statement, encoded, **options)
+
+    monkeypatch.setattr(pgwire, "run", counted)
+    config = saver.put(config_for("pgwire-fallback", None, ns=""), empty_checkpoint(), {}, {})
+    saver.put_writes(config, [("b", 2)], "task-plain", "path")
+    assert len(direct) == 2
+    # Not a plain str: pgwire leaves these writes to the cursor; the rows are the same.
+    saver.put_writes(config, [("a", 1)], TaskId("task-sub"), TaskId("path"))
+    assert len(direct) == 2
+    stored = saver.get_tuple(config).pending_writes
+    assert sorted(stored) == [("task-plain", "b", 2), ("task-sub", "a", 1)]
