@@ -2,13 +2,14 @@
 
 psycopg's cursor is general: each ``execute`` builds a query object, looks a dumper up
 for each parameter, consults its prepared-statement cache and walks its result machinery:
-~15 us of CPU a statement beside a round trip of ~30 (`bench.per_call postgres`, a put
-233 -> 215 us, the writes 179 -> 163). A put and the writes run once each per graph step,
-so here each is converted to libpq's ``$n`` form once, its parameters are encoded by
-their type, and it goes out with `PGconn.send_query_prepared` (or unnamed where named
-statements are not allowed), waited on with psycopg's own generator; a failure raises
-psycopg's own exception for it. A connection in a transaction, or not speaking UTF-8, or
-a parameter of a type not encoded here, takes the cursor instead (`encode` says so).
+~15-25 us of CPU a statement beside a round trip of ~30 (`bench.per_call postgres`: a
+put 235-240 -> 194-217 us, the writes 172-182 -> 144-161; bench/README). A put and the
+writes run once each per graph step, so here each is converted to libpq's ``$n`` form
+once, its parameters are encoded by their type, and it goes out with
+`PGconn.send_query_prepared` (or unnamed where named statements are not allowed), waited
+on with psycopg's own generator; a failure raises psycopg's own exception for it. A
+connection in a transaction, or not speaking UTF-8, or a parameter of a type not encoded
+here, takes the cursor instead (`encode` says so).
 """
 
 from __future__ import annotations
