@@ -84,10 +84,6 @@ def _text(value: str) -> bytes:
     return value.encode()
 
 
-def _utf8(value: str) -> bytes:
-    return value.encode()
-
-
 def encode(statement: Statement, params: dict) -> tuple[list, list] | None:
     """The parameter values and formats, or None if one is of a type not encoded here."""
     values: list = []
@@ -109,7 +105,7 @@ def encode(statement: Statement, params: dict) -> tuple[list, list] | None:
             formats.append(0)
         elif kind is TextArray:
             # Binary arrays carry lengths: a NUL reaches the server, which refuses it.
-            values.append(pack_array(value, TEXT_OID, _utf8))
+            values.append(pack_array(value, TEXT_OID, str.encode))
             formats.append(1)
         elif kind is ByteaArray:
             values.append(pack_array(value, BYTEA_OID, bytes))

@@ -245,12 +245,11 @@ class PostgresStore(PostgresSpace, OrmSaver):
 
     async def _aexecute(self, cur, sql: str, params, **options) -> None:
         """`_execute` on an async cursor (no standby bound: `OrmAsync` checks it is unset)."""
-        prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, cur.connection)
-        try:
-            await cur.execute(sql, params, prepare=prepare, **options)
-        except _LOST_PREPARED as exc:
-            self._lost_prepared(cur.connection, prepare, exc)
-            await cur.execute(sql, params, prepare=False, **options)
+        conn = cur.connection
+        prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, conn)
+        await self._aretried(
+            conn, prepare, lambda prepare: cur.execute(sql, params, prepare=prepare, **options)
+        )
 
     async def _awrite(self, sql: str, params: dict):
         """`_write` on the async pool (no standby bound: `OrmAsync` checks it is unset)."""
@@ -262,11 +261,17 @@ class PostgresStore(PostgresSpace, OrmSaver):
                     await self._aexecute(cur, sql, params)
                     return (await cur.fetchone()) if statement.columns else None
             prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, conn)
-            try:
-                return await pgwire.arun(conn, statement, encoded, prepare=prepare)
-            except _LOST_PREPARED as exc:
-                self._lost_prepared(conn, prepare, exc)
-                return await pgwire.arun(conn, statement, encoded, prepare=False)
+            return await self._aretried(
+                conn, prepare, lambda again: pgwire.arun(conn, statement, encoded, prepare=again)
+            )
+
+    async def _aretried(self, conn, prepare: bool, send):
+        """`_retried` for a coroutine ``send`` (no standby bound on the async path)."""
+        try:
+            return await send(prepare)
+        except _LOST_PREPARED as exc:
+            self._lost_prepared(conn, prepare, exc)
+            return await send(False)
 
     def _lost_prepared(self, conn, prepare: bool, exc: Exception) -> None:
         """A pooler lost a prepared statement: return when it can run again unprepared."""
