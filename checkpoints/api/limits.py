@@ -16,6 +16,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.parsers import JSONParser
 
 from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.lockout import limit_token_guessing
 
 MAX_JSON_DEPTH = 64
 
@@ -100,6 +101,10 @@ class BoundedJSONParser(JSONParser):
 class StrictTokenAuthentication(TokenAuthentication):
     """Token auth that refuses control characters before the key reaches the database
     (PostgreSQL rejects a NUL in a query parameter with an error, not a miss)."""
+
+    @limit_token_guessing
+    def authenticate(self, request):
+        return super().authenticate(request)
 
     def authenticate_credentials(self, key):
         if not key.isprintable() or not key.isascii():

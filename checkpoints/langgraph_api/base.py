@@ -8,6 +8,7 @@ from rest_framework.authentication import SessionAuthentication
 from checkpoints.api.base import StoreAPIView
 from checkpoints.api.errors import exception_handler as store_exception_handler
 from checkpoints.api.limits import StrictTokenAuthentication
+from checkpoints.lockout import limit_token_guessing
 
 # The Platform answers a malformed body with 422; the store's own 400s mean the same here.
 INPUT_STATUS = {400: 422}
@@ -16,6 +17,7 @@ INPUT_STATUS = {400: 422}
 class ApiKeyAuthentication(StrictTokenAuthentication):
     """The SDK sends its key as ``x-api-key``: here it is a DRF token."""
 
+    @limit_token_guessing
     def authenticate(self, request):
         key = request.META.get("HTTP_X_API_KEY")
         if key is None:
