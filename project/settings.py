@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+from datetime import timedelta
 from pathlib import Path
 
 import django
@@ -37,6 +40,16 @@ if not DEBUG:
             "DJANGO_ALLOWED_HOSTS must name the host names this service answers to "
             "(comma-separated, e.g. checkpoints.example.com) when DJANGO_DEBUG=0"
         )
+
+
+def _env_count(name: str, default: int) -> int:
+    """The variable as a whole number of 1 or more; ImproperlyConfigured names it otherwise."""
+    raw = os.environ.get(name, "").strip() or str(default)
+    if not raw.isdigit() or int(raw) < 1:
+        raise ImproperlyConfigured(f"{name} must be a whole number of 1 or more, not {raw!r}")
+    return int(raw)
+
+
 CSRF_TRUSTED_ORIGINS = [
     o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
@@ -58,6 +71,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "rest_framework",
     "rest_framework.authtoken",
     "django_prometheus",
@@ -85,6 +99,8 @@ MIDDLEWARE = [
     else "csp.middleware.CSPMiddleware",
     "django_structlog.middlewares.RequestMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # The admin, the console and Swagger UI run no inline script and load nothing from elsewhere;
@@ -153,6 +169,26 @@ CACHES = {
     }
 }
 
+# Sign-in lockout (django-axes): after CHECKPOINTS_LOGIN_FAILURE_LIMIT wrong passwords for one
+# user name from one address, that pair is refused (429, the right password too) for
+# CHECKPOINTS_LOGIN_COOLOFF_MINUTES, and every further try restarts the wait. Keyed on the pair
+# so a guesser locks out only their own address: the operator still signs in from theirs.
+# Each failure is an Access attempt / Access failure in the admin; `manage.py axes_reset`
+# (or axes_reset_username NAME, axes_reset_ip ADDRESS) lifts locks early.
+AUTHENTICATION_BACKENDS = [
+    "project.auth.LoginLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _env_count("CHECKPOINTS_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=_env_count("CHECKPOINTS_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_LOCKOUT_CALLABLE = "project.auth.lockout_response"
+# The address the server gives (REMOTE_ADDR), as the audit trail and the token limit read it;
+# behind a proxy the server rewrites it from X-Forwarded-For only for FORWARDED_ALLOW_IPS.
+AXES_CLIENT_IP_CALLABLE = "checkpoints.audit.client_address"
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -165,13 +201,14 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns of a missing one before collectstatic
-# WhiteNoise serves STATIC_ROOT; in production with hashed, compressed names (collectstatic).
+# WhiteNoise serves STATIC_ROOT; in production with hashed, compressed names (collectstatic),
+# the manifest of those names kept out of STATIC_ROOT (project.storage).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
         if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        else "project.storage.ManifestOutsideStaticRoot"
     },
 }
 LOGIN_URL = "/admin/login/"
@@ -231,26 +268,67 @@ CHECKPOINTS = {
     ),
 }
 
+
+def _env_rate(name: str, default: str) -> str | None:
+    """A throttle rate such as "30/min"; None for off; ImproperlyConfigured names a bad one."""
+    rate = os.environ.get(name, default).strip()
+    if rate.lower() in ("off", "none", ""):
+        return None
+    if not re.fullmatch(r"[1-9][0-9]*/[smhd][a-z]*", rate):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate such as 30/min (a count per s, min, hour or day) "
+            f"or off, not {rate!r}"
+        )
+    return rate
+
+
 # Only the defaults for views of the service's own; the store's API views carry their own
 # authentication, pagination, exception handler and schema class (a host project sets none).
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        # The store's token class (the schema view uses these): no NUL reaches the database,
+        # and failed keys count against the caller's address (checkpoints.lockout).
+        "checkpoints.api.limits.StrictTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # Per caller, for the API's destructive calls (checkpoints.api.throttles); "off" lifts one.
+    # Per caller, for the API's destructive calls (checkpoints.api.throttles), and failed token /
+    # x-api-key authentications per client address (checkpoints.lockout); "off" lifts one.
     "DEFAULT_THROTTLE_RATES": {
-        scope: (None if rate.strip().lower() in ("off", "none", "") else rate.strip())
-        for scope, rate in {
-            "checkpoints.sweep": os.environ.get("CHECKPOINTS_THROTTLE_SWEEP", "6/min"),
-            "checkpoints.rollback": os.environ.get("CHECKPOINTS_THROTTLE_ROLLBACK", "30/min"),
-            "checkpoints.fork": os.environ.get("CHECKPOINTS_THROTTLE_FORK", "30/min"),
-            "checkpoints.bulk_update": os.environ.get("CHECKPOINTS_THROTTLE_BULK_UPDATE", "30/min"),
-            "checkpoints.delete": os.environ.get("CHECKPOINTS_THROTTLE_DELETE", "60/min"),
-        }.items()
+        "checkpoints.sweep": _env_rate("CHECKPOINTS_THROTTLE_SWEEP", "6/min"),
+        "checkpoints.rollback": _env_rate("CHECKPOINTS_THROTTLE_ROLLBACK", "30/min"),
+        "checkpoints.fork": _env_rate("CHECKPOINTS_THROTTLE_FORK", "30/min"),
+        "checkpoints.bulk_update": _env_rate("CHECKPOINTS_THROTTLE_BULK_UPDATE", "30/min"),
+        "checkpoints.delete": _env_rate("CHECKPOINTS_THROTTLE_DELETE", "60/min"),
+        "checkpoints.token_failures": _env_rate("CHECKPOINTS_THROTTLE_TOKEN_FAILURES", "30/min"),
     },
 }
+
+
+def _env_networks(name: str, default: str) -> list[str] | None:
+    """Comma-separated addresses or networks; None for "*" (any address)."""
+    text = os.environ.get(name, default).strip()
+    if text == "*":
+        return None
+    networks = [item.strip() for item in text.split(",") if item.strip()]
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {network!r} is not an address or network (e.g. 10.0.0.5, "
+                "10.0.0.0/8, ::1), nor * for any address"
+            ) from None
+    return networks
+
+
+# /metrics (project.metrics): served to the addresses in CHECKPOINTS_METRICS_ALLOW, and with
+# CHECKPOINTS_METRICS_TOKEN set, only to a scrape sending "Authorization: Bearer <token>".
+# The default allows loopback only, or any address once a token is set.
+METRICS_TOKEN = os.environ.get("CHECKPOINTS_METRICS_TOKEN", "").strip()
+METRICS_ALLOW = _env_networks(
+    "CHECKPOINTS_METRICS_ALLOW", "*" if METRICS_TOKEN else "127.0.0.1,::1"
+)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL)
@@ -304,6 +382,8 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # django-axes announces itself at every start; its sign-in failures are warnings.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }
 structlog.configure(
     processors=[*_LOG_CHAIN, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from checkpoints.health import HealthView, service_checks
+from project.metrics import metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -18,7 +19,8 @@ urlpatterns = [
     path("", include("checkpoints.urls")),
     # LangGraph Platform's threads API, for langgraph-sdk's client.
     path("langgraph/", include("checkpoints.langgraph_api.urls")),
-    path("", include("django_prometheus.urls")),
+    # Prometheus's scrape, for the addresses and token the settings name (project.metrics).
+    path("metrics", metrics, name="prometheus-django-metrics"),
 ]
 
 handler404 = "checkpoints.api.errors.not_found"

@@ -13,9 +13,14 @@ export DJANGO_DEBUG="${DJANGO_DEBUG:-0}"
 "$venv/bin/python" manage.py migrate --no-input --verbosity 0
 "$venv/bin/python" manage.py collectstatic --no-input --verbosity 0
 # Request lines come from django-structlog as JSON; gunicorn's own access log would repeat them.
+# Only a proxy named in FORWARDED_ALLOW_IPS (addresses or networks, comma-separated) may say who
+# the client is with X-Forwarded-For / X-Forwarded-Proto. None by default: a client's own header
+# must not choose the address that sign-in lockouts, token limits and /metrics go by. Behind a
+# proxy on this host set FORWARDED_ALLOW_IPS=127.0.0.1, else every client has the proxy's.
 exec "$venv/bin/gunicorn" project.asgi:application \
   --worker-class uvicorn_worker.UvicornWorker \
   --bind "127.0.0.1:${PORT:-8000}" \
+  --forwarded-allow-ips "${FORWARDED_ALLOW_IPS:-}" \
   --workers "${WEB_CONCURRENCY:-2}" \
   --timeout "${GUNICORN_TIMEOUT:-60}" \
   --graceful-timeout 30

@@ -1,0 +1,43 @@
+"""The admin sign-in's lockout (django-axes): its backend and the page a locked sign-in gets."""
+
+from __future__ import annotations
+
+from axes.backends import AxesStandaloneBackend
+from axes.helpers import get_client_username, get_cool_off, get_failure_limit
+from django.conf import settings
+from django.contrib import admin
+from django.template.response import TemplateResponse
+
+
+class LoginLockoutBackend(AxesStandaloneBackend):
+    """Refuse a locked-out user name and address; a call without a request is let through.
+
+    Every sign-in over HTTP passes its request (the admin's form does); a call without one
+    (``Client.login``, a management command) has no address to lock and no caller to guess.
+    """
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if request is None:
+            return None
+        return super().authenticate(request, username, password, **kwargs)
+
+
+def lockout_response(request, original_response=None, credentials=None):
+    """AXES_LOCKOUT_CALLABLE: a page that says why and for how long, 429 with Retry-After."""
+    if not isinstance(credentials, dict):
+        # Axes's async middleware passes the credentials where the response belongs.
+        credentials = original_response if isinstance(original_response, dict) else None
+    cool_off = get_cool_off(request)
+    seconds = int(cool_off.total_seconds()) if cool_off else 0
+    context = {
+        **admin.site.each_context(request),
+        "username": get_client_username(request, credentials) or "",
+        "failure_limit": get_failure_limit(request, credentials),
+        "cooloff_minutes": seconds // 60,
+    }
+    response = TemplateResponse(
+        request, "admin/locked_out.html", context, status=settings.AXES_HTTP_RESPONSE_CODE
+    )
+    if seconds:
+        response["Retry-After"] = str(seconds)
+    return response.render()
