@@ -132,15 +132,27 @@ class ThreadInfo:
     @classmethod
     def from_saver(cls, saver: StoreSaver, thread_id: str) -> ThreadInfo:
         from checkpoints.channels import ERROR, INTERRUPT, RESUME
+        from checkpoints.errors import CheckpointCodecError, CheckpointEncryptionError
+        from checkpoints.store.projection import values_unread
 
         retention = saver.thread_retention(thread_id)
         mark = saver.finished_mark(thread_id)
-        head = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        unreadable = ""
+        try:
+            # Only the head's writes are wanted: its values stay undecoded (a list reads
+            # every thread's head; one thread's unreadable bytes must not fail the list).
+            with values_unread():
+                head = saver.get_tuple(
+                    {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+                )
+        except (CheckpointCodecError, CheckpointEncryptionError) as exc:
+            head, unreadable = None, exc.message
         channels = {channel for _task, channel, _value in (head.pending_writes if head else ())}
         return cls(
             has_interrupt=INTERRUPT in channels,
             has_resume=RESUME in channels,
-            has_error=ERROR in channels,
+            has_error=ERROR in channels or bool(unreadable),
+            error=unreadable,
             idle_swept=saver.supports_idle_sweep,
             thread_id=thread_id,
             last_write_at=saver.last_writes([thread_id]).get(thread_id),
@@ -447,6 +459,25 @@ def thread_get(*, saver: StoreSaver, user, thread_id: str) -> ThreadInfo:
     if not user.is_staff or saver.get_tuple(root) is None:
         raise not_found(thread_id)
     return with_claims([ThreadInfo.from_saver(saver, thread_id)], saver.provider)[0]
+
+
+def threads_named(*, saver: StoreSaver, user, thread_ids: Sequence[str]) -> list[ThreadInfo]:
+    """The threads of ``thread_ids`` that ``user`` may see, in the order named, the others
+    left out: one query (one round trip on Redis), not one per id."""
+    wanted = list(dict.fromkeys(str(t) for t in thread_ids))
+    if not wanted:
+        return []
+    if owners_in_tables(saver):
+        found = {
+            row.thread_id: ThreadInfo.from_row(row)
+            for row in visible_rows(user, saver).filter(thread_id__in=wanted)
+        }
+    elif user.is_staff:
+        written = saver.last_writes(wanted)
+        found = {t: ThreadInfo.from_saver(saver, t) for t in wanted if t in written}
+    else:
+        return []
+    return with_claims([found[t] for t in wanted if t in found], saver.provider)
 
 
 def history(

@@ -18,8 +18,10 @@ from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.api.pagination import StrictLimitOffsetPagination
 from checkpoints.api.throttles import DestructiveRateThrottle
 from checkpoints.codec.compression import reading_response
+from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.selectors import ThreadInfo, thread_get
 from checkpoints.store.contract import StoreSaver
+from checkpoints.store.planning import check_key
 from checkpoints.store.planning import check_thread_id as store_check_thread_id
 from checkpoints.store.registry import get_saver
 
@@ -112,3 +114,44 @@ class StoreAPIView(GenericAPIView):
 def check_thread_id(thread_id: str, field: str = "thread_id") -> str:
     """The store's own rule, so every thread a graph can write is reachable here."""
     return store_check_thread_id(thread_id, field=field)
+
+
+# Metadata keys the service writes itself and reads back as facts: the owner a thread is
+# imported with (``user_id``), the durability stamp, what a rollback, a fork or a bulk update
+# records. An HTTP client's metadata never holds them; LangGraph's own keys (run_id, step,
+# source, parents, writes, thread_id...) are a graph's data and pass.
+STORE_METADATA_KEYS = ("user_id", "_durability", "rollback", "forked_from", "written_by")
+
+
+def client_metadata(value, field: str = "metadata") -> dict:
+    """Metadata an HTTP client sends, checked: an object whose keys are none of
+    `STORE_METADATA_KEYS` and whose keys and strings, at any depth, are text every store
+    and every JSON answer can hold (no NUL, no lone surrogate); InvalidCheckpointInput
+    naming the key otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidCheckpointInput(f"{field} must be an object", field=field)
+    for key in value:
+        # A NUL is stripped from keys by some stores: "user_id\x00" would land as user_id.
+        if isinstance(key, str) and key.replace("\x00", "") in STORE_METADATA_KEYS:
+            raise InvalidCheckpointInput(
+                f"{field} key {key!r} is the service's own and is not taken from clients "
+                f"(reserved: {', '.join(STORE_METADATA_KEYS)}); a thread's owner is the "
+                "user who made it",
+                field=f"{field}.{key.replace(chr(0), '')}",
+            )
+    # Walked without recursion (the body parser bounds the depth); paths quote keys with
+    # repr, so a refused key shows escaped, never raw in the answer.
+    pending: list[tuple[str, object]] = [(field, value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            check_key(item, path)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                check_key(key, f"{path} key {key!r}")
+                pending.append((f"{path}[{key!r}]", child))
+        elif isinstance(item, list):
+            pending.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+    return value

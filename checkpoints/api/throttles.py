@@ -13,10 +13,20 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
 
 class DestructiveRateThrottle(ScopedRateThrottle):
-    """Per user (else per address) and scope; reads pass."""
+    """Per user (else per address) and scope; reads pass.
+
+    A view with several methods names a scope per method in ``throttle_scopes``
+    ({"DELETE": "checkpoints.delete"}); one that acts on many threads at once says how many
+    requests of its scope a call counts as in ``throttle_cost(request)`` (at most the
+    whole rate, so a call the rate allows alone is never refused forever).
+    """
 
     def allow_request(self, request, view):
-        self.scope = getattr(view, self.scope_attr, None)
+        scopes = getattr(view, "throttle_scopes", None)
+        if scopes is not None:
+            self.scope = scopes.get(request.method)
+        else:
+            self.scope = getattr(view, self.scope_attr, None)
         if not self.scope or request.method in SAFE_METHODS:
             return True
         # Read now, not at import: tests and hosts change the rates with override_settings.
@@ -24,4 +34,19 @@ class DestructiveRateThrottle(ScopedRateThrottle):
         if self.rate is None:
             return True
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        return SimpleRateThrottle.allow_request(self, request, view)
+        cost_of = getattr(view, "throttle_cost", None)
+        cost = 1 if cost_of is None else min(max(int(cost_of(request)), 1), self.num_requests)
+        if cost == 1:
+            return SimpleRateThrottle.allow_request(self, request, view)
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - self.duration:
+            self.history.pop()
+        if len(self.history) + cost > self.num_requests:
+            return self.throttle_failure()
+        self.history[:0] = [self.now] * cost
+        self.cache.set(self.key, self.history, self.duration)
+        return True

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from checkpoints.codec.render import plain_mapping, to_plain
-from checkpoints.errors import CheckpointNotFound, ThreadNotFound
+from checkpoints.errors import (
+    CheckpointCodecError,
+    CheckpointEncryptionError,
+    CheckpointNotFound,
+    ThreadNotFound,
+)
 from checkpoints.graphs import time_travel_for
 from checkpoints.langgraph_api.models import ThreadMetadata
 from checkpoints.selectors import ThreadInfo
@@ -23,6 +28,8 @@ THREAD_FIELDS = (
     "values",
     "interrupts",
 )
+# Only on a listed thread whose state cannot be read (`listed_thread_body`).
+ERROR_FIELD = "error"
 STATE_FIELDS = (
     "values",
     "next",
@@ -53,6 +60,15 @@ def checkpoint_ref(config: dict | None) -> dict | None:
 
 def metadata_row(saver, thread_id: str) -> ThreadMetadata | None:
     return ThreadMetadata.objects.filter(provider=saver.provider, thread_id=thread_id).first()
+
+
+def metadata_rows(saver, thread_ids: list[str] | None) -> dict[str, ThreadMetadata]:
+    """thread id -> its metadata row, in one query: of ``thread_ids``, or of every thread
+    of the store (None)."""
+    rows = ThreadMetadata.objects.filter(provider=saver.provider)
+    if thread_ids is not None:
+        rows = rows.filter(thread_id__in=thread_ids)
+    return {row.thread_id: row for row in rows}
 
 
 def _interrupt(item: dict) -> dict:
@@ -149,7 +165,11 @@ def state_body(saver, snapshot, select=None, subgraphs: bool | None = None) -> d
 def pick(body: dict, select, allowed) -> dict:
     if not select:
         return body
-    return {name: body[name] for name in allowed if name in select}
+    picked = {name: body[name] for name in allowed if name in select}
+    if ERROR_FIELD in body and ERROR_FIELD not in allowed:
+        # Why the fields picked are empty: the marker outlives any select.
+        picked[ERROR_FIELD] = body[ERROR_FIELD]
+    return picked
 
 
 def graph_name(saver, thread_id: str) -> str | None:
@@ -181,23 +201,37 @@ def head_snapshot(saver, thread_id: str):
         return None
 
 
-def thread_body(saver, info: ThreadInfo, select=None) -> dict:
-    """A ``Thread``: metadata from its record, values, status and interrupts from the head."""
-    row = metadata_row(saver, info.thread_id)
+_UNREAD = object()
+
+
+def thread_record(info: ThreadInfo, row: ThreadMetadata | None) -> dict:
+    """A ``Thread``'s fields that its head's state does not decide."""
+    created = info.created_at or (row.created_at if row else None) or info.last_write_at
+    updated = info.last_write_at or created
+    return {
+        "thread_id": info.thread_id,
+        "created_at": iso(created),
+        "updated_at": iso(updated),
+        "state_updated_at": iso(updated),
+        "metadata": dict(row.metadata) if row else {},
+        "config": {},
+        "context": {},
+    }
+
+
+def thread_body(saver, info: ThreadInfo, select=None, row=_UNREAD) -> dict:
+    """A ``Thread``: metadata from its record, values, status and interrupts from the head.
+
+    ``row``: the thread's `ThreadMetadata` (or None) when the caller read it already."""
+    if row is _UNREAD:
+        row = metadata_row(saver, info.thread_id)
     snapshot = head_snapshot(saver, info.thread_id)
     interrupts: dict[str, list] = {}
     for task in snapshot.pending_tasks if snapshot else []:
         if task.get("interrupts"):
             interrupts[task["id"]] = [_interrupt(i) for i in task["interrupts"]]
-    created = info.created_at or (row.created_at if row else None) or info.last_write_at
     body = {
-        "thread_id": info.thread_id,
-        "created_at": iso(created),
-        "updated_at": iso(info.last_write_at or created),
-        "state_updated_at": iso(info.last_write_at or created),
-        "metadata": dict(row.metadata) if row else {},
-        "config": {},
-        "context": {},
+        **thread_record(info, row),
         "status": status_of(snapshot),
         # The Platform's null for a thread no state was written to.
         "values": plain_mapping(snapshot.values, path="values")
@@ -206,6 +240,24 @@ def thread_body(saver, info: ThreadInfo, select=None) -> dict:
         "interrupts": interrupts,
     }
     return pick(body, select, THREAD_FIELDS)
+
+
+def listed_thread_body(saver, info: ThreadInfo, row=_UNREAD) -> dict:
+    """`thread_body` for one thread of many (a search): a thread whose stored state cannot
+    be read is listed all the same, with status "error", values null and ``error`` naming
+    what failed, so one bad thread never fails a search over the others."""
+    if row is _UNREAD:
+        row = metadata_row(saver, info.thread_id)
+    try:
+        return thread_body(saver, info, row=row)
+    except (CheckpointCodecError, CheckpointEncryptionError) as exc:
+        return {
+            **thread_record(info, row),
+            "status": "error",
+            "values": None,
+            "interrupts": {},
+            ERROR_FIELD: {"code": exc.code, "detail": exc.message},
+        }
 
 
 def root_config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None):

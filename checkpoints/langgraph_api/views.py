@@ -16,7 +16,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from checkpoints import audit
-from checkpoints.api.base import check_thread_id
+from checkpoints.api.base import check_thread_id, client_metadata
 from checkpoints.errors import (
     CheckpointNotFound,
     GraphNotRegistered,
@@ -29,13 +29,17 @@ from checkpoints.graphs import graph_name_of, load_graph, registered
 from checkpoints.langgraph_api import shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
-from checkpoints.selectors import owners_in_tables, thread_get, thread_list
+from checkpoints.selectors import ThreadInfo, owners_in_tables, thread_list, threads_named
 from checkpoints.store.planning import metadata_matches, validate_filter
 from checkpoints.threads import delete_thread, record_owner, thread_presence
 
 STATUSES = ("idle", "busy", "interrupted", "error")
 SORT_BY = ("thread_id", "status", "created_at", "updated_at", "state_updated_at")
 SEARCH_MAX = 1000
+# How many thread ids one search or count may name, and one prune may delete: each is a
+# thread read (or deleted) in one request.
+IDS_MAX = 1000
+PRUNE_MAX = 100
 # What a search's ``extract`` may read, and how many paths one search may ask for.
 EXTRACT_ROOTS = ("values", "metadata", "config", "interrupts")
 EXTRACT_MAX = 10
@@ -161,15 +165,47 @@ def graph_for(saver, thread_id: str, metadata: dict | None = None):
     return load_graph(name).copy(update={"checkpointer": saver})
 
 
-def engine_call(call):
+def engine_call(call, graph, updates: list):
     """Run a LangGraph update; its refusals (ambiguous or unknown node, no updates, a
-    subgraph namespace the graph lacks) are the caller's input, never a 500."""
+    subgraph namespace the graph lacks, a value a channel's reducer cannot take) are the
+    caller's input, never a 500. ``updates``: the values the call applies."""
     try:
         return call()
     except InvalidUpdateError as exc:
         raise InvalidCheckpointInput(str(exc), field="as_node") from exc
     except ValueError as exc:
         raise InvalidCheckpointInput(f"LangGraph refused the update: {exc}") from exc
+    except (TypeError, KeyError, AttributeError, IndexError) as exc:
+        found = refused_channel(graph, updates)
+        if found is None:
+            raise
+        name, why = found
+        raise InvalidCheckpointInput(
+            f"channel {name!r} cannot take the value sent for it: its reducer failed with "
+            f"{type(why).__name__}: {why}",
+            field=f"values.{name}",
+        ) from exc
+
+
+def refused_channel(graph, updates: list) -> tuple[str, Exception] | None:
+    """The first channel of ``graph`` whose reducer fails on the value ``updates`` send it,
+    tried on an empty channel of its kind, and that failure; None when every one takes it."""
+    for values in updates:
+        if not isinstance(values, dict):
+            continue
+        for name, value in values.items():
+            channel = graph.channels.get(name) if isinstance(name, str) else None
+            if channel is None:
+                continue
+            try:
+                empty = channel.from_checkpoint(channel.checkpoint())
+            except Exception:  # noqa: BLE001 - a channel that cannot start empty says nothing
+                continue
+            try:
+                empty.update([value])
+            except Exception as exc:  # noqa: BLE001 - the graph's reducer, whatever it raises
+                return name, exc
+    return None
 
 
 def updates_of(supersteps) -> list[list[StateUpdate]]:
@@ -208,7 +244,7 @@ class ThreadsView(LangGraphView):
         data = body_of(request)
         thread_id = field(data, "thread_id", str) or str(uuid.uuid4())
         check_thread_id(thread_id)
-        metadata = field(data, "metadata", dict, {})
+        metadata = client_metadata(data.get("metadata"))
         if_exists = field(data, "if_exists", str, "raise", choices=("raise", "do_nothing"))
         minutes = ttl_minutes(data)
         supersteps = data.get("supersteps")
@@ -236,7 +272,11 @@ class ThreadsView(LangGraphView):
         config = shapes.root_config(thread_id)
         with transaction.atomic():
             if graph is not None:
-                engine_call(lambda: graph.bulk_update_state(config, steps))
+                engine_call(
+                    lambda: graph.bulk_update_state(config, steps),
+                    graph,
+                    [update.values for step in steps for update in step],
+                )
             else:
                 saver.put(
                     config,
@@ -254,12 +294,15 @@ class ThreadsView(LangGraphView):
 
 
 class ThreadView(LangGraphView):
+    # The REST API's throttle on deletes: the same scope, so the same count per user.
+    throttle_scopes = {"DELETE": "checkpoints.delete"}
+
     def get(self, request, thread_id):
         return Response(shapes.thread_body(self.saver, self.thread(thread_id)))
 
     def patch(self, request, thread_id):
         data = body_of(request)
-        metadata = field(data, "metadata", dict, {})
+        metadata = client_metadata(data.get("metadata"))
         minutes = ttl_minutes(data)
         # Staff change another user's thread only with the permission (the owner needs none).
         info = self.thread(thread_id, "retention" if minutes is not None else "metadata")
@@ -283,14 +326,53 @@ class ThreadView(LangGraphView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-def _matches(body: dict, metadata: dict, values: dict, wanted_status) -> bool:
-    if wanted_status is not None and body["status"] != wanted_status:
-        return False
-    if any(body["metadata"].get(k, object()) != v for k, v in metadata.items()):
-        return False
+def thread_ids_of(data: dict, name: str, most: int) -> list[str] | None:
+    """The body's list of thread ids, each checked by the store's rule, duplicates dropped;
+    at most ``most`` of them."""
+    ids = field(data, name, list, None)
+    if ids is None:
+        return None
+    if len(ids) > most:
+        raise InvalidCheckpointInput(
+            f"{name} names {len(ids)} threads; one request names at most {most}", field=name
+        )
+    for i, thread_id in enumerate(ids):
+        if not isinstance(thread_id, str):
+            raise InvalidCheckpointInput(
+                f"{name}[{i}] must be a string, got {type(thread_id).__name__}",
+                field=f"{name}[{i}]",
+            )
+        check_thread_id(thread_id, f"{name}[{i}]")
+    return list(dict.fromkeys(ids))
+
+
+class Found:
+    """One thread a search considers; its answer (which reads its head) read when needed."""
+
+    def __init__(self, saver, info: ThreadInfo, row: ThreadMetadata | None) -> None:
+        self.saver, self.info, self.row = saver, info, row
+        self._body: dict | None = None
+
+    @property
+    def metadata(self) -> dict:
+        return self.row.metadata if self.row else {}
+
+    @property
+    def body(self) -> dict:
+        if self._body is None:
+            self._body = shapes.listed_thread_body(self.saver, self.info, self.row)
+        return self._body
+
+    def sort_key(self, name: str):
+        # Only the status is read from the head; the times are the record's.
+        source = self.body if name == "status" else shapes.thread_record(self.info, self.row)
+        return source[name] or ""
+
+
+def _holds(held: dict | None, wanted: dict) -> bool:
     # A thread no state was written to has values null: it matches no value filter.
-    held = body["values"] or {}
-    return all(held.get(k, object()) == v for k, v in values.items())
+    held = held or {}
+    return all(held.get(k, object()) == v for k, v in wanted.items())
 
 
 class SearchView(LangGraphView):
@@ -311,10 +393,11 @@ class SearchView(LangGraphView):
         found = matching(self, data)
         if sort_by is not None:
             key = "updated_at" if sort_by == "state_updated_at" else sort_by
-            found.sort(key=lambda b: b[key] or "", reverse=sort_order == "desc")
-        page = found[offset : offset + limit]
+            found.sort(key=lambda f: f.sort_key(key), reverse=sort_order == "desc")
         answer = []
-        for body in page:
+        # Only the page's threads are read whole (unless a filter read them already).
+        for one in found[offset : offset + limit]:
+            body = one.body
             picked = shapes.pick(body, select, shapes.THREAD_FIELDS)
             if extract:
                 picked["extracted"] = {
@@ -392,26 +475,29 @@ def extracted(body: dict, steps: list):
     return value
 
 
-def matching(view: LangGraphView, data: dict) -> list[dict]:
+def matching(view: LangGraphView, data: dict) -> list[Found]:
+    """The threads a search or count finds, in the store's order (or the order ``ids``
+    names them): filtered on their metadata rows first, their heads read only for a filter
+    on values or status."""
     metadata = field(data, "metadata", dict, {})
     values = field(data, "values", dict, {})
     wanted_status = field(data, "status", str, None, choices=STATUSES)
-    ids = field(data, "ids", list, None)
+    ids = thread_ids_of(data, "ids", IDS_MAX)
     saver, user = view.saver, view.request.user
     if ids is not None:
-        infos = []
-        for thread_id in ids:
-            if not isinstance(thread_id, str):
-                raise InvalidCheckpointInput("ids must be strings", field="ids")
-            try:
-                infos.append(thread_get(saver=saver, user=user, thread_id=thread_id))
-            except ThreadNotFound:
-                continue
+        infos = threads_named(saver=saver, user=user, thread_ids=ids)
     else:
         page = thread_list(saver=saver, user=user)
         infos = page[0 : len(page)]
-    bodies = (shapes.thread_body(saver, info) for info in infos)
-    return [b for b in bodies if _matches(b, metadata, values, wanted_status)]
+    rows = shapes.metadata_rows(saver, None if ids is None else [i.thread_id for i in infos])
+    found = [Found(saver, info, rows.get(info.thread_id)) for info in infos]
+    if metadata:
+        found = [f for f in found if _holds(f.metadata, metadata)]
+    if wanted_status is not None:
+        found = [f for f in found if f.body["status"] == wanted_status]
+    if values:
+        found = [f for f in found if _holds(f.body["values"], values)]
+    return found
 
 
 class CountView(LangGraphView):
@@ -420,6 +506,8 @@ class CountView(LangGraphView):
 
 
 class CopyView(LangGraphView):
+    throttle_scope = "checkpoints.fork"
+
     def post(self, request, thread_id):
         info = self.thread(thread_id, "fork")
         saver = self.saver
@@ -437,16 +525,25 @@ class CopyView(LangGraphView):
 
 
 class PruneView(LangGraphView):
+    # Each thread pruned counts as one of the REST API's deletes (`throttle_cost`).
+    throttle_scope = "checkpoints.delete"
+
+    def throttle_cost(self, request) -> int:
+        self._check_body_size(request)
+        data = request.data
+        ids = data.get("thread_ids") if isinstance(data, dict) else None
+        if not isinstance(ids, list):
+            return 1
+        return len({t for t in ids if isinstance(t, str)}) or 1
+
     def post(self, request):
         data = body_of(request)
-        ids = field(data, "thread_ids", list, None)
+        ids = thread_ids_of(data, "thread_ids", PRUNE_MAX)
         if ids is None:
             raise InvalidCheckpointInput("thread_ids is required", field="thread_ids")
         strategy = field(data, "strategy", str, "delete", choices=("delete", "keep_latest"))
-        if not all(isinstance(t, str) for t in ids):
-            raise InvalidCheckpointInput("thread_ids must be strings", field="thread_ids")
         # Every id is checked before anything goes: one unseen thread refuses the whole call.
-        infos = [self.thread(t, "delete") for t in dict.fromkeys(ids)]
+        infos = [self.thread(t, "delete") for t in ids]
         saver = self.saver
         for info in infos:
             if strategy == "delete":
@@ -488,6 +585,9 @@ def select_of(value) -> list[str] | None:
 
 
 class StateView(LangGraphView):
+    # update_state counts as the REST API's bulk update does.
+    throttle_scopes = {"POST": "checkpoints.bulk_update"}
+
     def get(self, request, thread_id, checkpoint_id=None):
         info = self.thread(thread_id)
         select = select_of(request.query_params.getlist("select") or None)
@@ -525,7 +625,9 @@ class StateView(LangGraphView):
                 field="checkpoint_id",
             )
         graph = graph_for(self.saver, info.thread_id)
-        new_config = engine_call(lambda: graph.update_state(config, values, as_node=as_node))
+        new_config = engine_call(
+            lambda: graph.update_state(config, values, as_node=as_node), graph, [values]
+        )
         audit.record(
             "bulk_update",
             thread_id=info.thread_id,
@@ -542,6 +644,7 @@ class StateAtView(StateView):
     """A past checkpoint's state: read-only (update_state posts to ``/state``)."""
 
     http_method_names = ["get", "options"]
+    throttle_scopes: dict[str, str] = {}
 
 
 def empty_state(thread_id: str, checkpoint_ns: str = "") -> dict:
@@ -564,6 +667,8 @@ def empty_state(thread_id: str, checkpoint_ns: str = "") -> dict:
 
 class StateCheckpointView(StateView):
     http_method_names = ["post", "options"]
+    # A read, posted.
+    throttle_scopes: dict[str, str] = {}
 
     def post(self, request, thread_id):
         info = self.thread(thread_id)
