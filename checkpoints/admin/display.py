@@ -1,12 +1,14 @@
 """The admin's HTML for stored values: collapsible <details> blocks of readable JSON.
 
 The data comes from :mod:`checkpoints.codec.render`, the renderer the API uses too;
-``readable``, ``pretty`` and ``preview`` are re-exported from there.
+``readable``, ``pretty`` and ``preview`` are re-exported from there. Every value is shown
+through :mod:`checkpoints.admin.value_cut`: one over the preview size is cut, says so, and
+links to its download where the page knows one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from checkpoints.admin.prose import markdown_html
+from checkpoints.admin.value_cut import Preview, cut, cut_text, json_preview
 from checkpoints.codec.render import (
     MESSAGES_BEFORE,
     PREVIEW_CHARS,
@@ -50,20 +53,47 @@ __all__ = [
 when = moment_text
 
 
-def json_block(value: Any) -> SafeString:
-    """``value`` as indented JSON in a <pre>, escaped."""
-    return format_html('<pre class="cs-json">{}</pre>', pretty(value))
+def cut_note(shown: Preview, download: str = "") -> SafeString:
+    """What a cut preview leaves out, and where the whole value is."""
+    if not shown.cut:
+        return mark_safe("")
+    whole = (
+        format_html(
+            '<a class="cs-download" href="{}" download>download it whole (JSON)</a>', download
+        )
+        if download
+        else "its checkpoint's page downloads it whole"
+    )
+    return format_html(
+        '<p class="cs-cut">Too large to show here: the first {} of it, cut where it says '
+        '“…” (CHECKPOINTS["ADMIN_VALUE_PREVIEW_BYTES"]); {}.</p>',
+        byte_size(shown.limit),
+        whole,
+    )
 
 
-def collapsible(label: str, value: Any, *, open: bool = False) -> SafeString:
+def json_block(value: Any, *, download: str = "") -> SafeString:
+    """``value`` as indented JSON in a <pre>, escaped; over the preview size, its start."""
+    shown = json_preview(value)
+    return format_html('{}<pre class="cs-json">{}</pre>', cut_note(shown, download), shown.text)
+
+
+def hint(value: Any) -> str:
+    """`preview` of ``value``, made from no more of it than the hint shows."""
+    if isinstance(value, (list, tuple, Mapping)):
+        return preview(value)
+    return preview(cut(value, PREVIEW_CHARS * 2)[0])
+
+
+def collapsible(label: str, value: Any, *, open: bool = False, download: str = "") -> SafeString:
     """One <details> element: the label and a preview, the indented JSON inside."""
     return format_html(
         '<details class="cs-value"{}><summary><strong>{}</strong> '
         '<span class="cs-hint">{}</span></summary>{}</details>',
         mark_safe(" open") if open else "",
         label,
-        preview(value),
-        json_block(value),
+        hint(value),
+        json_block(value, download=download),
     )
 
 
@@ -123,8 +153,17 @@ def page_nav(page: MessagePage, query: Mapping[str, Any] | None = None) -> SafeS
 def _said(content: Any) -> SafeString:
     """A message's content as the transcript shows it: its text, Markdown rendered safely."""
     if isinstance(content, (str, list, tuple)):
-        return markdown_html(content_text(content))
+        shown, was_cut = cut(content)
+        text, text_cut = cut_text(content_text(shown))
+        said = markdown_html(text)
+        if was_cut or text_cut:
+            return format_html('{}<p class="cs-cut">{}</p>', said, _CUT_MESSAGE)
+        return said
     return json_block(content)
+
+
+# A message too long for the page: the channel's JSON (or its download) holds it whole.
+_CUT_MESSAGE = "Too long to show here whole: its start, cut where it says “…”."
 
 
 def transcript(messages: list[Any]) -> SafeString:
@@ -133,7 +172,7 @@ def transcript(messages: list[Any]) -> SafeString:
     for message in messages:
         calls = getattr(message, "tool_calls", None) or []
         call_text = "; ".join(
-            f"{call.get('name', '?')}({pretty(call.get('args', {}))})"
+            f"{call.get('name', '?')}({json_preview(call.get('args', {})).text})"
             for call in calls
             if isinstance(call, Mapping)
         )
@@ -186,6 +225,7 @@ def interrupt_view(value: Any, node: str = "") -> SafeString:
     """An interrupt write as the transcript shows a message: the node that asks, and what
     it asks in words. Not its stored form: an Interrupt's envelope and id tell an operator
     nothing the words do not (the checkpoint's metadata and the API keep them)."""
+    value = cut(value)[0]
     interrupts = value if isinstance(value, (list, tuple)) else [value]
     who = f"interrupt · {node}" if node else "interrupt"
     rows = format_html_join(
@@ -211,7 +251,7 @@ def error_view(value: Any, node: str = "") -> SafeString:
         '<div class="cs-card cs-error"><strong class="cs-error-type">{}</strong> '
         '<span class="cs-error-message">{}</span>{}</div>',
         found.type or "error",
-        found.message,
+        cut_text(found.message)[0],
         format_html(' <span class="cs-muted">in node <code>{}</code></span>', node) if node else "",
     )
 
@@ -230,7 +270,9 @@ def size_text(size: int | None) -> str:
     return f"{byte_size(size)} stored" if size is not None else ""
 
 
-def _channel(name: str, value: Any, size: int | None, paging: Paging) -> SafeString:
+def _channel(
+    name: str, value: Any, size: int | None, paging: Paging, download: str = ""
+) -> SafeString:
     if is_message_list(value):
         page = message_page(value, paging.before)
         return format_html(
@@ -244,15 +286,15 @@ def _channel(name: str, value: Any, size: int | None, paging: Paging) -> SafeStr
             format_html(" · {}", size_text(size)) if size is not None else "",
             page_nav(page, paging.query),
             transcript(page.items),
-            json_block(page.items),
+            json_block(page.items, download=download),
         )
     return format_html(
         '<details class="cs-value"><summary><strong>{}</strong> '
         '<span class="cs-hint">{} {}</span></summary>{}</details>',
         name,
-        preview(value),
+        hint(value),
         format_html("· {}", size_text(size)) if size is not None else "",
-        json_block(value),
+        json_block(value, download=download),
     )
 
 
@@ -273,18 +315,22 @@ def state_view(
     values: Mapping[str, Any],
     sizes: Mapping[str, int] | None = None,
     paging: Paging | None = None,
+    download: Callable[[str], str] | None = None,
 ) -> SafeString:
     """The graph's channels first (messages as a transcript, a page of them), LangGraph's
-    internals folded."""
+    internals folded; ``download(channel)`` is the URL of a channel's whole value."""
     sizes = sizes or {}
     paging = paging or Paging()
+    download = download or (lambda name: "")
     names = sorted(values, key=str)
     own = [n for n in names if not is_internal(str(n))]
     internal = [n for n in names if is_internal(str(n))]
     if not names:
         return format_html("<em>{}</em>", "(no values)")
     body = format_html_join(
-        "", "{}", ((_channel(str(n), values[n], sizes.get(n), paging),) for n in own)
+        "",
+        "{}",
+        ((_channel(str(n), values[n], sizes.get(n), paging, download(n)),) for n in own),
     )
     if internal:
         body = format_html(
@@ -296,7 +342,10 @@ def state_view(
             format_html_join(
                 "",
                 "{}",
-                ((_channel(str(n), values[n], sizes.get(n), paging),) for n in internal),
+                (
+                    (_channel(str(n), values[n], sizes.get(n), paging, download(n)),)
+                    for n in internal
+                ),
             ),
         )
     return body

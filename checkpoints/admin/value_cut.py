@@ -1,0 +1,182 @@
+"""Values over the admin's preview size, cut to a preview before they are rendered.
+
+Rendering a value (``pretty``) copies it several times over: a 60 MiB string, stored as a
+3 KiB zstd frame, cost a page 12 s and 600 MB. A page therefore renders a *cut* of each
+value: the same types and shape, its strings and bytes shortened and its collections cut
+after the items that fit, so what it shows reads like the value itself. The cut walks no
+more of the value than its preview holds, whatever the value's size. The whole value is a
+download of its own (`checkpoints.admin.views.ValueDownloadView`).
+
+The size is ``CHECKPOINTS["ADMIN_VALUE_PREVIEW_BYTES"]`` (characters of indented JSON,
+default 256 KiB); None shows every value whole.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.types import Send
+from pydantic import BaseModel
+
+from checkpoints.codec.render import pretty
+from checkpoints.conf import store_settings
+
+PREVIEW_SETTING = "ADMIN_VALUE_PREVIEW_BYTES"
+DEFAULT_PREVIEW_BYTES = 256 * 1024
+# Marks where a string, a list or a mapping was cut.
+MORE = "…"
+# A cut stops descending here (a stored value is at most CODEC_MAX_DEPTH deep).
+MAX_DEPTH = 256
+
+
+def preview_bytes() -> int | None:
+    """The preview size in force: the setting, else the default; None for no cut."""
+    return store_settings().get(PREVIEW_SETTING, DEFAULT_PREVIEW_BYTES)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A value's JSON text as a page shows it; ``cut`` when that is not all of it."""
+
+    text: str
+    cut: bool
+    limit: int | None
+
+
+def json_preview(value: Any, limit: int | None = None) -> Preview:
+    """The indented JSON of ``value`` (its stored form), at most ``limit`` characters."""
+    limit = preview_bytes() if limit is None else limit
+    if limit is None:
+        return Preview(pretty(value), False, None)
+    shown, was_cut = cut(value, limit)
+    text = pretty(shown)
+    if len(text) > limit:
+        text, was_cut = text[:limit] + MORE, True
+    return Preview(text, was_cut, limit)
+
+
+def cut_text(text: str, limit: int | None = None) -> tuple[str, bool]:
+    """``text`` up to ``limit`` characters (the preview size by default); whether it was cut."""
+    limit = preview_bytes() if limit is None else limit
+    if limit is None or len(text) <= limit:
+        return text, False
+    return text[:limit] + MORE, True
+
+
+def cut(value: Any, limit: int | None = None) -> tuple[Any, bool]:
+    """``value`` cut so its JSON is about ``limit`` characters (the preview size by default);
+    whether anything was cut."""
+    limit = preview_bytes() if limit is None else limit
+    if limit is None:
+        return value, False
+    walk = _Cut(limit)
+    return walk.value(value, 0), walk.was_cut
+
+
+class _Cut:
+    """One cut: characters left, and whether anything was left out."""
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.was_cut = False
+
+    def value(self, v: Any, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            self.was_cut = True
+            return MORE
+        if isinstance(v, str):
+            return self._text(v)
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return self._bytes(v)
+        if v is None or isinstance(v, (bool, int, float)):
+            self.left -= 8
+            return v
+        if isinstance(v, BaseModel):
+            return self._model(v, depth)
+        if isinstance(v, Send):
+            return Send(v.node, self.value(v.arg, depth + 1))
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return self._dataclass(v, depth)
+        if isinstance(v, tuple) and hasattr(v, "_replace") and hasattr(v, "_fields"):
+            fields = {f: self.value(getattr(v, f), depth + 1) for f in v._fields}
+            return v._replace(**fields)
+        if isinstance(v, Mapping):
+            return self._mapping(v, depth)
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return self._items(v, depth)
+        # Dates, decimals, enums, UUIDs, exceptions: small, shown as they are.
+        self.left -= 32
+        return v
+
+    def _text(self, v: str) -> str:
+        if not v or len(v) + 2 <= self.left:
+            self.left -= len(v) + 2
+            return v
+        self.was_cut = True
+        keep = max(self.left - 2, 0)
+        self.left = 0
+        return v[:keep] + MORE
+
+    def _bytes(self, v: bytes | bytearray | memoryview) -> Any:
+        # Shown as base64: four characters for every three bytes.
+        size = len(v) * 4 // 3 + 32
+        if size <= self.left:
+            self.left -= size
+            return v
+        self.was_cut = True
+        keep = max(self.left - 32, 0) * 3 // 4
+        self.left = 0
+        return type(v)(bytes(v[:keep])) if not isinstance(v, memoryview) else bytes(v[:keep])
+
+    def _items(self, v: list | tuple | set | frozenset, depth: int) -> Any:
+        kept = []
+        for item in v:
+            if self.left <= 0:
+                self.was_cut = True
+                break
+            kept.append(self.value(item, depth + 1))
+        if isinstance(v, (set, frozenset)):
+            try:
+                return type(v)(kept)
+            except TypeError:  # an item cut to an unhashable shape: shown as a list
+                return kept
+        if isinstance(v, tuple):
+            return tuple(kept)
+        if len(kept) < len(v):
+            kept.append(MORE)
+        return kept
+
+    def _mapping(self, v: Mapping, depth: int) -> dict:
+        kept = {}
+        for key, item in v.items():
+            if self.left <= 0:
+                self.was_cut = True
+                kept.setdefault(MORE, MORE)
+                break
+            self.left -= len(key) + 4 if isinstance(key, str) else 16
+            kept[key] = self.value(item, depth + 1)
+        return kept
+
+    def _model(self, v: BaseModel, depth: int) -> BaseModel:
+        # Every field stays (a model without one is not that model): fields past the
+        # preview are cut to nothing of their own type.
+        update = {
+            name: self.value(getattr(v, name, None), depth + 1)
+            for name in type(v).model_fields
+            if name in v.__dict__
+        }
+        return v.model_copy(update=update)
+
+    def _dataclass(self, v: Any, depth: int) -> Any:
+        fields = {f.name: self.value(getattr(v, f.name), depth + 1) for f in dataclasses.fields(v)}
+        try:
+            shown = copy.copy(v)
+            for name, item in fields.items():
+                object.__setattr__(shown, name, item)
+        except Exception:  # noqa: BLE001 - a class that refuses a copy: its fields stand in
+            return fields
+        return shown
