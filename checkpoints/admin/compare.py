@@ -69,7 +69,14 @@ class CompareView(_CheckpointPage):
         try:
             saved = [load_tuple(row) for row in (a, b)]
         except CheckpointStoreError as exc:
-            return bad_request(exc)
+            # Stored rows that do not read are not the request's fault: say so on A's page.
+            messages.error(
+                request,
+                f"Cannot compare checkpoint {a.checkpoint_id} with {b.checkpoint_id}: {exc}",
+            )
+            return HttpResponseRedirect(
+                keep_store(reverse("admin:checkpoints_checkpoint_change", args=[a.pk]))
+            )
         for row, found in zip((a, b), saved, strict=True):
             if found is None:
                 raise Http404(f"the saver holds no checkpoint {row.checkpoint_id!r}")

@@ -42,16 +42,33 @@ from checkpoints.admin.history_list import (
     HistoryChangeList,
     NamespaceFilter,
     namespace_words,
+    row_metadata,
 )
 from checkpoints.admin.interrupts import interrupt_node
 from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.admin.views import bad_request
 from checkpoints.channels import ERROR, INTERRUPT
-from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
+from checkpoints.errors import (
+    CheckpointEncryptionError,
+    CheckpointStoreError,
+    InvalidCheckpointInput,
+)
 from checkpoints.models import Checkpoint
 from checkpoints.status import node_of
 
+# What an operator can do about a checkpoint the page cannot show.
+SEALED_TODO = (
+    "if the encryption keys were changed, put back the key this value was sealed under "
+    '(any entry of CHECKPOINTS["ENCRYPTION_KEYS"] opens it; the first seals new values). '
+    "If the keys are right, the stored bytes were altered or moved from another place: "
+    "restore the row from a backup, or continue the thread from an earlier checkpoint that "
+    "opens (the thread's history lists them)."
+)
+UNREADABLE_TODO = (
+    "restore the row from a backup, or continue the thread from an earlier checkpoint that "
+    "reads (the thread's history lists them)."
+)
 # The store-wide checkpoint list counts this many rows at most ("10000+ checkpoints").
 COUNT_CAP = 10_000
 
@@ -236,6 +253,11 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
                 name=f"{prefix}_changes",
             ),
             path(
+                "<path:object_id>/value/",
+                view(admin_views.ValueDownloadView(self)),
+                name=f"{prefix}_value",
+            ),
+            path(
                 "<path:object_id>/rollback/",
                 view(admin_views.RollbackView(self)),
                 name=f"{prefix}_rollback",
@@ -344,12 +366,22 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         return obj._saved_tuple
 
     def _unreadable(self, obj):
+        error = obj._read_error
+        sealed = isinstance(error, CheckpointEncryptionError)
+        part = (getattr(error, "where", None) or {}).get("part") or "a stored value"
         return format_html(
             '<div class="cs-card cs-unreadable"><strong>Cannot decode this checkpoint</strong>'
-            '<p><code>{}</code>: {}</p><p class="cs-muted">The rows are left as they are; '
+            '<p class="cs-unreadable-part">{} <code>{}</code> {}.</p>'
+            "<p><code>{}</code>: {}</p>"
+            '<p class="cs-unreadable-todo"><strong>What you can do:</strong> {}</p>'
+            '<p class="cs-muted">Nothing was changed: the rows are left as they are, and the '
             "metadata and lineage above are still accurate.</p></div>",
-            obj._read_error.code,
-            obj._read_error.message,
+            "The sealed" if sealed else "The stored",
+            part,
+            "failed to open" if sealed else "cannot be read",
+            error.code,
+            error.message,
+            SEALED_TODO if sealed else UNREADABLE_TODO,
         )
 
     @admin.display(description="thread")
@@ -384,7 +416,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
 
     @admin.display(description="forked from")
     def fork_origin(self, obj):
-        origin = (obj.metadata or {}).get("forked_from")
+        origin = row_metadata(obj).get("forked_from")
         if not isinstance(origin, dict):
             return "—"
         return admin_views.checkpoint_link(
@@ -393,7 +425,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
 
     @admin.display(description="rolled back to")
     def rollback_target(self, obj):
-        info = (obj.metadata or {}).get("rollback")
+        info = row_metadata(obj).get("rollback")
         if not isinstance(info, dict):
             return "—"
         thread_id = obj.thread.thread_id
@@ -425,7 +457,12 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         if saved is None:
             return "the saver holds no such checkpoint"
         values = saved.checkpoint.get("channel_values") or {}
-        return state_view(values, self._sizes(obj), getattr(obj, "paging", None))
+        return state_view(
+            values,
+            self._sizes(obj),
+            getattr(obj, "paging", None),
+            download=lambda channel: admin_views.value_url(obj.pk, channel=channel),
+        )
 
     def _sizes(self, obj) -> dict[str, int]:
         """Stored bytes of each channel's value at this checkpoint (after compression)."""
@@ -452,12 +489,12 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
             "",
             "{}",
             (
-                (self._write(obj, task_id, channel, value, paths),)
-                for task_id, channel, value in writes
+                (self._write(obj, n, task_id, channel, value, paths),)
+                for n, (task_id, channel, value) in enumerate(writes)
             ),
         )
 
-    def _write(self, obj, task_id: str, channel: str, value, paths: dict[str, str]):
+    def _write(self, obj, n: int, task_id: str, channel: str, value, paths: dict[str, str]):
         """One pending write: an interrupt or an error in words, anything else as JSON."""
         node = node_of(paths.get(task_id, ""))
         if channel == INTERRUPT:
@@ -465,7 +502,11 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
             return interrupt_view(value, asker)
         if channel == ERROR:
             return error_view(value, node)
-        return collapsible(f"{channel} ← {node or 'task ' + task_id}", value)
+        return collapsible(
+            f"{channel} ← {node or 'task ' + task_id}",
+            value,
+            download=admin_views.value_url(obj.pk, write=n),
+        )
 
     @admin.display(description="metadata")
     def metadata_view(self, obj):

@@ -297,9 +297,15 @@ class HistoryChangeList(ChangeList):
                 row.branch = branches.get(row.checkpoint_id)
 
 
+def row_metadata(row) -> dict:
+    """A checkpoint row's metadata; {} when the stored JSON is not an object (a row altered
+    in the database), so the pages built on it still show."""
+    return row.metadata if isinstance(row.metadata, dict) else {}
+
+
 def _stated_writers(row) -> list[str] | None:
     """Who wrote ``row`` when its metadata or source says so, else None (ask the parent)."""
-    meta = row.metadata or {}
+    meta = row_metadata(row)
     written = meta.get("written_by")
     if isinstance(written, list) and written:
         names = [str(w) for w in written]

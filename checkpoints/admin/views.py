@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseBadRequest, HttpResponseRedirect
+from django.http import Http404, HttpResponseBadRequest, HttpResponseRedirect, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.http import content_disposition_header
 
 from checkpoints import audit, selectors
 from checkpoints.admin.discards import SHOWN_HEAD, discards_context, shown_head_of
 from checkpoints.admin.display import Paging, shown_change, when
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
+from checkpoints.codec.render import readable
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadVersionConflict
 from checkpoints.graphs import time_travel_for
 from checkpoints.models import Checkpoint
@@ -51,6 +56,12 @@ def checkpoint_link(thread_id: str, checkpoint_id: str):
         keep_store(reverse("admin:checkpoints_checkpoint_change", args=[found.pk])),
         label,
     )
+
+
+def value_url(checkpoint_pk: int, **which: str | int) -> str:
+    """The download of one value of a checkpoint: ``channel=name`` or ``write=position``."""
+    url = reverse("admin:checkpoints_checkpoint_value", args=[checkpoint_pk])
+    return keep_store(f"{url}?{urlencode(which)}")
 
 
 def bad_request(exc: CheckpointStoreError) -> HttpResponseBadRequest:
@@ -310,3 +321,92 @@ class ForkView(_CheckpointPage):
             ),
         )
         return HttpResponseRedirect(url)
+
+
+# Pieces of the rendered JSON sent at once: many small writes cost more than the copy.
+DOWNLOAD_CHUNK = 64 * 1024
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ValueDownloadView(_CheckpointPage):
+    """One value of a checkpoint, whole, as a JSON file: what a page's cut preview leaves out.
+
+    ``channel=<name>`` names a channel's value, ``write=<n>`` the checkpoint's n-th pending
+    write (from 0, in the order the page lists them). The JSON is the page's rendering (the
+    stored form, indented), sent in pieces.
+    """
+
+    def __call__(self, request, object_id):
+        obj = self.row(request, object_id)
+        if not self.model_admin.has_view_permission(request, obj):
+            raise PermissionDenied
+        try:
+            which, label = _which_value(request)
+        except InvalidCheckpointInput as exc:
+            return bad_request(exc)
+        try:
+            saved = load_tuple(obj)
+        except CheckpointStoreError as exc:
+            messages.error(
+                request, f"Cannot download {label} of checkpoint {obj.checkpoint_id}: {exc}"
+            )
+            return HttpResponseRedirect(
+                keep_store(reverse("admin:checkpoints_checkpoint_change", args=[obj.pk]))
+            )
+        if saved is None:
+            raise Http404(f"the saver holds no checkpoint {obj.checkpoint_id!r}")
+        data = readable(_pick(saved, which, label, obj.checkpoint_id))
+        del saved  # the checkpoint's other values are not needed while the file is sent
+        name = _UNSAFE_IN_NAME.sub("_", f"{obj.checkpoint_id}-{label}")[:150]
+        response = StreamingHttpResponse(
+            _chunks(data), content_type="application/json; charset=utf-8"
+        )
+        response["Content-Disposition"] = content_disposition_header(True, f"{name}.json")
+        return response
+
+
+def _which_value(request) -> tuple[tuple[str, str | int], str]:
+    """(("channel", name) or ("write", position), its label) from the query."""
+    channel, write = request.GET.get("channel"), request.GET.get("write")
+    if (channel is None) == (write is None):
+        raise InvalidCheckpointInput(
+            "name one value: channel=<channel name> or write=<position of a pending write>",
+            field="channel",
+        )
+    if channel is not None:
+        return ("channel", channel), f"channel {channel[:100]}"
+    if not (write.isascii() and write.isdigit()) or len(write) > 9:
+        raise InvalidCheckpointInput(
+            f"write must be a pending write's position, a whole number from 0; got {write[:100]!r}",
+            field="write",
+        )
+    return ("write", int(write)), f"write {int(write)}"
+
+
+def _pick(saved, which: tuple[str, str | int], label: str, checkpoint_id: str):
+    kind, key = which
+    if kind == "channel":
+        values = saved.checkpoint.get("channel_values") or {}
+        if key not in values:
+            raise Http404(f"checkpoint {checkpoint_id!r} holds no {label}")
+        return values[key]
+    writes = saved.pending_writes or []
+    if key >= len(writes):
+        raise Http404(
+            f"checkpoint {checkpoint_id!r} holds {len(writes)} pending writes, no {label}"
+        )
+    return writes[key][2]
+
+
+def _chunks(data):
+    encoder = json.JSONEncoder(indent=2, ensure_ascii=False, sort_keys=False)
+    piece: list[str] = []
+    held = 0
+    for text in encoder.iterencode(data):
+        piece.append(text)
+        held += len(text)
+        if held >= DOWNLOAD_CHUNK:
+            yield "".join(piece).encode("utf-8", "replace")
+            piece, held = [], 0
+    if piece:
+        yield "".join(piece).encode("utf-8", "replace")
