@@ -1,8 +1,10 @@
-"""Production: scripts/serve.sh behind gunicorn, the DEBUG=0 refusals, check --deploy,
-/health/ against stopped private servers, throttles, the CSP header and JSON logs."""
+"""Production: scripts/serve.sh behind gunicorn (the admin's sign-in lockout, /metrics and the
+static files over HTTP), the DEBUG=0 refusals, check --deploy, /health/ against stopped
+private servers, throttles, the CSP header and JSON logs."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import logging
 import os
@@ -14,6 +16,9 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from django.test import override_settings
@@ -64,14 +69,42 @@ def readme_production_blocks() -> list[str]:
     return re.findall(r"^```sh\n(.*?)^```$", section, flags=re.S | re.M)
 
 
-def test_serve_script_answers_the_admin_with_static_files_and_health(tmp_path):
-    """The README's "Production" commands, as written, on a free port."""
+@dataclass
+class Production:
+    """The running server: its address, the README's probe, its log, its environment."""
+
+    base: str
+    port: int
+    probe: str
+    log: Path
+    env: dict[str, str]
+    data: Path
+
+
+ADMIN_PASSWORD = "prod-admin-" + "p4ss" * 5
+METRICS_TOKEN = "scrape-" + "t0ken" * 8
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory):
+    """The README's "Production" commands, as written, on a free port, with an admin user."""
+    data = tmp_path_factory.mktemp("production")
     serve, probe = readme_production_blocks()
     assert serve.strip().endswith("bash scripts/serve.sh")
     port = free_port()
     # The suite's own virtualenv (CI runs the suite in two).
-    env = service_env(tmp_path, PORT=str(port), SERVE_SKIP_INSTALL="1", VENV=sys.prefix)
-    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - the server writes it until stopped
+    env = service_env(
+        data,
+        PORT=str(port),
+        SERVE_SKIP_INSTALL="1",
+        VENV=sys.prefix,
+        CHECKPOINTS_METRICS_TOKEN=METRICS_TOKEN,
+    )
+    # The manifest an earlier release left in STATIC_ROOT, where it was served.
+    (data / "static").mkdir(exist_ok=True)
+    (data / "static" / "staticfiles.json").write_text('{"paths": {}, "version": "1.1"}')
+    log_path = data / "server.log"
+    log = open(log_path, "w")  # noqa: SIM115 - the server writes it until stopped
     server = subprocess.Popen(
         ["bash", "-euo", "pipefail", "-c", serve],
         cwd=ROOT,
@@ -84,43 +117,133 @@ def test_serve_script_answers_the_admin_with_static_files_and_health(tmp_path):
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            assert server.poll() is None, log_path.read_text()
             try:
-                status, _, _ = get(f"{base}/health/", Accept="application/json")
+                get(f"{base}/health/", Accept="application/json")
                 break
             except OSError:
                 time.sleep(0.5)
-        probed = subprocess.run(
-            ["bash", "-c", probe.replace(":8000/", f":{port}/")],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        made = manage(
+            ["createsuperuser", "--no-input", "--username", "admin", "--email", "a@example.com"],
+            {**env, "DJANGO_SUPERUSER_PASSWORD": ADMIN_PASSWORD},
         )
-        checks = json.loads(probed.stdout)
-        assert set(checks.values()) == {"OK"}, checks
-        assert any(name.startswith("StoreFormat(provider='sqlite')") for name in checks)
-        assert any(name.startswith("PendingMigrations") for name in checks)
-        status, headers, page = get(f"{base}/admin/login/")
-        assert status == 200
-        assert "script-src 'self'" in headers["Content-Security-Policy"]
-        # collectstatic's hashed names, served by WhiteNoise with DEBUG off.
-        css = re.search(rb'href="(/static/admin/css/base\.[0-9a-f]{12}\.css)"', page)
-        assert css, page[:2000]
-        status, headers, _ = get(base + css.group(1).decode())
-        assert status == 200 and headers["Content-Type"].startswith("text/css")
-        assert "immutable" in headers.get("Cache-Control", "")
-        # Request lines are JSON, each with its request id.
-        lines = [
-            json.loads(line)
-            for line in (tmp_path / "server.log").read_text().splitlines()
-            if line.startswith("{")
-        ]
-        finished = [line for line in lines if line.get("event") == "request_finished"]
-        assert finished and all(line.get("request_id") for line in finished), lines[-5:]
+        assert made.returncode == 0, made.stderr[-2000:]
+        yield Production(base, port, probe, log_path, env, data)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
         log.close()
+
+
+def test_serve_script_answers_the_admin_with_static_files_and_health(production):
+    base = production.base
+    probed = subprocess.run(
+        ["bash", "-c", production.probe.replace(":8000/", f":{production.port}/")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    checks = json.loads(probed.stdout)
+    assert set(checks.values()) == {"OK"}, checks
+    assert any(name.startswith("StoreFormat(provider='sqlite')") for name in checks)
+    assert any(name.startswith("PendingMigrations") for name in checks)
+    status, headers, page = get(f"{base}/admin/login/")
+    assert status == 200
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    # collectstatic's hashed names, served by WhiteNoise with DEBUG off.
+    css = re.search(rb'href="(/static/admin/css/base\.[0-9a-f]{12}\.css)"', page)
+    assert css, page[:2000]
+    status, headers, _ = get(base + css.group(1).decode())
+    assert status == 200 and headers["Content-Type"].startswith("text/css")
+    assert "immutable" in headers.get("Cache-Control", "")
+    # Request lines are JSON, each with its request id.
+    lines = [
+        json.loads(line) for line in production.log.read_text().splitlines() if line.startswith("{")
+    ]
+    finished = [line for line in lines if line.get("event") == "request_finished"]
+    assert finished and all(line.get("request_id") for line in finished), lines[-5:]
+
+
+def test_the_static_manifest_is_not_served(production):
+    """The manifest names every static file and its hash: not for the web."""
+    for path in ("/static/staticfiles.json", "/static/staticfiles.json.gz"):
+        status, _, body = get(production.base + path)
+        assert status == 404, (path, body[:200])
+    # It lives beside STATIC_ROOT, and the one an earlier release left there is gone.
+    assert (
+        "admin/css/base.css"
+        in json.loads((production.data / "staticfiles.json").read_text())["paths"]
+    )
+    assert not (production.data / "static" / "staticfiles.json").exists()
+
+
+class Browser:
+    """A cookie-keeping HTTP client that signs in to the admin as a person would."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+
+    def open(self, path: str, data: bytes | None = None, **headers: str):
+        request = urllib.request.Request(self.base + path, data=data, headers=headers)
+        try:
+            with self.opener.open(request, timeout=10) as response:
+                return response.status, response.url, response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.url, exc.headers, exc.read()
+
+    def sign_in(self, password: str, **headers: str):
+        _, _, _, form = self.open("/admin/login/")
+        token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+        fields = {
+            "csrfmiddlewaretoken": token.decode(),
+            "username": "admin",
+            "password": password,
+            "next": "/admin/",
+        }
+        return self.open("/admin/login/?next=/admin/", urlencode(fields).encode(), **headers)
+
+
+def test_wrong_passwords_lock_the_admin_sign_in_over_http(production):
+    from django.conf import settings
+
+    attacker = Browser(production.base)
+    limit = settings.AXES_FAILURE_LIMIT
+    for attempt in range(1, limit):
+        # Each guess claims another address: the server does not take the client's word.
+        status, url, _, page = attacker.sign_in(
+            f"guess-{attempt}", **{"X-Forwarded-For": f"192.0.2.{attempt}"}
+        )
+        assert status == 200 and url.endswith("/admin/login/?next=/admin/"), (attempt, status)
+        assert b"Please enter the correct username and password" in page
+    status, _, headers, page = attacker.sign_in(f"guess-{limit}")
+    assert status == 429, page[:500]
+    assert b"Sign-in locked" in page and int(headers["Retry-After"]) > 0
+    # The right password is refused while the lock holds.
+    status, _, _, page = attacker.sign_in(ADMIN_PASSWORD)
+    assert status == 429 and b"Sign-in locked" in page
+    assert attacker.open("/admin/")[1].endswith("/admin/login/?next=/admin/")
+    # The operator sees the failures, as the README says, and lifts the lock.
+    listed = manage(["axes_list_attempts"], production.env)
+    assert listed.returncode == 0 and "admin" in listed.stdout, listed.stderr[-2000:]
+    assert "127.0.0.1" in listed.stdout
+    lifted = manage(["axes_reset_username", "admin"], production.env)
+    assert lifted.returncode == 0, lifted.stderr[-2000:]
+    status, url, _, page = attacker.sign_in(ADMIN_PASSWORD)
+    assert status == 200 and url == production.base + "/admin/", (status, url)
+    assert b"Site administration" in page
+
+
+def test_metrics_need_the_bearer_token_over_http(production):
+    metrics = production.base + "/metrics"
+    status, headers, body = get(metrics)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
+    assert b"CHECKPOINTS_METRICS_TOKEN" in body and b"django_http" not in body
+    assert get(metrics, Authorization="Bearer wrong")[0] == 401
+    status, _, body = get(metrics, Authorization=f"Bearer {METRICS_TOKEN}")
+    assert status == 200 and b"# TYPE django_http_requests_latency" in body
 
 
 @pytest.mark.parametrize(
