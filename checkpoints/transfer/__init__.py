@@ -5,24 +5,29 @@
 """
 
 from checkpoints.transfer.copy import (
+    TransferRefused,
     TransferSummary,
     TransferVerifyError,
     copy_threads,
     export_threads,
     verify_thread,
 )
+from checkpoints.transfer.langgraph_tables import TableSource
 from checkpoints.transfer.records import FORMAT_VERSION, TransferFormatError
-from checkpoints.transfer.sources import FileSource, SaverSource, open_source
+from checkpoints.transfer.sources import FileSource, SaverSource, open_source, source_of
 
 __all__ = [
     "FORMAT_VERSION",
     "FileSource",
     "SaverSource",
+    "TableSource",
     "TransferFormatError",
+    "TransferRefused",
     "TransferSummary",
     "TransferVerifyError",
     "copy_threads",
     "export_threads",
     "open_source",
+    "source_of",
     "verify_thread",
 ]

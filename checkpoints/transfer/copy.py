@@ -13,6 +13,18 @@ owners) apply as for a graph's writes. What makes a thread whole or absent:
   copy alone is deleted and the thread imported again;
 - memory: in-process, so a kill loses the whole store anyway; a failure part-way
   deletes what was written of the thread.
+
+Before anything of a thread is written, `checks.check_thread` checks every record of it
+and its owner is resolved; a thread that fails is refused whole and named, the others are
+imported. ``strict`` makes it all or nothing: every thread is read and checked first and
+nothing is written when one is refused; a thread the target then refuses undoes the
+whole import (one transaction on the ORM stores, the threads written deleted on the
+others).
+
+Owners: a thread keeps the owner its source records (a username: our ORM stores export
+it), which must be a user here; ``owner_from_metadata`` names a metadata key to take the
+owner from instead, when the source records none; ``owner`` owns the rest. A checkpoint's
+metadata never names the owner on its own: whoever writes a checkpoint chooses it.
 """
 
 from __future__ import annotations
@@ -30,13 +42,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadExists
 from checkpoints.store.planning import ThreadRetention, check_thread_id
+from checkpoints.transfer.checks import check_thread
+from checkpoints.transfer.langgraph_tables import TableSource
 from checkpoints.transfer.records import (
     ThreadRecord,
     TransferFormatError,
     header,
+    refuse,
     thread_lines,
 )
-from checkpoints.transfer.sources import STAGING_PREFIX, FileSource, SaverSource
+from checkpoints.transfer.sources import STAGING_PREFIX, FileSource, SaverSource, source_of
 
 
 class TransferVerifyError(CheckpointStoreError):
@@ -65,11 +80,26 @@ class TransferSummary:
         )
 
 
+class TransferRefused(InvalidCheckpointInput):
+    """A ``strict`` import refused whole: nothing was written; ``summary.refusals`` names
+    every thread refused."""
+
+    code = "transfer_refused"
+
+    def __init__(self, summary: TransferSummary) -> None:
+        super().__init__(
+            f"{summary.refused} thread(s) refused, so nothing was imported (strict): "
+            + "; ".join(summary.refusals[:3])
+            + (" ..." if len(summary.refusals) > 3 else "")
+        )
+        self.summary = summary
+
+
 def as_source(source: Any):
-    if isinstance(source, (SaverSource, FileSource)):
+    if isinstance(source, (SaverSource, FileSource, TableSource)):
         return source
     if isinstance(source, BaseCheckpointSaver):
-        return SaverSource(source)
+        return source_of(source)
     if isinstance(source, str):
         return FileSource(source)
     raise InvalidCheckpointInput(
@@ -86,6 +116,8 @@ def copy_threads(
     on_conflict: str = "skip",
     verify: bool = False,
     owner: str = "",
+    owner_from_metadata: str = "",
+    strict: bool = False,
     dry_run: bool = False,
     progress: Callable[[TransferSummary], None] | None = None,
 ) -> TransferSummary:
@@ -94,9 +126,10 @@ def copy_threads(
     ``source_saver``: any BaseCheckpointSaver, an export file's path, or a source from
     `open_source`. A thread the target already knows is skipped (``on_conflict="skip"``)
     or refused, before anything is written (``"fail"``, ThreadExists naming it). A thread
-    with a bad record is refused and counted (the summary's ``refusals`` name the file's
-    line); the others are imported. ``owner`` owns threads whose checkpoints name no
-    ``user_id``. ``verify`` reads each imported thread back from both sides and raises
+    with a bad record is refused and counted (the summary's ``refusals`` name it, with the
+    file's line or the checkpoint); the others are imported, unless ``strict``: then
+    TransferRefused, and nothing is written. Owners: see the module's docstring.
+    ``verify`` reads each imported thread back from both sides and raises
     TransferVerifyError at the first difference.
     """
     if on_conflict not in ("skip", "fail"):
@@ -105,9 +138,10 @@ def copy_threads(
         )
     source = as_source(source_saver)
     wanted = None if thread_ids is None else [check_thread_id(t) for t in thread_ids]
-    owner_pk = _owner_pk(target_saver, owner) if owner else None
+    owners = _Owners(
+        target_saver, _owner_pk(target_saver, owner) if owner else None, owner_from_metadata
+    )
     started = time.monotonic()
-    summary = TransferSummary()
     if on_conflict == "fail":
         # Refused before anything is written: an import that would take a thread over
         # writes none.
@@ -119,46 +153,200 @@ def copy_threads(
                     f"({found}); nothing was imported",
                     field="thread_id",
                 )
-    counting, counter = _counting(target_saver)
-    for item in source.threads(wanted):
-        if isinstance(item, TransferFormatError):
-            summary.refused += 1
-            summary.refusals.append(item.message)
-            continue
-        if not dry_run and _finish_interrupted_copy(target_saver, item, owner_pk):
-            summary.threads += 1
-            summary.checkpoints += len(item.checkpoints)
-            summary.writes += item.writes
-            continue
-        if _presence(target_saver, item.thread_id) is not None:
-            if on_conflict == "fail":
-                raise ThreadExists(
-                    f"cannot import thread {item.thread_id!r}: the target already holds it",
-                    field="thread_id",
-                )
-            summary.skipped += 1
-            continue
-        if not dry_run:
-            try:
-                write_thread(counting, item, owner_pk=owner_pk)
-            except (InvalidCheckpointInput, ValueError) as exc:
-                # A record the target refuses (a bad key, a value it cannot store): the
-                # thread's unit of work rolled back, so nothing of it is there.
-                at = f" (line {item.line})" if item.line else ""
-                summary.refused += 1
-                summary.refusals.append(f"thread {item.thread_id!r}{at}: {exc}")
+    run = _Run(source, target_saver, owners, on_conflict, verify, progress)
+    if strict:
+        checked = _Run(source, target_saver, owners, on_conflict, False, None)
+        checked.copy(wanted, dry_run=True)
+        if checked.summary.refused:
+            checked.summary.seconds = time.monotonic() - started
+            raise TransferRefused(checked.summary)
+        if dry_run:
+            run = checked
+        else:
+            with _all_or_nothing(target_saver, run.written):
+                run.strict = True
+                run.copy(wanted, dry_run=False)
+    else:
+        run.copy(wanted, dry_run=dry_run)
+    run.summary.seconds = time.monotonic() - started
+    return run.summary
+
+
+def _target_refusals() -> tuple[type[BaseException], ...]:
+    """What a target raises for a record it cannot store: refusals of that thread. The
+    checks catch these first; this names any they miss rather than stop the import."""
+    from django.db import DataError, IntegrityError
+
+    refusals: tuple[type[BaseException], ...] = (
+        InvalidCheckpointInput,
+        ValueError,
+        TypeError,
+        DataError,
+        IntegrityError,
+    )
+    try:
+        import psycopg
+    except ImportError:
+        return refusals
+    return (*refusals, psycopg.DataError, psycopg.IntegrityError)
+
+
+class _Run:
+    """One pass over the source: checks, owners, conflicts, writes, and the summary."""
+
+    def __init__(self, source, target, owners, on_conflict, verify, progress) -> None:
+        self.source, self.target, self.owners = source, target, owners
+        self.on_conflict, self.verify, self.progress = on_conflict, verify, progress
+        self.summary = TransferSummary()
+        self.strict = False
+        # Threads this run wrote, for `_all_or_nothing` to take back.
+        self.written: list[ThreadRecord] = []
+
+    def refuse(self, refusal: TransferFormatError) -> None:
+        self.summary.refused += 1
+        self.summary.refusals.append(refusal.message)
+        if self.strict:
+            raise TransferRefused(self.summary)
+
+    def copy(self, wanted, *, dry_run: bool) -> None:
+        target, summary = self.target, self.summary
+        counting, counter = _counting(target)
+        refused_by_target = _target_refusals()
+        for item in self.source.threads(wanted):
+            if isinstance(item, TransferFormatError):
+                self.refuse(item)
                 continue
-            if verify:
-                again = source.thread(item.thread_id) if isinstance(source, SaverSource) else item
-                verify_thread(again, SaverSource(target_saver).thread(item.thread_id))
-        summary.threads += 1
-        summary.checkpoints += len(item.checkpoints)
-        summary.writes += item.writes
-        summary.bytes = counter[0]
-        if progress is not None:
-            progress(summary)
-    summary.seconds = time.monotonic() - started
-    return summary
+            problem = check_thread(item)
+            owner_pk = None
+            if problem is None:
+                try:
+                    owner_pk = self.owners.pk_for(item)
+                except InvalidCheckpointInput as exc:
+                    problem = refuse(
+                        exc.message, thread_id=item.thread_id, path=item.path, line=item.line
+                    )
+            if problem is not None:
+                self.refuse(problem)
+                continue
+            if not dry_run and _finish_interrupted_copy(target, item, owner_pk):
+                self.count(item)
+                continue
+            if _presence(target, item.thread_id) is not None:
+                if self.on_conflict == "fail":
+                    raise ThreadExists(
+                        f"cannot import thread {item.thread_id!r}: the target already holds it",
+                        field="thread_id",
+                    )
+                summary.skipped += 1
+                continue
+            if not dry_run:
+                try:
+                    write_thread(counting, item, owner_pk=owner_pk)
+                except refused_by_target as exc:
+                    # The thread's unit of work rolled back, so nothing of it is there.
+                    why = exc.message if isinstance(exc, CheckpointStoreError) else str(exc)
+                    if not isinstance(exc, (InvalidCheckpointInput, ValueError)):
+                        why = f"the store refused it ({type(exc).__name__}: {why})"
+                    self.refuse(
+                        refuse(why, thread_id=item.thread_id, path=item.path, line=item.line)
+                    )
+                    continue
+                self.written.append(item)
+                if self.verify:
+                    rereads = isinstance(self.source, (SaverSource, TableSource))
+                    again = self.source.thread(item.thread_id) if rereads else item
+                    verify_thread(again, SaverSource(target).thread(item.thread_id))
+            self.count(item)
+            summary.bytes = counter[0]
+            if self.progress is not None:
+                self.progress(summary)
+
+    def count(self, item: ThreadRecord) -> None:
+        self.summary.threads += 1
+        self.summary.checkpoints += len(item.checkpoints)
+        self.summary.writes += item.writes
+
+
+@contextmanager
+def _all_or_nothing(target, written: list[ThreadRecord]):
+    """Every thread written inside, or none: one transaction on the ORM stores; on the
+    others, the threads written are deleted when anything fails."""
+    using = getattr(target, "using", None)
+    if using is not None:
+        from django.db import transaction
+
+        with transaction.atomic(using=using):
+            yield
+        return
+    try:
+        yield
+    except BaseException:
+        for thread in written:
+            target.delete_thread(thread.thread_id)
+            if thread.finished and hasattr(target, "unmark_finished"):
+                target.unmark_finished(thread.thread_id)
+            if thread.retention and hasattr(target, "set_thread_retention"):
+                target.set_thread_retention(thread.thread_id, ThreadRetention())
+        raise
+
+
+class _Owners:
+    """The owner each imported thread gets (see the module's docstring), as a user's pk."""
+
+    def __init__(self, target, default_pk: int | None, metadata_key: str) -> None:
+        self.alias = getattr(target, "db_alias", None)
+        self.records = bool(getattr(target, "records_owners", False)) and self.alias is not None
+        self.default_pk = default_pk
+        self.metadata_key = metadata_key
+        self._by_name: dict[str, int | None] = {}
+
+    def pk_for(self, thread: ThreadRecord) -> int | None:
+        if not self.records:
+            return None
+        if thread.owner:
+            pk = self._username(thread.owner)
+            if pk is None:
+                raise InvalidCheckpointInput(
+                    f"its owner {thread.owner!r} is no user of this deployment; create that "
+                    "user first (a thread keeps its owner)",
+                    field="owner",
+                )
+            return pk
+        if self.metadata_key:
+            key = self.metadata_key
+            claimed = {cp.metadata.get(key) for cp in thread.checkpoints} - {None, ""}
+            if len(claimed) > 1:
+                names = ", ".join(sorted(repr(c) for c in claimed))
+                raise InvalidCheckpointInput(
+                    f"its checkpoints' metadata {key!r} name more than one owner ({names})",
+                    field="owner",
+                )
+            if claimed:
+                value = claimed.pop()
+                found = None
+                if isinstance(value, (str, int)) and not isinstance(value, bool):
+                    from checkpoints.store.orm.ledger import find_user
+
+                    found = find_user(str(value), using=self.alias, only_pk=True)
+                if found is None:
+                    raise InvalidCheckpointInput(
+                        f"its checkpoints' metadata {key!r} names {value!r}, no user of this "
+                        "deployment",
+                        field="owner",
+                    )
+                return found.pk
+        return self.default_pk
+
+    def _username(self, name: str) -> int | None:
+        # By username only: an exported owner is a username, even one made of digits.
+        if name not in self._by_name:
+            from django.contrib.auth import get_user_model
+
+            model = get_user_model()
+            users = model._default_manager.db_manager(self.alias)
+            found = users.filter(**{model.USERNAME_FIELD: name}).values_list("pk", flat=True)
+            self._by_name[name] = found.first()
+        return self._by_name[name]
 
 
 def _finish_interrupted_copy(target, thread: ThreadRecord, owner_pk: int | None) -> bool:
@@ -263,7 +451,7 @@ def _after(target, thread: ThreadRecord, thread_id: str, owner_pk: int | None) -
             datetime.fromisoformat(thread.finished["due_at"]),
             thread.finished.get("owner") or "",
         )
-    if owner_pk is not None and not thread.owner and hasattr(target, "set_owner"):
+    if owner_pk is not None and hasattr(target, "set_owner"):
         target.set_owner(thread_id, owner_pk)
 
 
@@ -271,13 +459,10 @@ def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
     written: set[tuple[str, str, str]] = set()
     puts, writes = [], []
     for cp in thread.checkpoints:
+        # No user_id: the owner is set once, as resolved (`_Owners`), never by the put.
         conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": cp.ns}
         if cp.parent_id:
             conf["checkpoint_id"] = cp.parent_id
-        user_id = cp.metadata.get("user_id")
-        if user_id not in (None, ""):
-            # Already in the metadata, so LangGraph's merge adds nothing: only the owner.
-            conf["user_id"] = user_id
         versions = cp.checkpoint.get("channel_versions") or {}
         new_versions = {}
         for channel, version in versions.items():
@@ -412,6 +597,7 @@ def export_threads(
 
 
 __all__ = [
+    "TransferRefused",
     "TransferSummary",
     "TransferVerifyError",
     "copy_threads",

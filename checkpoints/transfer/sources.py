@@ -1,15 +1,17 @@
-"""Where threads are read from: any LangGraph saver, an export file, or a SOURCE string.
+"""Where threads are read from: a saver, an export file, or a SOURCE string.
 
-A saver is read through its own ``list`` (so LangGraph's PostgresSaver migrates pre-v4
-pending sends and decodes values exactly as it would for a graph); only what that
-interface leaves out (thread ids, and the path and index of each pending write) is read
-from the saver's own tables where we know them.
+LangGraph's PostgresSaver and SqliteSaver, given as a SOURCE string or as saver objects
+(`source_of`), are read straight from their tables by `langgraph_tables`, every value by
+the store's reader: their own savers would decode a row with LangGraph's default
+serializer, which runs what the row names. Our stores, and any other saver, are read
+through the saver's own ``list``; `SaverSource` reads PostgresSaver and SqliteSaver that
+way too when given one explicitly, with what ``list`` leaves out (thread ids, the path
+and index of each pending write) read from their tables.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -92,9 +94,9 @@ class SaverSource:
             mark = self.saver.finished_mark(thread_id)
             if mark is not None:
                 record.finished = {"due_at": mark.due_at.isoformat(), "owner": mark.owner}
-        owners = {c.metadata.get("user_id") for c in checkpoints} - {None, ""}
-        if len(owners) == 1:
-            record.owner = str(owners.pop())
+        # The owner the store records, never one a checkpoint's metadata claims: anyone
+        # writing a checkpoint chooses its metadata.
+        record.owner = _owner_name(self.saver, thread_id)
         return record
 
     def threads(self, thread_ids=None) -> Iterator[ThreadRecord]:
@@ -117,6 +119,27 @@ class SaverSource:
         for found in keyed.values():
             found.sort(key=lambda k: writes_sort_key(k[1], k[0], k[2]))
         return keyed
+
+
+def _owner_name(saver, thread_id: str) -> str:
+    if not getattr(saver, "records_owners", False) or getattr(saver, "db_alias", None) is None:
+        return ""
+    from checkpoints.selectors import owner_name
+
+    return owner_name(saver=saver, thread_id=thread_id)
+
+
+def source_of(saver: BaseCheckpointSaver, name: str = ""):
+    """The source for a saver object: LangGraph's PostgresSaver and SqliteSaver by their
+    tables (`langgraph_tables`), any other through its own ``list``."""
+    from checkpoints.transfer.langgraph_tables import tables_of
+
+    tables = tables_of(saver)
+    if tables is not None:
+        if name:
+            tables.name = name
+        return tables
+    return SaverSource(saver, name=name)
 
 
 def _writes(pending, keys: list[tuple] | None) -> list[WriteRecord]:
@@ -204,20 +227,22 @@ def _write_rows(saver, thread_id: str) -> list[tuple] | None:
 class FileSource:
     """Threads read from an export file, one at a time."""
 
-    def __init__(self, path: str, serde=None) -> None:
+    def __init__(self, path: str, serde=None, *, max_bytes: int | None = None) -> None:
         from checkpoints.codec.serde import store_serializer
 
         if not os.path.isfile(path):
             raise CheckpointConfigError(f"export file {path!r} does not exist", field="source")
         self.path = path
         self.name = path
+        # Decompressed bytes read at most (records.DEFAULT_MAX_IMPORT_BYTES when None).
+        self.max_bytes = max_bytes
         # The store's reader: revives the types the process knows, never imports a module
         # a file names (checkpoints.codec.serde).
         self.serde = serde or store_serializer()
 
     def threads(self, thread_ids=None):
         wanted = set(thread_ids) if thread_ids is not None else None
-        for item in read_export(self.path, self.serde):
+        for item in read_export(self.path, self.serde, max_bytes=self.max_bytes):
             thread_id = getattr(item, "thread_id", None)
             if wanted is None or thread_id is None or thread_id in wanted:
                 yield item
@@ -237,8 +262,11 @@ REDIS_MISSING = (
 
 
 @contextmanager
-def open_source(source: str | None, *, saver: str | None = None) -> Iterator[Any]:
-    """A SaverSource or FileSource for a SOURCE argument (see the README), closed after."""
+def open_source(
+    source: str | None, *, saver: str | None = None, max_bytes: int | None = None
+) -> Iterator[Any]:
+    """The source for a SOURCE argument (see the README), closed after. ``max_bytes``: the
+    most an export file may hold decompressed."""
     if saver:
         yield from _factory_source(saver)
         return
@@ -246,35 +274,16 @@ def open_source(source: str | None, *, saver: str | None = None) -> Iterator[Any
         raise CheckpointConfigError("name a SOURCE or --saver module:callable", field="source")
     scheme = source.split("://", 1)[0].lower() if "://" in source else ""
     if scheme in ("langgraph+postgresql", "langgraph+postgres"):
-        from langgraph.checkpoint.postgres import PostgresSaver
+        from checkpoints.transfer.langgraph_tables import postgres_tables
 
-        url = source.split("+", 1)[1]
-        try:
-            cm = PostgresSaver.from_conn_string(url)
-            lg = cm.__enter__()
-        except Exception as exc:  # noqa: BLE001 - the driver's own error, named
-            raise CheckpointConfigError(
-                f"cannot open the PostgresSaver database {_safe(url)}: {exc}", field="source"
-            ) from exc
-        try:
-            yield SaverSource(lg, name=_safe(source))
-        finally:
-            cm.__exit__(None, None, None)
+        with postgres_tables(source.split("+", 1)[1], _safe(source)) as tables:
+            yield tables
         return
     if scheme == "langgraph+sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
+        from checkpoints.transfer.langgraph_tables import sqlite_tables
 
-        from checkpoints.dburl import parse_database_url
-
-        path = parse_database_url(source.split("+", 1)[1])["NAME"]
-        if not os.path.isfile(path):
-            # sqlite3 would create an empty file and import nothing.
-            raise CheckpointConfigError(f"SqliteSaver file {path!r} does not exist", field="source")
-        conn = sqlite3.connect(path, check_same_thread=False)
-        try:
-            yield SaverSource(SqliteSaver(conn), name=source)
-        finally:
-            conn.close()
+        with sqlite_tables(_sqlite_path(source.split("+", 1)[1]), source) as tables:
+            yield tables
         return
     if scheme in ("langgraph+redis", "langgraph+rediss"):
         try:
@@ -306,10 +315,26 @@ def open_source(source: str | None, *, saver: str | None = None) -> Iterator[Any
     if scheme:
         from checkpoints import from_conn_string
 
+        if scheme == "sqlite":
+            path = _sqlite_path(source)
+            if not os.path.isfile(path):
+                # Opening it would create an empty store and import nothing.
+                raise CheckpointConfigError(
+                    f"SQLite store file {path!r} does not exist", field="source"
+                )
         with from_conn_string(source) as ours:
             yield SaverSource(ours, name=_safe(source))
         return
-    yield FileSource(source)
+    yield FileSource(source, max_bytes=max_bytes)
+
+
+def _sqlite_path(url: str) -> str:
+    from checkpoints.dburl import parse_database_url
+
+    try:
+        return str(parse_database_url(url)["NAME"])
+    except ValueError as exc:
+        raise CheckpointConfigError(str(exc), field="source") from None
 
 
 def _factory_source(path: str):
@@ -330,13 +355,13 @@ def _factory_source(path: str):
         yield _as_source(made, path)
 
 
-def _as_source(saver, path: str) -> SaverSource:
+def _as_source(saver, path: str):
     if not isinstance(saver, BaseCheckpointSaver):
         raise CheckpointConfigError(
             f"--saver {path!r} returned a {type(saver).__name__}, not a BaseCheckpointSaver",
             field="saver",
         )
-    return SaverSource(saver, name=path)
+    return source_of(saver, path)
 
 
 def _safe(url: str) -> str:

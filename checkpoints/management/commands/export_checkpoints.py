@@ -1,5 +1,6 @@
 """Export threads of the deployment's store (or SOURCE) to the documented JSONL format."""
 
+import os
 import sys
 from datetime import UTC, datetime
 
@@ -33,9 +34,13 @@ class Command(BaseCommand):
                 raise CommandError(f"--since {since!r} is not an ISO date or time") from exc
             if when.tzinfo is None:
                 when = when.replace(tzinfo=UTC)
+        if output != "-":
+            folder = os.path.dirname(os.path.abspath(output))
+            if not os.path.isdir(folder):
+                raise CommandError(f"--output {output!r}: the folder {folder!r} does not exist")
         progress = _progress(self.stderr) if output != "-" and sys.stderr.isatty() else None
         try:
-            with _source(source) as src, open_output(output, self.stdout) as stream:
+            with _source(source) as src, _output(output, self.stdout) as stream:
                 summary = export_threads(
                     src, stream, thread_ids=threads, since=when, progress=progress
                 )
@@ -44,6 +49,13 @@ class Command(BaseCommand):
         if progress is not None:
             self.stderr.write("")
         (self.stderr if output == "-" else self.stdout).write(f"Exported {summary}")
+
+
+def _output(output, stdout):
+    try:
+        return open_output(output, stdout)
+    except OSError as exc:  # a folder, no permission, a full disk: named, no traceback
+        raise CommandError(f"--output {output!r} cannot be written: {exc.strerror}") from exc
 
 
 def _source(source):

@@ -182,13 +182,32 @@ def test_owner_option_owns_threads_naming_none(lg_sqlite, sqlite_store, django_u
     from checkpoints.models import Thread
 
     user = django_user_model.objects.create(username="importer")
+    django_user_model.objects.create(username="alice")
     seed(lg_sqlite)
     call_command(
         "import_checkpoints", f"langgraph+sqlite:///{lg_sqlite.path}", "--owner", "importer"
     )
-    # t-big was run without a user_id; the others name alice, who is not a user here.
-    assert Thread.objects.get(thread_id="t-big").owner_id == user.pk
-    assert Thread.objects.get(thread_id="t-done").owner_id is None
+    # LangGraph records no owners: the metadata's user_id "alice" is only a claim.
+    assert set(Thread.objects.values_list("owner_id", flat=True)) == {user.pk}
+
+
+def test_owner_from_metadata_is_an_explicit_choice(lg_sqlite, sqlite_store, django_user_model):
+    from checkpoints.models import Thread
+
+    importer = django_user_model.objects.create(username="importer")
+    alice = django_user_model.objects.create(username="alice")
+    seed(lg_sqlite)
+    call_command(
+        "import_checkpoints",
+        f"langgraph+sqlite:///{lg_sqlite.path}",
+        "--owner-from-metadata",
+        "user_id",
+        "--owner",
+        "importer",
+    )
+    owners = dict(Thread.objects.values_list("thread_id", "owner_id"))
+    # t-big was run without a user_id; the others name alice in their metadata.
+    assert owners == {t: importer.pk if t == "t-big" else alice.pk for t in THREADS}
 
 
 def _many_threads_file(lg_sqlite, path: Path, copies: int) -> tuple[dict[str, int], set[str]]:

@@ -76,13 +76,13 @@ def test_retention_and_finished_marks_move_with_their_threads(lg_sqlite, store):
     seed(lg_sqlite)
     due = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
     copy_threads(lg_sqlite, store, thread_ids=["t-done"])
-    store.set_thread_retention("t-done", ThreadRetention(waiting_minutes=5, finished_minutes=9))
+    store.set_thread_retention("t-done", ThreadRetention(waiting_minutes=9, finished_minutes=5))
     store.mark_finished("t-done", due, "alice")
     # From ours to another store of ours (a private memory store).
     other = MemorySaver(store=MemoryStore())
     summary = copy_threads(store, other, verify=True)
     assert summary.threads == 1
-    assert other.thread_retention("t-done") == ThreadRetention(5, 9)
+    assert other.thread_retention("t-done") == ThreadRetention(9, 5)
     mark = other.finished_mark("t-done")
     assert (mark.due_at, mark.owner) == (due, "alice")
 

@@ -1,0 +1,421 @@
+"""LangGraph's PostgresSaver and SqliteSaver read straight from their tables.
+
+Their savers decode what a row holds with LangGraph's default serializer, which imports
+and calls whatever a msgpack ext payload names (``os.system`` included): reading an
+untrusted database through them runs its code. So nothing here goes through the peer's
+saver or its serializer. The tables are read with SQL, and every value is decoded by the
+store's reader (`checkpoints.codec.serde.store_serializer`), the one that reads our own
+stores and export files: it never imports a module and never calls what the bytes name,
+so a crafted row comes out exactly as it would from an export file (its data, or a
+refusal naming the thread and checkpoint under ``BLOCKED_TYPES = "raise"``).
+
+The layouts are LangGraph's, versioned by their migrations:
+
+- PostgresSaver (``langgraph.checkpoint.postgres.base.MIGRATIONS``): ``checkpoints`` keeps
+  the body as JSONB with only primitive channel values inline, ``checkpoint_blobs`` the
+  other values keyed by (namespace, channel, version), ``checkpoint_writes`` the pending
+  writes (``task_path`` from migration 9), ``checkpoint_migrations`` the version;
+- SqliteSaver: ``checkpoints`` keeps the whole body as one typed blob and the metadata as
+  JSON, ``writes`` the pending writes (``task_path`` added by a later ALTER).
+
+A checkpoint before format v4 holds its parent's pending sends as the parent's TASKS
+writes; they are moved into its TASKS channel as PostgresSaver does when it reads
+(`checkpoints.store.planning.migrate_parent_sends`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+from urllib.parse import quote
+
+from langgraph.checkpoint.base import writes_sort_key
+from langgraph.constants import TASKS
+
+from checkpoints.errors import CheckpointConfigError
+from checkpoints.store.planning import migrate_parent_sends, needs_parent_sends
+from checkpoints.transfer.records import (
+    CheckpointRecord,
+    ThreadRecord,
+    TransferFormatError,
+    WriteRecord,
+    refuse,
+)
+
+PAGE = 1000
+# checkpoint_writes.task_path arrived with PostgresSaver's migration 9; the tables are
+# complete from migration 3 (checkpoints, checkpoint_blobs, checkpoint_writes).
+PG_TASK_PATH_MIGRATION = 9
+PG_TABLES_MIGRATION = 3
+
+Query = Callable[[str, tuple], list[tuple]]
+
+
+class _Unreadable(Exception):
+    """Internal: one part of a thread cannot be read; the thread is refused, named."""
+
+    def __init__(self, why: str, checkpoint: tuple[str, str] | None = None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.checkpoint = checkpoint
+
+
+class TableSource:
+    """Threads read from LangGraph's saver tables, each value by the store's reader."""
+
+    def __init__(self, tables: _Tables, name: str, serde=None) -> None:
+        from checkpoints.codec.serde import store_serializer
+
+        self.tables = tables
+        self.name = name
+        self.serde = serde or store_serializer()
+
+    def thread_ids(self) -> Iterator[Any]:
+        # Pages in the primary key's order: memory stays flat however many threads.
+        last: Any = ""
+        while True:
+            rows = self.tables.query(
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > %s "
+                f"ORDER BY thread_id LIMIT {PAGE}",
+                (last,),
+            )
+            if not rows:
+                return
+            for (thread_id,) in rows:
+                yield thread_id
+            last = rows[-1][0]
+
+    def threads(self, thread_ids=None) -> Iterator[ThreadRecord | TransferFormatError]:
+        for thread_id in thread_ids if thread_ids is not None else self.thread_ids():
+            if not isinstance(thread_id, str):
+                yield refuse(
+                    f"a thread id that is not text ({type(thread_id).__name__} "
+                    f"{_short(thread_id)}) in {self.name}"
+                )
+                continue
+            record = self.thread_or_refusal(thread_id)
+            if record is not None:
+                yield record
+
+    def thread(self, thread_id: str) -> ThreadRecord | None:
+        """The thread (None when the tables hold none of it); TransferFormatError when a
+        part of it cannot be read."""
+        found = self.thread_or_refusal(thread_id)
+        if isinstance(found, TransferFormatError):
+            raise found
+        return found
+
+    def thread_or_refusal(self, thread_id: str) -> ThreadRecord | TransferFormatError | None:
+        try:
+            return self._read(thread_id)
+        except _Unreadable as exc:
+            return refuse(exc.why, thread_id=thread_id, checkpoint=exc.checkpoint)
+
+    # -- one thread -----------------------------------------------------------------------
+    def _read(self, thread_id: str) -> ThreadRecord | None:
+        rows, blobs, write_rows = self.tables.thread_rows(thread_id)
+        if not rows:
+            return None
+        writes: dict[tuple[str, str], list[WriteRecord]] = {}
+        for ns, cid, task_id, task_path, idx, channel, type_, data in write_rows:
+            at = (_text(ns, "checkpoint_ns"), _text(cid, "checkpoint_id"))
+            where = f"pending write of task {_short(task_id)} to channel {_short(channel)}"
+            if not isinstance(idx, int) or isinstance(idx, bool):
+                raise _Unreadable(f"the {where} has an idx that is not a whole number", at)
+            writes.setdefault(at, []).append(
+                WriteRecord(
+                    task_id=_text(task_id, "task_id", at),
+                    channel=_text(channel, "channel", at),
+                    value=self._decode(type_, data, f"the {where}", at),
+                    task_path=_text(task_path or "", "task_path", at),
+                    idx=idx,
+                )
+            )
+        for found in writes.values():
+            found.sort(key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+        decoded: dict[tuple[str, str, str], Any] = {}
+        rows = sorted(rows, key=lambda r: (str(r[0] or ""), str(r[1])))
+        return ThreadRecord(
+            thread_id=thread_id,
+            checkpoints=[self._checkpoint(row, blobs, decoded, writes) for row in rows],
+        )
+
+    def _checkpoint(self, row: tuple, blobs, decoded: dict, writes: dict) -> CheckpointRecord:
+        ns, cid = _text(row[0] or "", "checkpoint_ns"), _text(row[1], "checkpoint_id")
+        at = (ns, cid)
+        decode = partial(self._decode, at=at)
+        parent = row[2] or None
+        if parent is not None:
+            parent = _text(parent, "parent_checkpoint_id", at)
+        body, metadata = self.tables.body(row, decode)
+        if type(body) is not dict:
+            raise _Unreadable(f"its body is a {type(body).__name__}, not an object", at)
+        if body.get("id") != cid:
+            raise _Unreadable(
+                f"its body names checkpoint {_short(body.get('id'))}, its row {cid!r}", at
+            )
+        if type(metadata) is not dict:
+            raise _Unreadable(f"its metadata is a {type(metadata).__name__}, not an object", at)
+        self.tables.add_blobs(body, row, blobs, decoded, decode)
+        if needs_parent_sends(body, parent):
+            sends = [w.value for w in writes.get((ns, parent), ()) if w.channel == TASKS]
+            try:
+                migrate_parent_sends(body, sends, _first_version)
+            except TypeError as exc:  # versions no max() can order
+                raise _Unreadable(f"its channel versions cannot be ordered: {exc}", at) from None
+        return CheckpointRecord(ns, body, metadata, parent, writes.get(at, []))
+
+    def _decode(self, type_: Any, data: Any, where: str, at: tuple[str, str] | None) -> Any:
+        if not isinstance(type_, str) or not isinstance(data, (bytes, bytearray, memoryview)):
+            raise _Unreadable(
+                f"{where} is not a (type, bytes) pair: {type(type_).__name__}, "
+                f"{type(data).__name__}",
+                at,
+            )
+        try:
+            return self.serde.loads_typed((type_, bytes(data)))
+        except Exception as exc:  # noqa: BLE001 - the reader's refusal, whatever its kind
+            raise _Unreadable(f"{where} cannot be read: {exc}", at) from None
+
+
+def _text(value: Any, what: str, at: tuple[str, str] | None = None) -> str:
+    if not isinstance(value, str):
+        raise _Unreadable(f"its {what} is a {type(value).__name__}, not text", at)
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _first_version() -> str:
+    # LangGraph's savers' get_next_version(None, None): version 1 and a random tie-break.
+    return f"{1:032}.{random.random():016}"
+
+
+# -- the two layouts ----------------------------------------------------------------------
+class _Tables:
+    query: Query
+
+    def thread_rows(self, thread_id: str) -> tuple[list[tuple], Any, list[tuple]]:
+        raise NotImplementedError
+
+    def body(self, row: tuple, decode) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def add_blobs(self, body, row, blobs, decoded, decode) -> None:
+        """Put the values a layout keeps apart from the body into its channel_values."""
+
+
+class _PostgresTables(_Tables):
+    def __init__(self, query: Query, snapshot: Callable[[], Any]) -> None:
+        self.query = query
+        self.snapshot = snapshot
+        found = query(
+            "SELECT to_regclass('checkpoint_migrations') IS NOT NULL, "
+            "to_regclass('checkpoints') IS NOT NULL",
+            (),
+        )[0]
+        if not all(found):
+            raise CheckpointConfigError(
+                "not a PostgresSaver database: it has no checkpoint_migrations and "
+                "checkpoints tables (LangGraph's PostgresSaver.setup() creates them)",
+                field="source",
+            )
+        (version,) = query("SELECT max(v) FROM checkpoint_migrations", ())[0]
+        if version is None or version < PG_TABLES_MIGRATION:
+            raise CheckpointConfigError(
+                f"the PostgresSaver database is at migration {version}; its tables are "
+                f"complete from migration {PG_TABLES_MIGRATION} (run PostgresSaver.setup())",
+                field="source",
+            )
+        self.task_path = "task_path" if version >= PG_TASK_PATH_MIGRATION else "''"
+
+    def thread_rows(self, thread_id: str):
+        with self.snapshot():
+            rows = self.query(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, "
+                "metadata, CASE WHEN jsonb_typeof(checkpoint -> 'channel_versions') = 'object' "
+                "THEN (SELECT jsonb_object_agg(key, value) "
+                "FROM jsonb_each_text(checkpoint -> 'channel_versions')) END "
+                "FROM checkpoints WHERE thread_id = %s",
+                (thread_id,),
+            )
+            blobs: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+            if rows:
+                for ns, channel, version, type_, blob in self.query(
+                    "SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
+                    "WHERE thread_id = %s",
+                    (thread_id,),
+                ):
+                    blobs[(ns, channel, version)] = (type_, blob)
+            writes = self.query(
+                f"SELECT checkpoint_ns, checkpoint_id, task_id, {self.task_path}, idx, channel, "
+                "type, blob FROM checkpoint_writes WHERE thread_id = %s",
+                (thread_id,),
+            )
+        return rows, blobs, writes
+
+    def body(self, row, decode):
+        body = row[3]
+        return (dict(body) if type(body) is dict else body), row[4]
+
+    def add_blobs(self, body, row, blobs, decoded, decode) -> None:
+        # PostgresSaver's rule: the inline values, then each version's blob over them
+        # (an "empty" blob: the channel had no value at that version).
+        versions = row[5] or {}
+        values = body.get("channel_values")
+        values = dict(values) if type(values) is dict else {}
+        ns = row[0] or ""
+        for channel, version in versions.items():
+            key = (ns, channel, version)
+            if key not in blobs:
+                continue
+            if key not in decoded:
+                type_, blob = blobs[key]
+                if type_ == "empty":
+                    decoded[key] = _EMPTY
+                else:
+                    decoded[key] = decode(type_, blob, f"the value of channel {channel!r}")
+            if decoded[key] is not _EMPTY:
+                values[channel] = decoded[key]
+        body["channel_values"] = values
+
+
+_EMPTY = object()
+
+
+class _SqliteTables(_Tables):
+    def __init__(self, query: Query) -> None:
+        self.query = query
+        tables = {r[0] for r in query("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+        missing = {"checkpoints", "writes"} - tables
+        if missing:
+            raise CheckpointConfigError(
+                "not a SqliteSaver file: it has no "
+                + " and no ".join(f"{t!r} table" for t in sorted(missing)),
+                field="source",
+            )
+        columns = {r[1] for r in query("PRAGMA table_info(writes)", ())}
+        self.task_path = "task_path" if "task_path" in columns else "''"
+
+    def thread_rows(self, thread_id: str):
+        rows = self.query(
+            "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+            "metadata FROM checkpoints WHERE thread_id = ?",
+            (thread_id,),
+        )
+        writes = self.query(
+            f"SELECT checkpoint_ns, checkpoint_id, task_id, {self.task_path}, idx, channel, "
+            "type, value FROM writes WHERE thread_id = ?",
+            (thread_id,),
+        )
+        return rows, None, writes
+
+    def body(self, row, decode):
+        body = decode(row[3], row[4], "its body")
+        raw = row[5]
+        if raw is None:
+            return body, {}
+        if not isinstance(raw, (bytes, str)):
+            return body, raw
+        try:
+            return body, json.loads(raw)
+        except ValueError as exc:
+            ns, cid = row[0] or "", row[1]
+            raise _Unreadable(f"its metadata is not JSON: {exc}", (ns, cid)) from None
+
+
+# -- opening ------------------------------------------------------------------------------
+@contextmanager
+def postgres_tables(url: str, name: str) -> Iterator[TableSource]:
+    """A PostgresSaver database by URL, read in one read-only snapshot per thread."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, autocommit=True)
+    except Exception as exc:  # noqa: BLE001 - the driver's own error, named
+        raise CheckpointConfigError(
+            f"cannot open the PostgresSaver database {name}: {exc}", field="source"
+        ) from exc
+    try:
+
+        def query(sql: str, args: tuple) -> list[tuple]:
+            return conn.execute(sql, args).fetchall()
+
+        @contextmanager
+        def snapshot():
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield
+
+        yield TableSource(_PostgresTables(query, snapshot), name)
+    finally:
+        conn.close()
+
+
+@contextmanager
+def sqlite_tables(path: str, name: str) -> Iterator[TableSource]:
+    """A SqliteSaver file, opened read-only (a missing file is refused, never created)."""
+    if not os.path.isfile(path):
+        raise CheckpointConfigError(f"SqliteSaver file {path!r} does not exist", field="source")
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, check_same_thread=False
+        )
+        source = TableSource(_SqliteTables(_sqlite_query(conn)), name)
+    except sqlite3.DatabaseError as exc:
+        raise CheckpointConfigError(
+            f"cannot read the SqliteSaver file {path!r}: {exc}", field="source"
+        ) from exc
+    try:
+        yield source
+    finally:
+        conn.close()
+
+
+def tables_of(saver) -> TableSource | None:
+    """The tables of a PostgresSaver or SqliteSaver object, read as above; None for any
+    other saver."""
+    module = type(saver).__module__
+    name = type(saver).__name__
+    if module.startswith("langgraph.checkpoint.postgres"):
+
+        def query(sql: str, args: tuple) -> list[tuple]:
+            with saver._cursor() as cur:
+                cur.execute(sql, args)
+                return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in cur]
+
+        @contextmanager
+        def snapshot():
+            yield
+
+        return TableSource(_PostgresTables(query, snapshot), name)
+    if module.startswith("langgraph.checkpoint.sqlite"):
+        saver.setup()  # its tables, as its own first read would make them
+        plain = _sqlite_query(saver.conn)
+
+        def locked(sql: str, args: tuple) -> list[tuple]:
+            with saver.lock:
+                return plain(sql, args)
+
+        return TableSource(_SqliteTables(locked), name)
+    return None
+
+
+def _sqlite_query(conn: sqlite3.Connection) -> Query:
+    def query(sql: str, args: tuple) -> list[tuple]:
+        cur = conn.execute(sql.replace("%s", "?"), args)
+        try:
+            return cur.fetchall()
+        finally:
+            cur.close()
+
+    return query
