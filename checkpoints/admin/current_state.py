@@ -9,6 +9,7 @@ from checkpoints import selectors
 from checkpoints.admin.base import checkpoint_change_url
 from checkpoints.admin.display import is_internal, transcript, when
 from checkpoints.admin.store_choice import store_alias, store_saver
+from checkpoints.admin.value_cut import cut
 from checkpoints.codec.render import is_message_list, words
 from checkpoints.errors import CheckpointStoreError
 
@@ -67,7 +68,8 @@ def current_state(thread_pk) -> SafeString | str:
             )
         )
     others = [
-        (str(name), _short(words(values[name])) or "(empty)")
+        # Words of a cut: a 100,000-item list is not joined to show its first 200 characters.
+        (str(name), _short(words(cut(values[name], VALUE_CHARS * 2)[0])) or "(empty)")
         for name in sorted(values, key=str)
         if not is_internal(str(name)) and not is_message_list(values[name])
     ]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from checkpoints.admin.prose import markdown_html
-from checkpoints.admin.value_cut import Preview, cut, cut_text, json_preview
+from checkpoints.admin.value_cut import Preview, cut, cut_text, json_preview, text_preview
 from checkpoints.codec.render import (
     MESSAGES_BEFORE,
     PREVIEW_CHARS,
@@ -64,10 +65,15 @@ def cut_note(shown: Preview, download: str = "") -> SafeString:
         if download
         else "its checkpoint's page downloads it whole"
     )
+    shows = (
+        format_html("the first {} of it, cut where it says “…”", byte_size(shown.limit))
+        if shown.limit
+        else "none of it, as this page has shown all the values it may"
+    )
     return format_html(
-        '<p class="cs-cut">Too large to show here: the first {} of it, cut where it says '
-        '“…” (CHECKPOINTS["ADMIN_VALUE_PREVIEW_BYTES"]); {}.</p>',
-        byte_size(shown.limit),
+        '<p class="cs-cut">Too large to show here whole (CHECKPOINTS["ADMIN_VALUE_PREVIEW_BYTES"]'
+        "): {}; {}.</p>",
+        shows,
         whole,
     )
 
@@ -153,10 +159,9 @@ def page_nav(page: MessagePage, query: Mapping[str, Any] | None = None) -> SafeS
 def _said(content: Any) -> SafeString:
     """A message's content as the transcript shows it: its text, Markdown rendered safely."""
     if isinstance(content, (str, list, tuple)):
-        shown, was_cut = cut(content)
-        text, text_cut = cut_text(content_text(shown))
+        text, was_cut = text_preview(content, content_text)
         said = markdown_html(text)
-        if was_cut or text_cut:
+        if was_cut:
             return format_html('{}<p class="cs-cut">{}</p>', said, _CUT_MESSAGE)
         return said
     return json_block(content)
@@ -251,7 +256,7 @@ def error_view(value: Any, node: str = "") -> SafeString:
         '<div class="cs-card cs-error"><strong class="cs-error-type">{}</strong> '
         '<span class="cs-error-message">{}</span>{}</div>',
         found.type or "error",
-        cut_text(found.message)[0],
+        cut_text(found.message),
         format_html(' <span class="cs-muted">in node <code>{}</code></span>', node) if node else "",
     )
 
@@ -352,6 +357,10 @@ def state_view(
 
 
 # -- a diff, shown: messages as messages, everything else as indented JSON -------------------
+# Keys of a changed dict shown of each kind (added, removed, changed); the rest are counted.
+KEYS_SHOWN = 100
+
+
 def value_html(value: Any) -> SafeString:
     """One value of a diff: a message (or a list of them) as the transcript, else JSON."""
     if is_message(value):
@@ -385,10 +394,16 @@ def shown_change(change, paging: Paging) -> dict:
         shown["appended"] = [value_html(v) for v in page(change.appended)]
         shown["dropped"] = [value_html(v) for v in page(change.dropped)]
     elif change.kind == "dict":
-        shown["added_keys"] = {k: value_html(v) for k, v in change.added_keys.items()}
-        shown["removed_keys"] = {k: value_html(v) for k, v in change.removed_keys.items()}
+        # A dict whose 50,000 keys all changed made a 5 MB page: the first keys of each kind.
+        def first(pairs: Mapping) -> list:
+            shown["more_keys"] += max(0, len(pairs) - KEYS_SHOWN)
+            return list(islice(pairs.items(), KEYS_SHOWN))
+
+        shown["more_keys"] = 0
+        shown["added_keys"] = {k: value_html(v) for k, v in first(change.added_keys)}
+        shown["removed_keys"] = {k: value_html(v) for k, v in first(change.removed_keys)}
         shown["changed_keys"] = {
-            k: (value_html(a), value_html(b)) for k, (a, b) in change.changed_keys.items()
+            k: (value_html(a), value_html(b)) for k, (a, b) in first(change.changed_keys)
         }
     else:
         for side in ("before", "after"):

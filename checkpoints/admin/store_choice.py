@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connections
 from django.http import Http404
 
+from checkpoints.admin.value_cut import page_previews
 from checkpoints.codec.compression import reading_response
 from checkpoints.models import Thread
 from checkpoints.store.registry import get_saver
@@ -107,8 +108,9 @@ def with_store_choice(view, *, lenient: bool = False):
                 raise Http404(f"no checkpoint store {named!r} is available to this admin")
         token = _chosen.set(chosen)
         try:
-            # One page's reads share a budget of decompressed bytes (MAX_RESPONSE_BYTES).
-            with reading_response():
+            # One page's reads share a budget of decompressed bytes (MAX_RESPONSE_BYTES), and
+            # its values one allowance of characters shown.
+            with reading_response(), page_previews():
                 response = view(request, *args, **kwargs)
                 # Read-only fields are computed while the page renders: do that here, in scope.
                 if hasattr(response, "render") and not getattr(response, "is_rendered", True):

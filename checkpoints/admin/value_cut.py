@@ -8,14 +8,18 @@ more of the value than its preview holds, whatever the value's size. The whole v
 download of its own (`checkpoints.admin.views.ValueDownloadView`).
 
 The size is ``CHECKPOINTS["ADMIN_VALUE_PREVIEW_BYTES"]`` (characters of indented JSON,
-default 256 KiB); None shows every value whole.
+default 256 KiB); None shows every value whole. One page (`page_previews`) shows at most
+``PAGE_PREVIEWS`` times that in all: a checkpoint of a hundred values just under the size
+would otherwise still make a page of tens of megabytes; past it, values show their link.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +35,11 @@ DEFAULT_PREVIEW_BYTES = 256 * 1024
 MORE = "…"
 # A cut stops descending here (a stored value is at most CODEC_MAX_DEPTH deep).
 MAX_DEPTH = 256
+# What one page shows of values in all, in previews.
+PAGE_PREVIEWS = 8
+
+# Characters the current page may still show (a one-item list, spent in place); None: no bound.
+_page_left: ContextVar[list[int] | None] = ContextVar("admin_page_previews", default=None)
 
 
 def preview_bytes() -> int | None:
@@ -47,24 +56,60 @@ class Preview:
     limit: int | None
 
 
-def json_preview(value: Any, limit: int | None = None) -> Preview:
-    """The indented JSON of ``value`` (its stored form), at most ``limit`` characters."""
-    limit = preview_bytes() if limit is None else limit
+@contextmanager
+def page_previews() -> Iterator[None]:
+    """Previews made inside share one page's allowance (``PAGE_PREVIEWS`` previews)."""
+    limit = preview_bytes()
+    token = _page_left.set(None if limit is None else [PAGE_PREVIEWS * limit])
+    try:
+        yield
+    finally:
+        _page_left.reset(token)
+
+
+def _allowance() -> int | None:
+    """What the next preview may hold: the preview size, or less of the page's allowance."""
+    limit = preview_bytes()
+    left = _page_left.get()
+    return limit if limit is None or left is None else min(limit, left[0])
+
+
+def _spend(size: int) -> None:
+    left = _page_left.get()
+    if left is not None:
+        left[0] = max(0, left[0] - size)
+
+
+def json_preview(value: Any) -> Preview:
+    """The indented JSON of ``value`` (its stored form), cut to what the page may show."""
+    limit = _allowance()
     if limit is None:
         return Preview(pretty(value), False, None)
     shown, was_cut = cut(value, limit)
     text = pretty(shown)
     if len(text) > limit:
         text, was_cut = text[:limit] + MORE, True
+    _spend(len(text))
     return Preview(text, was_cut, limit)
 
 
-def cut_text(text: str, limit: int | None = None) -> tuple[str, bool]:
-    """``text`` up to ``limit`` characters (the preview size by default); whether it was cut."""
+def text_preview(value: Any, as_text) -> tuple[str, bool]:
+    """``as_text`` of a cut of ``value``, cut to what the page may show; whether it was cut."""
+    limit = _allowance()
+    if limit is None:
+        return as_text(value), False
+    shown, was_cut = cut(value, limit)
+    text = as_text(shown)
+    if len(text) > limit:
+        text, was_cut = text[:limit] + MORE, True
+    _spend(len(text))
+    return text, was_cut
+
+
+def cut_text(text: str, limit: int | None = None) -> str:
+    """``text`` up to ``limit`` characters (the preview size by default)."""
     limit = preview_bytes() if limit is None else limit
-    if limit is None or len(text) <= limit:
-        return text, False
-    return text[:limit] + MORE, True
+    return text if limit is None or len(text) <= limit else text[:limit] + MORE
 
 
 def cut(value: Any, limit: int | None = None) -> tuple[Any, bool]:

@@ -207,16 +207,15 @@ def downloaded(client, url: str):
     return json.loads(b"".join(response.streaming_content))
 
 
-def test_a_value_over_the_preview_size_is_cut_with_a_download_of_it_whole(
-    admin_client, orm_store
-):
+def test_a_value_over_the_preview_size_is_cut_with_a_download_of_it_whole(admin_client, orm_store):
     values = big_checkpoint(orm_store)
     row = head_row(orm_store, "big")
     response = admin_client.get(on_store(orm_store, PAGE.format(row.pk, "change/")))
     assert response.status_code == 200
     assert len(response.content) < PAGE_BOUND, len(response.content)
     page = response.content.decode()
-    assert page.count("Too large to show here: the first 256.0 KiB") == 3
+    assert page.count("Too large to show here whole") == 3
+    assert page.count("the first 256.0 KiB of it") == 3
     assert "shown whole" in page
     found = links(page)
     assert len(found) == 3
@@ -243,7 +242,7 @@ def test_the_preview_size_is_a_setting(admin_client, orm_store):
     ):
         small = admin_client.get(url)
     assert small.status_code == 200
-    assert small.content.decode().count("Too large to show here: the first 16.0 KiB") == 3
+    assert small.content.decode().count("the first 16.0 KiB of it") == 3
     assert len(small.content) < 3 * 16 * 1024 + MiB
 
 
@@ -293,3 +292,34 @@ def test_a_download_of_no_value_is_refused_by_name(admin_client, saver, query, s
     response = admin_client.get(PAGE.format(row.pk, "value/"), query)
     assert response.status_code == status
     assert said in response.content.decode()
+
+
+def test_a_page_of_many_values_under_the_size_stays_within_its_allowance(admin_client, orm_store):
+    preview = 16 * 1024
+    values = {f"v{i:02}": big_text(preview - 1024, f"v{i:02}") for i in range(30)}
+    put_chain(orm_store, "many", values)
+    row = head_row(orm_store, "many")
+    with override_settings(CHECKPOINTS={**store_settings(), "ADMIN_VALUE_PREVIEW_BYTES": preview}):
+        response = admin_client.get(on_store(orm_store, PAGE.format(row.pk, "change/")))
+    assert response.status_code == 200
+    # 30 values of 15 KiB: eight previews' worth are shown, the rest as links.
+    assert len(response.content) < 8 * preview * 2 + MiB
+    page = response.content.decode()
+    assert "none of it, as this page has shown all the values it may" in page
+    assert len(links(page)) >= 30 - 8
+    assert downloaded(admin_client, links(page)[-1]) == values["v29"]
+
+
+def test_a_diff_of_many_changed_keys_shows_the_first_and_counts_the_rest(admin_client, orm_store):
+    put_chain(orm_store, "keys-a", {"d": {f"k{i:05}": i for i in range(20_000)}})
+    put_chain(orm_store, "keys-b", {"d": {f"k{i:05}": -i for i in range(20_000)}})
+    a, b = head_row(orm_store, "keys-a"), head_row(orm_store, "keys-b")
+    response = admin_client.get(
+        on_store(orm_store, "/admin/checkpoints/checkpoint/compare/", a=a.pk, b=b.pk)
+    )
+    assert response.status_code == 200
+    assert len(response.content) < 500 * 1024
+    page = response.content.decode()
+    assert "19899 more changed keys not shown" in page
+    # k00000 is 0 on both sides: the first hundred changed are k00001 to k00100.
+    assert "k00100" in page and "k00101" not in page
