@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from axes.models import AccessAttempt, AccessFailureLog
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
+
+from tests.standalone import ROOT, service_env
 
 PASSWORD = "the-right-password"
 ATTACKER = "203.0.113.66"
@@ -117,3 +122,40 @@ def test_hostile_user_names_get_the_form_not_an_error(admin_user, username):
     assert response.status_code == 200
     assert b'name="username"' in response.content
     assert not signed_in(client)
+
+
+def service_setting(tmp_path, name: str, **env) -> subprocess.CompletedProcess:
+    code = f"from django.conf import settings; print(settings.{name})"
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=service_env(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_environment_sets_the_limit_and_the_wait(tmp_path):
+    done = service_setting(
+        tmp_path,
+        "AXES_FAILURE_LIMIT, settings.AXES_COOLOFF_TIME",
+        CHECKPOINTS_LOGIN_FAILURE_LIMIT="8",
+        CHECKPOINTS_LOGIN_COOLOFF_MINUTES="60",
+    )
+    assert done.stdout.splitlines()[-1] == "8 1:00:00", done.stderr[-2000:]
+    refused = service_setting(tmp_path, "AXES_FAILURE_LIMIT", CHECKPOINTS_LOGIN_FAILURE_LIMIT="0")
+    assert refused.returncode != 0
+    assert "CHECKPOINTS_LOGIN_FAILURE_LIMIT must be a whole number of 1 or more, not '0'" in (
+        refused.stderr
+    )
+
+
+def test_the_lockout_page_escapes_the_user_name(db):
+    client = Client(REMOTE_ADDR=ATTACKER)
+    name = '<img src=x onerror="alert(1)">'
+    for attempt in range(settings.AXES_FAILURE_LIMIT):
+        response = sign_in(client, f"guess-{attempt}", username=name)
+    assert response.status_code == 429
+    assert name.encode() not in response.content
+    assert b"&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in response.content
