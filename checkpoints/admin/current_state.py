@@ -7,7 +7,7 @@ from django.utils.safestring import SafeString
 
 from checkpoints import selectors
 from checkpoints.admin.base import checkpoint_change_url
-from checkpoints.admin.display import is_internal, transcript, when
+from checkpoints.admin.display import is_internal, transcript, unreadable_card, when
 from checkpoints.admin.store_choice import store_alias, store_saver
 from checkpoints.admin.value_cut import cut
 from checkpoints.codec.render import is_message_list, words
@@ -43,10 +43,8 @@ def current_state(thread_pk) -> SafeString | str:
         )
     except CheckpointStoreError as exc:
         return format_html(
-            '<div class="cs-card cs-current"><h2>Current state</h2>'
-            "<p>Cannot read the head checkpoint: <code>{}</code> {}</p></div>",
-            exc.code,
-            exc.message,
+            '<div class="cs-card cs-current"><h2>Current state</h2>{}</div>',
+            unreadable_card(exc, "Cannot read the head checkpoint"),
         )
     values = (head.checkpoint.get("channel_values") or {}) if head is not None else {}
     link = checkpoint_change_url(head_row.pk)

@@ -35,6 +35,7 @@ from checkpoints.codec.render import (
     readable,
     words,
 )
+from checkpoints.errors import CheckpointEncryptionError, CheckpointStoreError
 
 __all__ = [
     "PREVIEW_CHARS",
@@ -410,3 +411,39 @@ def shown_change(change, paging: Paging) -> dict:
             value = getattr(change, side)
             shown[side] = value_html(page(value) if is_message_list(value) else value)
     return shown
+
+
+# -- a checkpoint that does not read, in words ------------------------------------------------
+# What an operator can do about it.
+SEALED_TODO = (
+    "if the encryption keys were changed, put back the key this value was sealed under "
+    '(any entry of CHECKPOINTS["ENCRYPTION_KEYS"] opens it; the first seals new values). '
+    "If the keys are right, the stored bytes were altered or moved from another place: "
+    "restore the row from a backup, or continue the thread from an earlier checkpoint that "
+    "opens (the thread's history lists them)."
+)
+UNREADABLE_TODO = (
+    "restore the row from a backup, or continue the thread from an earlier checkpoint that "
+    "reads (the thread's history lists them)."
+)
+
+
+def unreadable_card(error: CheckpointStoreError, title: str) -> SafeString:
+    """A read failure said for an operator: which part, that it did not open, what to do."""
+    sealed = isinstance(error, CheckpointEncryptionError)
+    part = (getattr(error, "where", None) or {}).get("part") or "a stored value"
+    return format_html(
+        '<div class="cs-card cs-unreadable"><strong>{}</strong>'
+        '<p class="cs-unreadable-part">{} <code>{}</code> {}.</p>'
+        "<p><code>{}</code>: {}</p>"
+        '<p class="cs-unreadable-todo"><strong>What you can do:</strong> {}</p>'
+        '<p class="cs-muted">Nothing was changed: the rows are left as they are, and what '
+        "this page shows besides is still accurate.</p></div>",
+        title,
+        "The sealed" if sealed else "The stored",
+        part,
+        "failed to open" if sealed else "cannot be read",
+        error.code,
+        error.message,
+        SEALED_TODO if sealed else UNREADABLE_TODO,
+    )

@@ -33,6 +33,7 @@ from checkpoints.admin.display import (
     interrupt_view,
     json_block,
     state_view,
+    unreadable_card,
     when,
 )
 from checkpoints.admin.filters import DurabilityFilter, ProviderFilter, SourceFilter
@@ -49,26 +50,10 @@ from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.admin.views import bad_request
 from checkpoints.channels import ERROR, INTERRUPT
-from checkpoints.errors import (
-    CheckpointEncryptionError,
-    CheckpointStoreError,
-    InvalidCheckpointInput,
-)
+from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.models import Checkpoint
 from checkpoints.status import node_of
 
-# What an operator can do about a checkpoint the page cannot show.
-SEALED_TODO = (
-    "if the encryption keys were changed, put back the key this value was sealed under "
-    '(any entry of CHECKPOINTS["ENCRYPTION_KEYS"] opens it; the first seals new values). '
-    "If the keys are right, the stored bytes were altered or moved from another place: "
-    "restore the row from a backup, or continue the thread from an earlier checkpoint that "
-    "opens (the thread's history lists them)."
-)
-UNREADABLE_TODO = (
-    "restore the row from a backup, or continue the thread from an earlier checkpoint that "
-    "reads (the thread's history lists them)."
-)
 # The store-wide checkpoint list counts this many rows at most ("10000+ checkpoints").
 COUNT_CAP = 10_000
 
@@ -366,23 +351,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         return obj._saved_tuple
 
     def _unreadable(self, obj):
-        error = obj._read_error
-        sealed = isinstance(error, CheckpointEncryptionError)
-        part = (getattr(error, "where", None) or {}).get("part") or "a stored value"
-        return format_html(
-            '<div class="cs-card cs-unreadable"><strong>Cannot decode this checkpoint</strong>'
-            '<p class="cs-unreadable-part">{} <code>{}</code> {}.</p>'
-            "<p><code>{}</code>: {}</p>"
-            '<p class="cs-unreadable-todo"><strong>What you can do:</strong> {}</p>'
-            '<p class="cs-muted">Nothing was changed: the rows are left as they are, and the '
-            "metadata and lineage above are still accurate.</p></div>",
-            "The sealed" if sealed else "The stored",
-            part,
-            "failed to open" if sealed else "cannot be read",
-            error.code,
-            error.message,
-            SEALED_TODO if sealed else UNREADABLE_TODO,
-        )
+        return unreadable_card(obj._read_error, "Cannot decode this checkpoint")
 
     @admin.display(description="thread")
     def thread_link(self, obj):
