@@ -22,6 +22,23 @@ class LoginLockoutBackend(AxesStandaloneBackend):
         return super().authenticate(request, username, password, **kwargs)
 
 
+# AccessAttempt.username's length; Django's sign-in form does not bound what it passes on.
+USERNAME_MAX = 255
+
+
+def lockout_username(request, credentials=None) -> str | None:
+    """AXES_USERNAME_CALLABLE: the name tried, cut to what axes's tables hold (no NUL).
+
+    A longer name is no user's (Django's are 150 at most), so the cut merges only names that
+    cannot sign in; uncut, PostgreSQL refuses the record and the sign-in answers 500.
+    """
+    field = str(settings.AXES_USERNAME_FORM_FIELD)
+    name = credentials.get(field) if credentials else request.POST.get(field)
+    if name is None:
+        return None
+    return str(name).replace("\x00", "0x00")[:USERNAME_MAX]
+
+
 def lockout_response(request, original_response=None, credentials=None):
     """AXES_LOCKOUT_CALLABLE: a page that says why and for how long, 429 with Retry-After."""
     if not isinstance(credentials, dict):

@@ -185,6 +185,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_CALLABLE = "project.auth.lockout_response"
+AXES_USERNAME_CALLABLE = "project.auth.lockout_username"
 # The address the server gives (REMOTE_ADDR), as the audit trail and the token limit read it;
 # behind a proxy the server rewrites it from X-Forwarded-For only for FORWARDED_ALLOW_IPS.
 AXES_CLIENT_IP_CALLABLE = "checkpoints.audit.client_address"

@@ -10,17 +10,40 @@ from axes.models import AccessAttempt, AccessFailureLog
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, override_settings
 
+from tests.services import need_service
 from tests.standalone import ROOT, service_env
+
+pytestmark = pytest.mark.django_db(databases=["default", "pg"])
 
 PASSWORD = "the-right-password"
 ATTACKER = "203.0.113.66"
 OPERATOR = "198.51.100.7"
 
 
+class AxesOnPostgres:
+    """Route django-axes's records to the PostgreSQL alias: a service on DATABASE_URL=postgres."""
+
+    def db_for_read(self, model, **hints):
+        return "pg" if model._meta.app_label == "axes" else None
+
+    db_for_write = db_for_read
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def records(request):
+    """The database django-axes records failures in: the service's SQLite, or PostgreSQL."""
+    if request.param == "sqlite":
+        yield "default"
+        return
+    need_service(settings.POSTGRES_UNAVAILABLE)
+    with override_settings(DATABASE_ROUTERS=[AxesOnPostgres()]):
+        yield "pg"
+
+
 @pytest.fixture
-def admin_user(db):
+def admin_user(records):
     return User.objects.create_superuser("admin", "admin@example.com", PASSWORD)
 
 
@@ -124,6 +147,18 @@ def test_hostile_user_names_get_the_form_not_an_error(admin_user, username):
     assert not signed_in(client)
 
 
+def test_hostile_headers_and_query_are_recorded_not_an_error(admin_user, records):
+    client = Client(REMOTE_ADDR=ATTACKER, HTTP_USER_AGENT="u\x01" * 3000, HTTP_ACCEPT="a" * 5000)
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        response = client.post(
+            "/admin/login/?next=%00&x=" + "q" * 5000, {"username": "admin", "password": "nope"}
+        )
+        assert response.status_code == 200
+    attempt = AccessAttempt.objects.using(records).get(username="admin")
+    assert attempt.failures_since_start == settings.AXES_FAILURE_LIMIT - 1
+    assert "\x00" not in attempt.get_data and len(attempt.user_agent) <= 255
+
+
 def service_setting(tmp_path, name: str, **env) -> subprocess.CompletedProcess:
     code = f"from django.conf import settings; print(settings.{name})"
     return subprocess.run(
@@ -151,7 +186,7 @@ def test_the_environment_sets_the_limit_and_the_wait(tmp_path):
     )
 
 
-def test_the_lockout_page_escapes_the_user_name(db):
+def test_the_lockout_page_escapes_the_user_name():
     client = Client(REMOTE_ADDR=ATTACKER)
     name = '<img src=x onerror="alert(1)">'
     for attempt in range(settings.AXES_FAILURE_LIMIT):
