@@ -101,6 +101,19 @@ class CheckpointCodecError(CheckpointStoreError, ValueError):
     status = 400
 
 
+class ValueTooLarge(CheckpointCodecError):
+    """A value to store, or a checkpoint's values together, is over a size limit (named,
+    with its value, the size and where); refused before anything is stored: 413."""
+
+    code = "value_too_large"
+    status = 413
+
+    def __init__(self, message: str, *, field: str | None = None, limit: str = "", size: int = 0):
+        super().__init__(message, field=field)
+        self.limit = limit
+        self.size = size
+
+
 class CheckpointEncryptionError(CheckpointStoreError):
     """A stored row is plaintext, tampered with, or under an unknown key."""
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import zstandard
 
-from checkpoints.codec.failures import place
+from checkpoints.codec.failures import part_text, place
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointCodecError, UnreadableValue
+from checkpoints.errors import UnreadableValue, ValueTooLarge
 
 # zstd level 3 (zstd's default): on prose-like documents and message lists levels -5 to 3
 # compress at the same speed here and 3 makes the smallest frames (`python -m
@@ -142,7 +142,7 @@ class ReadBudget:
     def _refusal(self, size: int, where: str | None, at: tuple | None) -> UnreadableValue:
         scope = "checkpoint" if self.key == "MAX_CHECKPOINT_BYTES" else "response"
         reason = (
-            f"its compressed values expand past CHECKPOINTS[{self.key!r}] ({self.limit} bytes), "
+            f"its compressed values expand past {limit_text(self.key, self.limit)}, "
             f"the most one {scope} read may decompress ({self.limit - self.left} spent, "
             f"{size} more asked)"
         )
@@ -210,6 +210,67 @@ def reserve(typed: Iterable[tuple[str, Any]]) -> None:
         budget.check(total, "the compressed values")
 
 
+# -- write limits --------------------------------------------------------------------------
+# What a read may decompress (above) is what a write may store: each value's plain bytes
+# (what the serializer made, before compression) against CODEC_MAX_BYTES, and the values one
+# put (body and channel values) or one put_writes call stores together against
+# MAX_CHECKPOINT_BYTES. Both are refused before anything is stored, so a stored checkpoint
+# never trips its own read's limits. Plain bytes are what a read charges for a frame, and
+# more than it charges for a value stored uncompressed (that costs it nothing).
+def limit_text(key: str, limit: int | None) -> str:
+    """How a refusal names a limit: ``CHECKPOINTS['KEY'] (N bytes)``."""
+    return f"CHECKPOINTS[{key!r}] ({limit} bytes)"
+
+
+def plain_size(typed: tuple[str, bytes]) -> int:
+    """The bytes ``(type, data)`` decodes from: a frame's stated size (ours always state
+    it: a header read, no expansion), else the data's length."""
+    type_tag, data = typed
+    if type_tag.endswith(ZSTD_SUFFIX):
+        size = zstandard.frame_content_size(data)
+        if size >= 0:
+            return size
+        return len(decompress_typed(typed)[1])
+    return len(data)
+
+
+def refuse_large_value(size: int, where: Any) -> None:
+    """ValueTooLarge when one value's plain bytes are over ``CODEC_MAX_BYTES``.
+
+    ``where``: the value's place as text, (kind, name) or a function (`part_text`), made
+    into text only for a refusal.
+    """
+    limit = setting("CODEC_MAX_BYTES")
+    if limit is not None and size > limit:
+        text = part_text(where)
+        raise ValueTooLarge(
+            f"cannot store {text}: it is {size} bytes, over "
+            f"{limit_text('CODEC_MAX_BYTES', limit)}, the most one value may hold",
+            field=text,
+            limit="CODEC_MAX_BYTES",
+            size=size,
+        )
+
+
+def refuse_large_checkpoint(
+    total: int, where: Any, at: tuple[str, str, str], what: str = "this put's values"
+) -> None:
+    """ValueTooLarge when the plain bytes one write stores for checkpoint ``at`` (thread,
+    namespace, id) come to more than ``MAX_CHECKPOINT_BYTES``; ``where`` is the value that
+    took them over."""
+    limit = setting("MAX_CHECKPOINT_BYTES")
+    if limit is not None and total > limit:
+        text = part_text(where)
+        raise ValueTooLarge(
+            f"cannot store {place(*at, text)}: with it {what} come to {total} bytes, over "
+            f"{limit_text('MAX_CHECKPOINT_BYTES', limit)}, the most one checkpoint read may "
+            "decompress",
+            field=text,
+            limit="MAX_CHECKPOINT_BYTES",
+            size=total,
+        )
+
+
 def compress_typed(
     typed: tuple[str, bytes], threshold: int | None = _FROM_SETTINGS
 ) -> tuple[str, bytes]:
@@ -239,8 +300,8 @@ def decompress_typed(
 
     Output is capped at ``max_bytes`` (default ``CODEC_MAX_BYTES``), so a small hostile frame
     cannot expand without bound, and charged to the read's budget (``reading_checkpoint``,
-    ``reading_response``) before it is made. One frame, nothing after it. Any failure is a
-    ``CheckpointCodecError``.
+    ``reading_response``) before it is made. One frame, nothing after it. Any failure is an
+    ``UnreadableValue`` (stored bytes that cannot be read).
     """
     type_tag, data = typed
     if not (isinstance(type_tag, str) and type_tag.endswith(ZSTD_SUFFIX)):
@@ -248,7 +309,7 @@ def decompress_typed(
     if max_bytes is _FROM_SETTINGS:
         max_bytes = setting("CODEC_MAX_BYTES")
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise CheckpointCodecError(f"a {type_tag!r} value must be bytes")
+        raise UnreadableValue(f"a {type_tag!r} value must be bytes")
     limit = sys.maxsize if max_bytes is None else max_bytes
     data = bytes(data)
     budget = _BUDGET.get()
@@ -258,17 +319,13 @@ def decompress_typed(
             budget.charge(len(known))
         return type_tag[: -len(ZSTD_SUFFIX)], known
     if data[:4] != _MAGIC:  # a skippable frame, say, holds no value
-        raise CheckpointCodecError(f"a {type_tag!r} value is not a valid zstd frame")
+        raise UnreadableValue(f"a {type_tag!r} value is not a valid zstd frame")
     try:
         declared = zstandard.frame_content_size(data)
     except zstandard.ZstdError as exc:
-        raise CheckpointCodecError(
-            f"a {type_tag!r} value is not a valid zstd frame: {exc}"
-        ) from exc
+        raise UnreadableValue(f"a {type_tag!r} value is not a valid zstd frame: {exc}") from exc
     if declared > limit:
-        raise CheckpointCodecError(
-            f"a {type_tag!r} value expands past CODEC_MAX_BYTES ({max_bytes})"
-        )
+        raise _past_value_limit(type_tag, max_bytes, f"its frame states {declared} bytes")
     if declared > 0:
         if budget is not None:
             budget.charge(declared)
@@ -279,9 +336,7 @@ def decompress_typed(
         except zstandard.ZstdError as exc:
             if "unused data" in str(exc):
                 raise _trailing(type_tag, exc) from exc
-            raise CheckpointCodecError(
-                f"a {type_tag!r} value is not a valid zstd frame: {exc}"
-            ) from exc
+            raise UnreadableValue(f"a {type_tag!r} value is not a valid zstd frame: {exc}") from exc
         FRAMES.put(data, plain)
         return type_tag[: -len(ZSTD_SUFFIX)], plain
     return type_tag[: -len(ZSTD_SUFFIX)], _stream(type_tag, data, limit, max_bytes, budget)
@@ -306,22 +361,25 @@ def _stream(
                 continue
             size += len(chunk)
             if size > limit:
-                raise CheckpointCodecError(
-                    f"a {type_tag!r} value expands past CODEC_MAX_BYTES ({max_bytes})"
-                )
+                raise _past_value_limit(type_tag, max_bytes, f"more than {limit} bytes")
             if budget is not None:
                 budget.charge(len(chunk))
             chunks.append(chunk)
     except zstandard.ZstdError as exc:
-        raise CheckpointCodecError(
-            f"a {type_tag!r} value is not a valid zstd frame: {exc}"
-        ) from exc
+        raise UnreadableValue(f"a {type_tag!r} value is not a valid zstd frame: {exc}") from exc
     if not reader.eof:
-        raise CheckpointCodecError(f"a {type_tag!r} value is a truncated zstd frame")
+        raise UnreadableValue(f"a {type_tag!r} value is a truncated zstd frame")
     extra = len(reader.unused_data) + len(data) - min(at, len(data))
     if extra:
         raise _trailing(type_tag, f"{extra} bytes")
     return b"".join(chunks)
+
+
+def _past_value_limit(type_tag: str, max_bytes: int | None, found: str) -> UnreadableValue:
+    return UnreadableValue(
+        f"a {type_tag!r} value expands past {limit_text('CODEC_MAX_BYTES', max_bytes)}, the "
+        f"most one value may decompress to ({found})"
+    )
 
 
 def _trailing(type_tag: str, detail: object) -> UnreadableValue:

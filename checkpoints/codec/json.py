@@ -55,6 +55,8 @@ from checkpoints.codec.compression import (
     ZSTD_SUFFIX,
     compress_typed,
     decompress_typed,
+    limit_text,
+    refuse_large_value,
 )
 from checkpoints.codec.envelope import (
     LONE_SURROGATE_REASON,
@@ -137,7 +139,6 @@ class FaithfulJSONCodec:
 
     def dumps(self, obj: Any, *, path: str = DEFAULT_PATH) -> bytes:
         """Encode ``obj`` to uncompressed UTF-8 JSON."""
-        max_bytes = setting("CODEC_MAX_BYTES")
         writer = _Writer(self.allowed_classes(), setting("CODEC_MAX_DEPTH"))
         try:
             encoded = writer.value(obj, 0)
@@ -165,12 +166,7 @@ class FaithfulJSONCodec:
             raise CheckpointCodecError(
                 f"cannot store {where}: {LONE_SURROGATE_REASON}", field=where
             ) from None
-        if max_bytes is not None and len(payload) > max_bytes:
-            raise CheckpointCodecError(
-                f"cannot store {path}: it encodes to {len(payload)} bytes, over"
-                f" CODEC_MAX_BYTES ({max_bytes})",
-                field=path,
-            )
+        refuse_large_value(len(payload), path)
         return payload
 
     def loads(self, data: bytes | bytearray | memoryview | str, *, path: str = DEFAULT_PATH) -> Any:
@@ -185,7 +181,9 @@ class FaithfulJSONCodec:
             else:
                 raise _Refusal(f"expected bytes, got {type(data).__name__}")
             if max_bytes is not None and len(raw) > max_bytes:
-                raise _Refusal(f"{len(raw)} bytes is over CODEC_MAX_BYTES ({max_bytes})")
+                raise _Refusal(
+                    f"{len(raw)} bytes is over {limit_text('CODEC_MAX_BYTES', max_bytes)}"
+                )
             parsed = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
             return reader.value(parsed, 0)
         except _Refusal as refusal:

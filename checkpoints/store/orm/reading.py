@@ -26,7 +26,7 @@ from checkpoints.codec.compression import (
 from checkpoints.codec.encryption import SUFFIX as SEALED
 from checkpoints.codec.encryption import Place, encryption_enabled
 from checkpoints.codec.failures import decode_at, decode_writes
-from checkpoints.errors import CheckpointCodecError
+from checkpoints.errors import CheckpointCodecError, UnreadableValue
 from checkpoints.models import PendingWrite
 from checkpoints.store.planning import (
     body_shape,
@@ -103,8 +103,8 @@ class OrmReading:
         try:
             plain = [decompress_typed(one) for one in stored]
         except CheckpointCodecError as exc:
-            if exc.where:
-                raise
+            if isinstance(exc, UnreadableValue) and exc.where:
+                raise  # a budget's refusal, already naming the checkpoint
             if budget is not None:
                 budget.rewind(mark)  # read again one by one, which names the failing value
             return None

@@ -205,8 +205,9 @@ def test_depth_and_size_limits_follow_the_setting():
         assert "CODEC_MAX_DEPTH (3)" in str(refusal({"a": [[[1]]]}))
         assert "CODEC_MAX_DEPTH (3)" in str(read_refusal([[[[1]]]]))
     with store_settings(CODEC_MAX_BYTES=100):
-        assert "CODEC_MAX_BYTES (100)" in str(refusal("x" * 200))
-        assert "CODEC_MAX_BYTES (100)" in str(read_refusal(json.dumps("x" * 200).encode()))
+        assert "CHECKPOINTS['CODEC_MAX_BYTES'] (100 bytes)" in str(refusal("x" * 200))
+        refused = str(read_refusal(json.dumps("x" * 200).encode()))
+        assert "CHECKPOINTS['CODEC_MAX_BYTES'] (100 bytes)" in refused
 
 
 # --- compression ---------------------------------------------------------------------------------
@@ -239,7 +240,9 @@ def test_decompression_is_bounded():
     bomb = zstandard.ZstdCompressor().compress(b"0" * 5_000_000)
     assert len(bomb) < 1000
     with store_settings(CODEC_MAX_BYTES=1_000_000):
-        with pytest.raises(CheckpointCodecError, match="expands past CODEC_MAX_BYTES"):
+        with pytest.raises(
+            CheckpointCodecError, match=r"expands past CHECKPOINTS\['CODEC_MAX_BYTES'\]"
+        ):
             codec.loads_typed(("json+zstd", bomb))
     with pytest.raises(CheckpointCodecError, match="expands past"):
         decompress_typed(("msgpack+zstd", bomb), max_bytes=1000)

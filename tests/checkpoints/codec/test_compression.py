@@ -33,7 +33,9 @@ def test_a_cached_frame_still_may_not_expand_past_the_limit():
     value = _prose(100_000)
     type_, frame = compress_typed(("msgpack", value), 1000)
     assert FRAMES.get(frame) == value
-    with pytest.raises(CheckpointCodecError, match="expands past CODEC_MAX_BYTES"):
+    with pytest.raises(
+        CheckpointCodecError, match=r"expands past CHECKPOINTS\['CODEC_MAX_BYTES'\]"
+    ):
         decompress_typed((type_, frame), max_bytes=50_000)
 
 
