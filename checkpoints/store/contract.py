@@ -35,6 +35,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints import tracing
+from checkpoints.codec.compression import plain_size, refuse_large_value
 from checkpoints.codec.failures import part_text
 from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
@@ -108,17 +109,17 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
             )
         self.max_checkpoints = max_checkpoints
 
-    def _encode(self, value: Any, where: str | tuple[str, str]) -> tuple[str, bytes]:
+    def _encode(
+        self, value: Any, where: str | tuple[str, str], plan: PutPlan | WritesPlan | None = None
+    ) -> tuple[str, bytes]:
         """The serializer's bytes for ``value``; a refusal names where the value was.
 
         ``where``: the place's text, or (kind, name) made into ``kind 'name'`` only for a
         refusal (formatting it for every value cost more than some of them take to encode).
+        ``plan``: the write the value belongs to, whose size limits it counts towards.
         """
         try:
             typed = self.serde.dumps_typed(value)
-            if tracing.ON:  # only a span under way counts them
-                tracing.count_bytes(len(typed[1]))
-            return typed
         except CheckpointCodecError:
             raise
         except (TypeError, ValueError, OverflowError) as exc:
@@ -127,6 +128,22 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 f"{where} holds a {type(value).__name__} the serializer cannot store: {exc}",
                 field=where,
             ) from exc
+        self._limit(typed, where, plan)
+        return typed
+
+    @staticmethod
+    def _limit(
+        typed: tuple[str, bytes], where: Any, plan: PutPlan | WritesPlan | None = None
+    ) -> None:
+        """Hold an encoded value to the limits a read of it keeps (CODEC_MAX_BYTES, and
+        MAX_CHECKPOINT_BYTES for the write's values together): ValueTooLarge, before any
+        is stored, when it is over one."""
+        if tracing.ON:  # only a span under way counts them
+            tracing.count_bytes(len(typed[1]))
+        size = plain_size(typed)
+        refuse_large_value(size, where)
+        if plan is not None:
+            plan.charge(size, where)
 
     # -- driving flows ----------------------------------------------------------------------
     # A saver supplies the primitives below (``_store_checkpoint``, ...), or overrides

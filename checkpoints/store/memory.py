@@ -107,12 +107,13 @@ class MemorySaver(StoreSaver):
 
     # -- storage primitives ---------------------------------------------------------------
     def _store_checkpoint(self, plan: PutPlan) -> None:
-        body = self.serde.dumps_typed(plan.body())
+        plan.plain_bytes = 0
+        body = self._encode(plan.body(), "checkpoint", plan)
         thread_id, ns, encode = plan.thread_id, plan.ns, self._encode
         blobs = [
             (
                 (thread_id, ns, channel, version),
-                None if value is MISSING else encode(value, ("channel", channel)),
+                None if value is MISSING else encode(value, ("channel", channel), plan),
             )
             for channel, version, value in plan.blobs
         ]
@@ -147,8 +148,9 @@ class MemorySaver(StoreSaver):
             return _copy_json(saved.durability) if saved is not None else None
 
     def _store_writes(self, plan: WritesPlan) -> None:
+        plan.plain_bytes = 0
         encoded = [
-            (idx, channel, self._encode(value, ("write to channel", channel)))
+            (idx, channel, self._encode(value, ("write to channel", channel), plan))
             for idx, channel, value in plan.items
         ]
         with self.store.lock:

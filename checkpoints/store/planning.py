@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 
 from checkpoints.channels import TASKS
+from checkpoints.codec.compression import refuse_large_checkpoint
 from checkpoints.errors import (
     CheckpointDeleteError,
     CheckpointStoreFormatError,
@@ -407,7 +408,7 @@ def json_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[
             ):
                 continue
             if isinstance(v, (str, int, float)):  # bool is an int
-                out[key.replace("\x00", "")] = _clean_json(v, ("metadata", key))
+                out[_clean_text(key, "metadata", key=True)] = _clean_json(v, ("metadata", key))
                 if taken is None:
                     taken = set()
                 taken.add(key)
@@ -420,7 +421,7 @@ def _clean_json(value: Any, path: Any) -> Any:
     # than the cleaning (this runs on every put).
     t = type(value)
     if t is str:
-        return value.replace("\x00", "")
+        return value.replace("\x00", "") if value.isascii() else _clean_text(value, path)
     if value is None or t is bool or t is int:
         return value
     if t is dict:
@@ -431,10 +432,10 @@ def _clean_json(value: Any, path: Any) -> Any:
             kind = type(v)
             # Scalars inline: most metadata values are, and a call each cost more.
             if kind is str:
-                v = v.replace("\x00", "")
+                v = v.replace("\x00", "") if v.isascii() else _clean_text(v, (path, k))
             elif not (v is None or kind is bool or kind is int):
                 v = _clean_json(v, (path, k))
-            out[k.replace("\x00", "")] = v
+            out[k.replace("\x00", "") if k.isascii() else _clean_text(k, path, key=True)] = v
         return out
     if t is list or t is tuple:
         return [_clean_json(v, (path, i)) for i, v in enumerate(value)]
@@ -449,9 +450,25 @@ def _path_text(path: Any) -> str:
     return path + "".join(reversed(parts))
 
 
+def _clean_text(text: str, path: Any, *, key: bool = False) -> str:
+    """Non-ASCII metadata text without NULs, or InvalidCheckpointInput for a lone surrogate
+    (no UTF-8 form: PostgreSQL's jsonb refuses it, the other stores would keep it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        where = _path_text(path)
+        raise InvalidCheckpointInput(
+            f"{where} holds a lone surrogate {text[exc.start]!r}"
+            + (f" in its key {text!r}" if key else "")
+            + ", which is not UTF-8: no store can keep it",
+            field=where,
+        ) from None
+    return text.replace("\x00", "")
+
+
 def _clean_any(value: Any, path: Any) -> Any:
     if isinstance(value, str):
-        return value.replace("\x00", "")
+        return _clean_text(str.__str__(value), path)
     if value is None or isinstance(value, (bool, int)):
         return value
     text = _path_text(path)
@@ -466,7 +483,7 @@ def _clean_any(value: Any, path: Any) -> Any:
                 raise InvalidCheckpointInput(
                     f"{text} has key {k!r}; metadata keys must be strings", field=text
                 )
-            out[k.replace("\x00", "")] = _clean_json(v, (path, k))
+            out[_clean_text(k, path, key=True)] = _clean_json(v, (path, k))
         return out
     if isinstance(value, (list, tuple)):
         return [_clean_json(v, (path, i)) for i, v in enumerate(value)]
@@ -494,6 +511,15 @@ class PutPlan:
     # {"level", "at"}: what the store guarantees for this write, set by the store as it
     # commits and kept beside the checkpoint, never inside its metadata.
     durability: dict[str, str] | None = None
+    # Plain bytes of the values encoded so far (`charge`), bounded by MAX_CHECKPOINT_BYTES.
+    plain_bytes: int = 0
+
+    def charge(self, size: int, where: Any) -> None:
+        """Count one encoded value's plain bytes; ValueTooLarge once they are too many."""
+        self.plain_bytes += size
+        refuse_large_checkpoint(
+            self.plain_bytes, where, (self.thread_id, self.ns, self.checkpoint_id)
+        )
 
     def body(self, *, without: Iterable[str] = ("channel_values",)) -> dict[str, Any]:
         """The checkpoint without the parts a store keeps elsewhere."""
@@ -529,20 +555,49 @@ def plan_put(
     thread_id, ns, parent_id = config_keys(config)
     if not checkpoint.get("id"):
         raise InvalidCheckpointInput("checkpoint['id'] is required", field="checkpoint.id")
+    checkpoint_id = check_key(checkpoint["id"], "checkpoint.id")
     values = checkpoint.get("channel_values") or {}
+    # Channel names and versions are keys and text columns of every store, as thread ids are.
+    _check_names(new_versions, "channel")
+    stored_versions = checkpoint.get("channel_versions")
+    if isinstance(stored_versions, Mapping) and stored_versions is not new_versions:
+        _check_names(stored_versions, "channel")
+    cleaned = json_metadata(config, metadata)
+    step = cleaned.get("step")
+    if type(step) is int and not STEP_MIN <= step <= STEP_MAX:
+        raise InvalidCheckpointInput(
+            f"metadata.step is {step}, outside the 32-bit range a step is stored in "
+            f"({STEP_MIN} to {STEP_MAX})",
+            field="metadata.step",
+        )
+    owner = (config.get("configurable") or {}).get("user_id")
     return PutPlan(
         thread_id=thread_id,
         ns=ns,
         parent_id=parent_id,
-        checkpoint_id=str(checkpoint["id"]),
+        checkpoint_id=checkpoint_id,
         checkpoint=checkpoint,
         blobs=[
             (channel, str(version), values.get(channel, MISSING))
             for channel, version in new_versions.items()
         ],
-        metadata=json_metadata(config, metadata),
-        owner=str((config.get("configurable") or {}).get("user_id") or ""),
+        metadata=cleaned,
+        owner=check_key(owner, "user_id") if owner else "",
     )
+
+
+# metadata["step"] is kept in a 32-bit column (PostgreSQL's integer); every store refuses
+# what one could not keep.
+STEP_MIN, STEP_MAX = -(2**31), 2**31 - 1
+
+
+def _check_names(versions: Mapping[Any, Any], field: str) -> None:
+    """Each channel name and its version as `check_key` takes them, naming ``field``."""
+    for name, version in versions.items():
+        if type(name) is not str or not name.isascii() or "\x00" in name:
+            check_key(name, field)
+        if type(version) is not int:
+            check_key(version, f"{field} {name!r} version")
 
 
 @dataclass
@@ -556,6 +611,17 @@ class WritesPlan:
     task_path: str
     # (idx, channel, value); a negative idx is a special write that replaces its slot.
     items: list[tuple[int, str, Any]] = field(default_factory=list)
+    plain_bytes: int = 0
+
+    def charge(self, size: int, where: Any) -> None:
+        """As `PutPlan.charge`, for the writes of this call."""
+        self.plain_bytes += size
+        refuse_large_checkpoint(
+            self.plain_bytes,
+            where,
+            (self.thread_id, self.ns, self.checkpoint_id),
+            f"the writes of task {self.task_id!r}",
+        )
 
     @property
     def special(self) -> bool:
@@ -566,10 +632,15 @@ def plan_writes(
     config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
 ) -> WritesPlan:
     thread_id, ns, checkpoint_id = config_keys(config, need_checkpoint=True)
+    task_id = check_key(task_id, "task_id")
+    task_path = check_key(task_path, "task_path") if task_path else ""
     items = [
         (WRITES_IDX_MAP.get(channel, idx), channel, value)
         for idx, (channel, value) in enumerate(writes)
     ]
+    for _, channel, _ in items:
+        if type(channel) is not str or not channel.isascii() or "\x00" in channel:
+            check_key(channel, "channel")
     if len(items) > 1 and any(item[0] < 0 for item in items):
         # One slot per index, as InMemorySaver keeps them: a special channel written twice
         # in one call keeps its last value (a set-based upsert may not touch a row twice).
@@ -579,7 +650,7 @@ def plan_writes(
             if item[0] < 0 or item[0] not in slots:
                 slots[item[0]] = item
         items = list(slots.values())
-    return WritesPlan(thread_id, ns, checkpoint_id, str(task_id), task_path or "", items)
+    return WritesPlan(thread_id, ns, checkpoint_id, task_id, task_path, items)
 
 
 # -- prune --------------------------------------------------------------------------------

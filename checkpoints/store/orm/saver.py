@@ -215,9 +215,13 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
     # -- serialization --------------------------------------------------------------------
     # ``at`` is where the value is stored: the sealed bytes are bound to it.
     def _dump(
-        self, value: Any, at: Place | Callable[[], Place], where: str | tuple[str, str] = "value"
+        self,
+        value: Any,
+        at: Place | Callable[[], Place],
+        where: str | tuple[str, str] = "value",
+        plan: PutPlan | WritesPlan | None = None,
     ) -> tuple[str, bytes]:
-        typed = compress_typed(self._encode(value, where), self.compress_bytes)
+        typed = compress_typed(self._encode(value, where, plan), self.compress_bytes)
         return seal_typed(typed, at=at)
 
     def _load(self, type_: str, data: Any, at: Place | Callable[[], Place]) -> Any:
@@ -231,8 +235,9 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
     # -- writes ---------------------------------------------------------------------------
     def _checkpoint_row(self, plan: PutPlan, owner_pk: int | None) -> tuple[dict, list[tuple]]:
         """The checkpoint's row (unstamped) and its new blobs, encoded for either path."""
+        plan.plain_bytes = 0
         body_type, body_bytes = self._encode(
-            plan.body(without=("channel_values", "channel_versions")), "checkpoint"
+            plan.body(without=("channel_values", "channel_versions")), "checkpoint", plan
         )
         blobs = [
             (channel, version, EMPTY, None)
@@ -245,6 +250,7 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
                     # Made only when a key seals the value (a Place costs a few us).
                     lambda c=channel, v=version: Place.blob(plan.thread_id, plan.ns, c, v),
                     ("channel", channel),
+                    plan,
                 ),
             )
             for channel, version, value in plan.blobs
@@ -297,6 +303,7 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
 
     def _write_rows(self, plan: WritesPlan) -> list[tuple]:
         """(idx, channel, type, bytes) of each write, encoded for either path."""
+        plan.plain_bytes = 0
         return [
             (
                 idx,
@@ -307,6 +314,7 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
                         plan.thread_id, plan.ns, plan.checkpoint_id, plan.task_id, i, c
                     ),
                     ("write to channel", channel),
+                    plan,
                 ),
             )
             for idx, channel, value in plan.items

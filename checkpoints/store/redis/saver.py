@@ -50,7 +50,6 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
-from checkpoints import tracing
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
 from checkpoints.codec.compression import reading_checkpoint, reserve
 from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
@@ -279,14 +278,15 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
 
     # -- serialization --------------------------------------------------------------------
     # ``at`` is where the value is stored: the sealed bytes are bound to it.
-    def _dump(self, value: Any, at: Place, path: str = "value") -> tuple[str, bytes]:
+    def _dump(
+        self, value: Any, at: Place, path: str = "value", plan: PutPlan | WritesPlan | None = None
+    ) -> tuple[str, bytes]:
         if isinstance(self.serde, FaithfulJSONCodec):
             # The codec names the refused value's path, such as channel_values.messages[3].
             typed = self.serde.dumps_typed(value, path=path)
-            if tracing.ON:  # only a span under way counts them
-                tracing.count_bytes(len(typed[1]))
+            self._limit(typed, path, plan)
             return seal_typed(typed, at=at)
-        return seal_typed(compress_typed(self._encode(value, path)), at=at)
+        return seal_typed(compress_typed(self._encode(value, path, plan)), at=at)
 
     def _load(self, type_: bytes, data: bytes, at: Place) -> Any:
         return self.serde.loads_typed(decompress_typed(open_typed((dec(type_), data), at=at)))
@@ -300,8 +300,9 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
     def _io_store_checkpoint(self, plan: PutPlan):
         thread_id, ns, parent_id = plan.thread_id, plan.ns, plan.parent_id
         checkpoint_id = plan.checkpoint_id
+        plan.plain_bytes = 0
         body_type, body = self._dump(
-            plan.body(), Place.body(thread_id, ns, checkpoint_id), "checkpoint"
+            plan.body(), Place.body(thread_id, ns, checkpoint_id), "checkpoint", plan
         )
         blob_args: list[bytes] = []
         for channel, version, value in plan.blobs:
@@ -310,6 +311,7 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
                     value,
                     Place.blob(thread_id, ns, channel, version),
                     f"channel_values.{channel}",
+                    plan,
                 )
                 blob_args += [pack(channel, version), pack(*typed)]
         blob_fields = pack(
@@ -362,9 +364,10 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
     def _io_store_writes(self, plan: WritesPlan):
         thread_id, ns = plan.thread_id, plan.ns
         args: list = []
+        plan.plain_bytes = 0
         for idx, channel, value in plan.items:
             at = Place.write(thread_id, ns, plan.checkpoint_id, plan.task_id, idx, channel)
-            type_, data = self._dump(value, at, f"writes[{idx}].{channel}")
+            type_, data = self._dump(value, at, f"writes[{idx}].{channel}", plan)
             args += [
                 pack(plan.checkpoint_id, plan.task_id, str(idx)),
                 pack(plan.task_id, plan.task_path, channel, type_, data),
