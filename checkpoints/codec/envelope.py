@@ -146,7 +146,10 @@ def lone_surrogate_path(value: Any, max_depth: int = 200) -> str | None:
 
     Such a string (``"a\\ud800b"``) has no UTF-8 form: LangGraph's msgpack would store it as
     ``"a?b"``. Only called once an encoder has met one (or might have), so speed matters less
-    than reaching every string: containers, keys, dataclass and model fields, attributes.
+    than reaching every string: containers, keys of any type, dataclass fields, attributes,
+    and a pydantic model's dump (what LangGraph stores, its serializers applied). Whatever is
+    nested deeper than ``max_depth`` is not looked into: its path is returned, marked
+    `TOO_DEEP`, so it is refused rather than stored unchecked.
     """
     seen: set[int] = set()
 
@@ -162,19 +165,36 @@ def lone_surrogate_path(value: Any, max_depth: int = 200) -> str | None:
     def walk(v: Any, depth: int) -> str | None:
         if isinstance(v, str):
             return "" if bad(v) else None
-        if v is None or isinstance(v, (int, float, bytes, bytearray)) or depth > max_depth:
+        if v is None or isinstance(v, (int, float, bytes, bytearray)):
             return None
+        if depth > max_depth:
+            return TOO_DEEP
         if id(v) in seen:
             return None
         seen.add(id(v))
         if isinstance(v, dict):
             for key, item in v.items():
-                if isinstance(key, str) and bad(key):
+                if isinstance(key, str):
+                    if bad(key):
+                        return f"[{_short_repr(key)}] (the key)"
+                elif walk(key, depth + 1) is not None:  # an Enum, a tuple...: its strings
                     return f"[{_short_repr(key)}] (the key)"
                 found = walk(item, depth + 1)
                 if found is not None:
                     return _key_segment(key) + found
             return None
+        dump = None if isinstance(v, _DELTA_SNAPSHOT) else _model_dump(v)
+        if dump is not None:
+            try:
+                dumped = dump()
+            except Exception:  # noqa: BLE001 - its encoder fails on it as well: not stored
+                return None
+            if isinstance(dumped, dict):
+                for name, item in dumped.items():
+                    found = walk(item, depth + 1)
+                    if found is not None:
+                        return f".{name}" + found
+                return None
         if isinstance(v, (list, tuple, set, frozenset)) or type(v).__name__ == "deque":
             for index, item in enumerate(v):
                 found = walk(item, depth + 1)
@@ -267,7 +287,24 @@ def may_hold_lone_surrogate(value: Any) -> bool:
     return False
 
 
+# A `lone_surrogate_path` ending: the walk stopped there, so what is below is refused.
+TOO_DEEP = " (nested deeper than the lone-surrogate check walks)"
+
 LONE_SURROGATE_REASON = (
     "a string holds a lone surrogate (such as '\\ud800'), which UTF-8 cannot store; "
     "it was refused rather than stored as '?'"
 )
+
+
+def lone_surrogate_refusal(where: str | None) -> str:
+    """The refusal of a value `lone_surrogate_path` found ``where`` in (None: an encoder
+    met one the walk could not place)."""
+    if where is None:
+        return f"value: {LONE_SURROGATE_REASON}"
+    if where.endswith(TOO_DEEP):
+        return (
+            f"value{where[: -len(TOO_DEEP)]}: nested deeper than the lone-surrogate check "
+            "walks, where a string may hold one (such as '\\ud800'), which UTF-8 cannot "
+            "store; it was refused rather than stored as '?'"
+        )
+    return f"value{where}: {LONE_SURROGATE_REASON}"

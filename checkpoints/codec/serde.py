@@ -28,9 +28,9 @@ from ormsgpack import OPT_NON_STR_KEYS, unpackb
 
 from checkpoints.codec import msgpack_read
 from checkpoints.codec.envelope import (
-    LONE_SURROGATE_REASON,
     _lc_reviver,
     lone_surrogate_path,
+    lone_surrogate_refusal,
     may_hold_lone_surrogate,
     strict_msgpack,
 )
@@ -110,14 +110,16 @@ class StoreSerializer(JsonPlusSerializer):
             try:
                 # LangGraph's own bytes for most values, with no "?" left to look into.
                 return "msgpack", strict_msgpack(obj)
-            except Exception:  # noqa: BLE001 - another type, or a surrogate: decided below
-                pass
+            except Exception as exc:  # noqa: BLE001 - another type, or a surrogate
+                if "surrogates" in str(exc):
+                    # The encoder met one itself: refused, wherever the walk can name it.
+                    self._refuse_lone_surrogate(obj, certain=True)
         try:
             # Named, not super(): this runs for every value stored.
             typed = _lg_dumps_typed(self, obj)
         except TypeError as exc:  # ormsgpack refuses one in a dict key outright
             if "surrogates" in str(exc):
-                self._refuse_lone_surrogate(obj)
+                self._refuse_lone_surrogate(obj, certain=True)
             raise
         # LangGraph's msgpack replaces a lone surrogate with "?"; only then look for one,
         # and walk to name it only when the probe says there may be one (most "?" are text).
@@ -126,11 +128,11 @@ class StoreSerializer(JsonPlusSerializer):
         return typed
 
     @staticmethod
-    def _refuse_lone_surrogate(obj: Any) -> None:
+    def _refuse_lone_surrogate(obj: Any, *, certain: bool = False) -> None:
         where = lone_surrogate_path(obj)
-        if where is not None:
+        if where is not None or certain:
             # A ValueError the saver wraps with the channel it was writing.
-            raise LoneSurrogateError(f"value{where}: {LONE_SURROGATE_REASON}")
+            raise LoneSurrogateError(lone_surrogate_refusal(where))
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, data_ = data
