@@ -128,10 +128,11 @@ def configuration_errors() -> list[Error]:
 
 
 def _read_bound_errors(conf) -> list[Error | Warning]:
-    """The decompressed bytes a checkpoint read and a response may produce (codec.compression)."""
+    """The bytes one value, a checkpoint and a response may hold, written and read alike
+    (codec.compression)."""
     found: list[Error | Warning] = []
     bounds = {}
-    for key in ("MAX_CHECKPOINT_BYTES", "MAX_RESPONSE_BYTES"):
+    for key in ("CODEC_MAX_BYTES", "MAX_CHECKPOINT_BYTES", "MAX_RESPONSE_BYTES"):
         value = conf.get(key)
         if value is None:
             continue
@@ -139,13 +140,13 @@ def _read_bound_errors(conf) -> list[Error | Warning]:
             found.append(
                 Error(
                     f"{_name(key)} is {value!r}, not a positive whole number of bytes.",
-                    hint="Set the most decompressed bytes a read may produce, or null for none.",
+                    hint="Set the most (decompressed) bytes it may hold, or null for none.",
                     id="checkpoints.E030",
                 )
             )
         else:
             bounds[key] = value
-    per_value = conf.get("CODEC_MAX_BYTES")
+    per_value = bounds.get("CODEC_MAX_BYTES")
     per_checkpoint = bounds.get("MAX_CHECKPOINT_BYTES")
     smaller = [
         (key, value, floor, name)
@@ -160,7 +161,7 @@ def _read_bound_errors(conf) -> list[Error | Warning]:
         found.append(
             Warning(
                 f"{_name(key)} is {value}, less than CHECKPOINTS[{name!r}] ({floor}): a "
-                "value (or checkpoint) written within its own limit could not be read back.",
+                "value (or checkpoint) within its own limit could not be written or read back.",
                 hint=f"Raise {key} to at least {name}, or lower {name}.",
                 id="checkpoints.W030",
             )
