@@ -5,15 +5,18 @@ store is touched; the admin's jump to a time out of range is a form error."""
 
 from __future__ import annotations
 
+import enum
 import json
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
+from langgraph.checkpoint.base import empty_checkpoint
+from pydantic import BaseModel, field_serializer
 
-from checkpoints.codec import decompress_typed
-from checkpoints.errors import InvalidCheckpointInput, UnreadableValue
+from checkpoints.codec import FaithfulJSONCodec, decompress_typed
+from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput, UnreadableValue
 from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.redis.keys import dec, ns_hex, pack, thread_prefix, unpack
 from checkpoints.timetravel import TimeTravel
@@ -212,7 +215,7 @@ def test_a_lone_surrogate_in_before_or_a_filter_is_refused(store):
     assert caught.value.field == "before"
     with pytest.raises(InvalidCheckpointInput) as caught:
         list(store.list(None, filter={"source": SURROGATE}))
-    assert caught.value.field == "filter"
+    assert caught.value.field == "filter.source", caught.value.field
 
 
 @pytest.mark.parametrize(
@@ -229,6 +232,130 @@ def test_a_filter_value_json_cannot_hold_is_refused(store, value):
         assert "filter.step" in caught.value.message, caught.value.message
     # Ordinary filters still match.
     assert len(list(store.list(None, filter={"step": 1, "source": "loop"}))) == 1
+
+
+def _put_meta(store, thread_id: str, metadata: dict, config: dict | None = None) -> dict:
+    return store.put(config or config_for(thread_id, ns=""), empty_checkpoint(), metadata, {})
+
+
+@pytest.mark.parametrize("step", [2**31, -(2**31) - 1, 2**63, -(2**70)])
+def test_a_step_outside_32_bits_is_refused_on_every_provider(store, step):
+    kept = _put_meta(store, "steps", {"source": "loop", "step": 2**31 - 1})
+    with pytest.raises(InvalidCheckpointInput) as caught:
+        _put_meta(store, "steps", {"source": "loop", "step": step}, kept)
+    assert caught.value.field == "metadata.step"
+    assert str(step) in caught.value.message and "32-bit" in caught.value.message
+    _put_meta(store, "steps", {"source": "loop", "step": -(2**31)}, kept)
+    steps = [t.metadata["step"] for t in store.list(config_for("steps"))]
+    assert steps == [-(2**31), 2**31 - 1]
+
+
+def test_nul_in_metadata_keys_and_values_is_dropped_alike_on_every_provider(store):
+    # As PostgresSaver drops NUL from metadata's string values (jsonb cannot hold \u0000),
+    # at every depth and from keys too, whichever way the metadata came.
+    metadata = {
+        "source": "loop",
+        "step": 1,
+        "no\x00te": "a\x00b",
+        "deep": {"k\x00": ["x\x00", {"y\x00": "\x00z"}]},
+    }
+    config = {
+        "configurable": {"thread_id": "nul", "checkpoint_ns": ""},
+        "metadata": {"tag\x00": "v\x00w"},
+    }
+    stored = _put_meta(store, "nul", metadata, config)
+    wanted = {"note": "ab", "deep": {"k": ["x", {"y": "z"}]}, "tag": "vw"}
+    found = store.get_tuple(stored).metadata
+    assert {k: found[k] for k in wanted} == wanted
+    assert len(list(store.list(None, filter={"note": "a\x00b"}))) == 1
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"k": "v\ud800"}, {"k\udc00": 1}, {"k": ["ok", {"d": "\ud800"}]}],
+    ids=["value", "key", "nested"],
+)
+def test_a_lone_surrogate_in_metadata_is_refused_on_every_provider(store, metadata):
+    with pytest.raises(InvalidCheckpointInput) as caught:
+        _put_meta(store, "sur", {"source": "loop", "step": 1, **metadata})
+    assert "lone surrogate" in caught.value.message
+    assert caught.value.field.startswith("metadata"), caught.value.field
+    assert store.threads() == []
+
+
+class Surrogate(enum.Enum):
+    BAD = "a\ud800"
+
+
+class Rendered(BaseModel):
+    text: str = "fine"
+
+    @field_serializer("text")
+    def _render(self, value: str) -> str:
+        return value + "\udfff"
+
+
+def _nested(levels: int) -> list:
+    value: list = ["b\ud800"]
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+SURROGATE_SHAPES = {
+    "an enum as a dict key": {Surrogate.BAD: 1},
+    "a model with a field_serializer": Rendered(),
+    "nested past CODEC_MAX_DEPTH": _nested(250),
+}
+
+
+@pytest.mark.parametrize("shape", list(SURROGATE_SHAPES))
+def test_a_lone_surrogate_in_any_shape_is_refused_not_stored_as_a_question_mark(store, shape):
+    value = SURROGATE_SHAPES[shape]
+    kept = put_value(store, "shapes", None, {"v": 1})
+    before = store.get_tuple(kept)
+    json_codec = isinstance(store.serde, FaithfulJSONCodec)
+    if json_codec and shape.startswith("a model"):
+        # The JSON codec stores a model's fields, not its serializer's output: nothing there
+        # holds a surrogate, and the model reads back as itself.
+        stored = put_value(store, "shapes", kept, {"v": value})
+        assert store.get_tuple(stored).checkpoint["channel_values"]["v"] == value
+        return
+    for call in (
+        lambda: put_value(store, "shapes", kept, {"v": value}),
+        lambda: store.put_writes(kept, [("v", value)], "task-1"),
+    ):
+        with pytest.raises(CheckpointCodecError) as caught:
+            call()
+        message = caught.value.message
+        assert "surrogate" in message or ("CODEC_MAX_DEPTH" in message and json_codec), message
+        assert "'?'" in message or json_codec, message
+    after = store.get_tuple(config_for("shapes", ns=""))
+    assert after.config == before.config and after.pending_writes == []
+
+
+@pytest.mark.parametrize(("bad", "said"), [("a\x00b", "NUL"), (SURROGATE, "surrogate")])
+@pytest.mark.parametrize("field", ["channel", "task_id", "task_path"])
+def test_a_bad_name_in_put_writes_is_refused_naming_it(store, field, bad, said):
+    kept = put_value(store, "names", None, {"v": 1})
+    names = {"channel": "c", "task_id": "task-1", "task_path": "", field: bad}
+    with pytest.raises(InvalidCheckpointInput) as caught:
+        store.put_writes(kept, [(names["channel"], 1)], names["task_id"], names["task_path"])
+    assert caught.value.field == field and said in caught.value.message
+    assert store.get_tuple(kept).pending_writes == []
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", SURROGATE])
+def test_a_bad_channel_name_in_a_put_is_refused(store, bad):
+    kept = put_value(store, "names", None, {"v": 1})
+    with pytest.raises(InvalidCheckpointInput) as caught:
+        put_value(store, "names", kept, {bad: 1})
+    assert caught.value.field == "channel"
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_versions"] = {bad: 1}  # only in the versions the body carries
+    with pytest.raises(InvalidCheckpointInput):
+        store.put(kept, checkpoint, {"source": "loop", "step": 2}, {})
+    assert [t.config for t in store.list(config_for("names"))] == [kept]
 
 
 # -- the admin's jump to a time -----------------------------------------------------------
