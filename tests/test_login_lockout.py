@@ -194,3 +194,14 @@ def test_the_lockout_page_escapes_the_user_name():
     assert response.status_code == 429
     assert name.encode() not in response.content
     assert b"&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in response.content
+
+
+def test_another_users_sign_in_does_not_forgive_the_guesses(admin_user):
+    """A guesser holding some account cannot wipe their count on the admin by signing in."""
+    User.objects.create_user("mallory", password="pw-mallory", is_staff=True)
+    guesser = Client(REMOTE_ADDR=ATTACKER)
+    for attempt in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert sign_in(guesser, f"guess-{attempt}").status_code == 200
+    assert sign_in(guesser, "pw-mallory", username="mallory").status_code == 302
+    guesser.logout()
+    assert sign_in(guesser, "guess-last").status_code == 429
