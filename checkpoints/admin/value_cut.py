@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from checkpoints.codec.render import pretty
 from checkpoints.conf import store_settings
+from checkpoints.errors import CheckpointConfigError
 
 PREVIEW_SETTING = "ADMIN_VALUE_PREVIEW_BYTES"
 DEFAULT_PREVIEW_BYTES = 256 * 1024
@@ -44,7 +45,13 @@ _page_left: ContextVar[list[int] | None] = ContextVar("admin_page_previews", def
 
 def preview_bytes() -> int | None:
     """The preview size in force: the setting, else the default; None for no cut."""
-    return store_settings().get(PREVIEW_SETTING, DEFAULT_PREVIEW_BYTES)
+    size = store_settings().get(PREVIEW_SETTING, DEFAULT_PREVIEW_BYTES)
+    if size is not None and (type(size) is not int or size < 1):
+        raise CheckpointConfigError(
+            f"CHECKPOINTS[{PREVIEW_SETTING!r}] must be a whole number of characters from 1, "
+            f"or None to show every value whole; got {size!r}"
+        )
+    return size
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from django.test import override_settings
 from langchain_core.messages import AIMessage, HumanMessage
 
 from checkpoints.conf import store_settings
+from checkpoints.errors import CheckpointConfigError
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
 from tests.admin_fixtures import staff_user
 from tests.store_helpers import make_saver, put_chain
@@ -324,3 +325,12 @@ def test_a_diff_of_many_changed_keys_shows_the_first_and_counts_the_rest(admin_c
     assert "19899 more changed keys not shown" in page
     # k00000 is 0 on both sides: the first hundred changed are k00001 to k00100.
     assert "k00100" in page and "k00101" not in page
+
+
+@pytest.mark.parametrize("size", ["256k", 0, -1, 2.5, True])
+def test_a_preview_size_that_is_not_a_size_is_named(admin_client, saver, size):
+    put_chain(saver, "conf", {"small": "shown whole"})
+    row = head_row(saver, "conf")
+    with override_settings(CHECKPOINTS={**store_settings(), "ADMIN_VALUE_PREVIEW_BYTES": size}):
+        with pytest.raises(CheckpointConfigError, match="ADMIN_VALUE_PREVIEW_BYTES"):
+            admin_client.get(PAGE.format(row.pk, "change/"))
