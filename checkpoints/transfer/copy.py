@@ -580,11 +580,22 @@ def export_threads(
             summary.refused += 1
             summary.refusals.append(item.message)
             continue
-        if since is not None and not any(
-            datetime.fromisoformat(str(c.checkpoint.get("ts"))) >= since for c in item.checkpoints
-        ):
-            summary.skipped += 1
-            continue
+        if since is not None:
+            try:
+                recent = any(
+                    datetime.fromisoformat(str(c.checkpoint.get("ts"))) >= since
+                    for c in item.checkpoints
+                )
+            except (TypeError, ValueError) as exc:  # a ts no ISO time, or without a zone
+                summary.refused += 1
+                summary.refusals.append(
+                    f"thread {item.thread_id!r}: a checkpoint's ts cannot be compared with "
+                    f"since ({exc}); the thread was not exported"
+                )
+                continue
+            if not recent:
+                summary.skipped += 1
+                continue
         for record in thread_lines(serde, item):
             put(record)
         summary.threads += 1

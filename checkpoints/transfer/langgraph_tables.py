@@ -348,7 +348,12 @@ def postgres_tables(url: str, name: str) -> Iterator[TableSource]:
     try:
 
         def query(sql: str, args: tuple) -> list[tuple]:
-            return conn.execute(sql, args).fetchall()
+            try:
+                return conn.execute(sql, args).fetchall()
+            except psycopg.Error as exc:  # a permission, a dropped table: named
+                raise CheckpointConfigError(
+                    f"cannot read the PostgresSaver database {name}: {exc}", field="source"
+                ) from exc
 
         @contextmanager
         def snapshot():
@@ -370,7 +375,7 @@ def sqlite_tables(path: str, name: str) -> Iterator[TableSource]:
         conn = sqlite3.connect(
             f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, check_same_thread=False
         )
-        source = TableSource(_SqliteTables(_sqlite_query(conn)), name)
+        source = TableSource(_SqliteTables(_sqlite_query(conn, name)), name)
     except sqlite3.DatabaseError as exc:
         raise CheckpointConfigError(
             f"cannot read the SqliteSaver file {path!r}: {exc}", field="source"
@@ -400,7 +405,7 @@ def tables_of(saver) -> TableSource | None:
         return TableSource(_PostgresTables(query, snapshot), name)
     if module.startswith("langgraph.checkpoint.sqlite"):
         saver.setup()  # its tables, as its own first read would make them
-        plain = _sqlite_query(saver.conn)
+        plain = _sqlite_query(saver.conn, name)
 
         def locked(sql: str, args: tuple) -> list[tuple]:
             with saver.lock:
@@ -410,12 +415,17 @@ def tables_of(saver) -> TableSource | None:
     return None
 
 
-def _sqlite_query(conn: sqlite3.Connection) -> Query:
+def _sqlite_query(conn: sqlite3.Connection, name: str) -> Query:
     def query(sql: str, args: tuple) -> list[tuple]:
-        cur = conn.execute(sql.replace("%s", "?"), args)
         try:
-            return cur.fetchall()
-        finally:
-            cur.close()
+            cur = conn.execute(sql.replace("%s", "?"), args)
+            try:
+                return cur.fetchall()
+            finally:
+                cur.close()
+        except sqlite3.DatabaseError as exc:  # a damaged file, a table of another shape
+            raise CheckpointConfigError(
+                f"cannot read the SqliteSaver file {name}: {exc}", field="source"
+            ) from exc
 
     return query

@@ -48,7 +48,11 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from exc
         if progress is not None:
             self.stderr.write("")
+        for refusal in summary.refusals:
+            self.stderr.write(f"refused: {refusal}")
         (self.stderr if output == "-" else self.stdout).write(f"Exported {summary}")
+        if summary.refused:
+            raise CommandError(f"{summary.refused} thread(s) not exported; see above")
 
 
 def _output(output, stdout):

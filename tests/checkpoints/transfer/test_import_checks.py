@@ -319,3 +319,28 @@ def test_a_file_past_max_bytes_is_refused_and_blank_lines_are_skipped(tmp_path, 
     captured = capsys.readouterr()
     assert f"holds more than {10 * MIB} bytes decompressed" in captured.err
     assert f"refused: {path}:" in captured.err
+
+
+def test_export_names_a_thread_it_cannot_export(peer, peer_url, tmp_path, capsys):
+    body = empty_checkpoint()
+    body["ts"] = "soon"
+    peer.put({"configurable": {"thread_id": "bad-ts", "checkpoint_ns": ""}}, body, {}, {})
+    peer.put(
+        {"configurable": {"thread_id": "fine", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
+    )
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(CommandError, match="1 thread\\(s\\) not exported"):
+        call_command(
+            "export_checkpoints",
+            "--source",
+            peer_url,
+            "--output",
+            str(out),
+            "--since",
+            "2000-01-01",
+        )
+    assert (
+        "refused: thread 'bad-ts': a checkpoint's ts cannot be compared" in capsys.readouterr().err
+    )
+    threads = [json.loads(r) for r in out.read_text().splitlines()]
+    assert [r["thread_id"] for r in threads if r.get("kind") == "thread"] == ["fine"]
