@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import ormsgpack
@@ -244,3 +246,31 @@ def test_a_missing_or_foreign_langgraph_file_is_refused(target, tmp_path):
     sqlite3.connect(other).execute("CREATE TABLE notes (x)").connection.commit()
     with pytest.raises(CommandError, match="not a SqliteSaver file"):
         call_command("import_checkpoints", f"langgraph+sqlite:///{other}")
+
+
+WITHOUT_SAVER_PACKAGES = """
+import sys
+# As if langgraph-checkpoint-sqlite and -postgres were not installed: importing them fails.
+sys.modules["langgraph.checkpoint.sqlite"] = None
+sys.modules["langgraph.checkpoint.postgres"] = None
+from django.core.management import execute_from_command_line
+execute_from_command_line(["manage.py", "import_checkpoints", *sys.argv[1:]])
+"""
+
+
+def test_the_tables_are_read_without_langgraphs_saver_packages(peer, peer_url, tmp_path):
+    from tests.checkpoints.transfer.test_commands import _held, deployment
+
+    seed(peer)
+    db = tmp_path / "deployment.sqlite3"
+    _, env = deployment(db, tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_SAVER_PACKAGES, peer_url, "--verify"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Imported {len(THREADS)} thread(s)" in done.stdout
+    assert set(_held(db)) == set(THREADS)
