@@ -189,6 +189,8 @@ AXES_USERNAME_CALLABLE = "project.auth.lockout_username"
 # The address the server gives (REMOTE_ADDR), as the audit trail and the token limit read it;
 # behind a proxy the server rewrites it from X-Forwarded-For only for FORWARDED_ALLOW_IPS.
 AXES_CLIENT_IP_CALLABLE = "checkpoints.audit.client_address"
+# django-structlog's "ip" in the request lines: the same address, not a client's own header.
+IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -478,6 +478,18 @@ def test_a_request_logs_a_json_line_with_its_request_id(client):
 
 
 @pytest.mark.django_db
+def test_a_request_line_names_the_servers_address_not_a_forwarded_for(client):
+    with request_lines() as finished:
+        client.get(
+            "/health/",
+            HTTP_ACCEPT="application/json",
+            REMOTE_ADDR="203.0.113.4",
+            HTTP_X_FORWARDED_FOR="192.0.2.1",
+        )
+    assert finished and finished[0]["ip"] == "203.0.113.4", finished
+
+
+@pytest.mark.django_db
 def test_a_signed_in_request_logs_its_user_id(client, django_user_model):
     user = django_user_model.objects.create_user("logged", password="pw")
     client.force_login(user)
