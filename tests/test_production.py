@@ -85,24 +85,13 @@ ADMIN_PASSWORD = "prod-admin-" + "p4ss" * 5
 METRICS_TOKEN = "scrape-" + "t0ken" * 8
 
 
-@pytest.fixture(scope="module")
-def production(tmp_path_factory):
-    """The README's "Production" commands, as written, on a free port, with an admin user."""
-    data = tmp_path_factory.mktemp("production")
-    serve, probe = readme_production_blocks()
-    assert serve.strip().endswith("bash scripts/serve.sh")
+@contextmanager
+def serving(data: Path, serve: str, probe: str = "", **extra: str):
+    """``serve`` (the README's commands) on a free port with the service's environment and
+    ``extra``; yields the running server with an admin user made."""
     port = free_port()
     # The suite's own virtualenv (CI runs the suite in two).
-    env = service_env(
-        data,
-        PORT=str(port),
-        SERVE_SKIP_INSTALL="1",
-        VENV=sys.prefix,
-        CHECKPOINTS_METRICS_TOKEN=METRICS_TOKEN,
-    )
-    # The manifest an earlier release left in STATIC_ROOT, where it was served.
-    (data / "static").mkdir(exist_ok=True)
-    (data / "static" / "staticfiles.json").write_text('{"paths": {}, "version": "1.1"}')
+    env = service_env(data, PORT=str(port), SERVE_SKIP_INSTALL="1", VENV=sys.prefix, **extra)
     log_path = data / "server.log"
     log = open(log_path, "w")  # noqa: SIM115 - the server writes it until stopped
     server = subprocess.Popen(
@@ -133,6 +122,19 @@ def production(tmp_path_factory):
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory):
+    """The README's "Production" commands, as written, on a free port, with an admin user."""
+    data = tmp_path_factory.mktemp("production")
+    serve, probe = readme_production_blocks()
+    assert serve.strip().endswith("bash scripts/serve.sh")
+    # The manifest an earlier release left in STATIC_ROOT, where it was served.
+    (data / "static").mkdir(exist_ok=True)
+    (data / "static" / "staticfiles.json").write_text('{"paths": {}, "version": "1.1"}')
+    with serving(data, serve, probe, CHECKPOINTS_METRICS_TOKEN=METRICS_TOKEN) as server:
+        yield server
 
 
 def test_serve_script_answers_the_admin_with_static_files_and_health(production):
@@ -234,6 +236,25 @@ def test_wrong_passwords_lock_the_admin_sign_in_over_http(production):
     status, url, _, page = attacker.sign_in(ADMIN_PASSWORD)
     assert status == 200 and url == production.base + "/admin/", (status, url)
     assert b"Site administration" in page
+
+
+def test_behind_a_named_proxy_each_client_is_locked_alone(tmp_path):
+    """FORWARDED_ALLOW_IPS names the proxy: its X-Forwarded-For is then the client's address."""
+    from django.conf import settings
+
+    serve = readme_production_blocks()[0]
+    with serving(tmp_path, serve, FORWARDED_ALLOW_IPS="127.0.0.1") as proxied:
+        guesser, operator = Browser(proxied.base), Browser(proxied.base)
+        for attempt in range(1, settings.AXES_FAILURE_LIMIT + 1):
+            status, _, _, _ = guesser.sign_in(f"guess-{attempt}", **{"X-Forwarded-For": GUESSER})
+        assert status == 429
+        status, url, _, _ = operator.sign_in(ADMIN_PASSWORD, **{"X-Forwarded-For": OPERATOR})
+        assert status == 200 and url == proxied.base + "/admin/", (status, url)
+        listed = manage(["axes_list_attempts"], proxied.env).stdout
+        assert GUESSER in listed and OPERATOR not in listed, listed
+
+
+GUESSER, OPERATOR = "192.0.2.10", "198.51.100.20"
 
 
 def test_metrics_need_the_bearer_token_over_http(production):
