@@ -23,10 +23,20 @@ from checkpoints.errors import CheckpointStoreError
 logger = logging.getLogger(__name__)
 
 
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot carry (a lone surrogate) escaped: an error quoting
+    the input that failed must still render."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
+    error: dict[str, Any] = {"code": code, "message": printable(str(message))}
     if field:
-        error["field"] = field
+        error["field"] = printable(str(field))
     return {"error": error}
 
 

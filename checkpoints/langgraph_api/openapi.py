@@ -10,8 +10,16 @@ from __future__ import annotations
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from checkpoints.api.base import STORE_METADATA_KEYS
 from checkpoints.langgraph_api.shapes import STATE_FIELDS, THREAD_FIELDS
-from checkpoints.langgraph_api.views import EXTRACT_MAX, SEARCH_MAX, SORT_BY, STATUSES
+from checkpoints.langgraph_api.views import (
+    EXTRACT_MAX,
+    IDS_MAX,
+    PRUNE_MAX,
+    SEARCH_MAX,
+    SORT_BY,
+    STATUSES,
+)
 
 OBJECT = {"type": "object"}
 STRING = {"type": "string"}
@@ -55,10 +63,17 @@ SUPERSTEPS = {
         },
     },
 }
+# What a client may write as metadata: any object but the service's own keys.
+CLIENT_METADATA = {
+    "type": "object",
+    "description": "Any JSON object; the service's own keys ("
+    + ", ".join(STORE_METADATA_KEYS)
+    + ") are refused with 422: a thread's owner is the user who made it.",
+}
 FILTERS = {
     "metadata": OBJECT,
     "values": OBJECT,
-    "ids": {"type": "array", "items": STRING},
+    "ids": {"type": "array", "items": STRING, "maxItems": IDS_MAX},
     "status": {"type": "string", "enum": list(STATUSES)},
 }
 SELECT_THREAD = {"type": "array", "items": {"type": "string", "enum": list(THREAD_FIELDS)}}
@@ -89,6 +104,10 @@ ERRORS = {
     "409": _error("the thread exists, or stored bytes cannot be read"),
     "413": _error("the body is too large"),
     "422": _error("the body or a parameter is malformed"),
+    "429": _error(
+        "too many deletes, prunes (one per thread), copies or state updates this minute: "
+        "the REST API's rates, shared with it; Retry-After says when to try again"
+    ),
 }
 
 
@@ -134,7 +153,7 @@ def document() -> dict:
                     THREAD,
                     {
                         "thread_id": STRING,
-                        "metadata": OBJECT,
+                        "metadata": CLIENT_METADATA,
                         "if_exists": {"type": "string", "enum": ["raise", "do_nothing"]},
                         "ttl": TTL,
                         "supersteps": SUPERSTEPS,
@@ -168,7 +187,7 @@ def document() -> dict:
                     "threads_prune",
                     {"type": "object", "properties": {"pruned_count": {"type": "integer"}}},
                     {
-                        "thread_ids": {"type": "array", "items": STRING},
+                        "thread_ids": {"type": "array", "items": STRING, "maxItems": PRUNE_MAX},
                         "strategy": {"type": "string", "enum": ["delete", "keep_latest"]},
                     },
                 )
@@ -176,7 +195,7 @@ def document() -> dict:
             "/threads/{thread_id}": {
                 **thread_ops,
                 "get": _op("thread_get", THREAD),
-                "patch": _op("thread_update", THREAD, {"metadata": OBJECT, "ttl": TTL}),
+                "patch": _op("thread_update", THREAD, {"metadata": CLIENT_METADATA, "ttl": TTL}),
                 "delete": _op("thread_delete", None, status="204"),
             },
             "/threads/{thread_id}/copy": {**thread_ops, "post": _op("thread_copy", THREAD)},
@@ -267,6 +286,13 @@ def document() -> dict:
                         "thread_id": STRING,
                         "status": {"type": "string", "enum": list(STATUSES)},
                         "metadata": OBJECT,
+                        "error": {
+                            "type": "object",
+                            "description": "Only in a search's or count's answer, on a thread "
+                            "whose stored state cannot be read: its status is error and its "
+                            "values null; code and detail say what failed.",
+                            "properties": {"code": STRING, "detail": STRING},
+                        },
                     },
                 },
                 "ThreadState": {

@@ -30,7 +30,7 @@ from checkpoints.langgraph_api import shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
 from checkpoints.selectors import ThreadInfo, owners_in_tables, thread_list, threads_named
-from checkpoints.store.planning import metadata_matches, validate_filter
+from checkpoints.store.planning import check_key, metadata_matches, validate_filter
 from checkpoints.threads import delete_thread, record_owner, thread_presence
 
 STATUSES = ("idle", "busy", "interrupted", "error")
@@ -132,6 +132,8 @@ def checkpoint_of(data: dict, name: str = "checkpoint") -> dict:
     for key in ("checkpoint_id", "checkpoint_ns", "thread_id"):
         if value.get(key) is not None and not isinstance(value[key], str):
             raise InvalidCheckpointInput(f"{name}.{key} must be a string", field=f"{name}.{key}")
+        if value.get(key):
+            check_key(value[key], f"{name}.{key}")
     return value
 
 

@@ -317,3 +317,21 @@ def test_a_value_a_reducer_cannot_take_is_a_422_naming_the_channel(lg, notes):
     made = call(lg, who, "POST", "/threads", {"thread_id": "r-2", "supersteps": steps})
     refused(made, "values.notes", "'notes'")
     assert call(lg, who, "GET", "/threads/r-2").status_code == 404
+
+
+def test_input_an_error_quotes_never_breaks_the_answer(lg):
+    """A lone surrogate LangGraph quotes in its refusal (an unknown node, a subgraph) comes
+    back escaped in a 422, not as a 500 from the JSON renderer."""
+    who = lg.owner()
+    lg.run_graph("q-1")
+    node = call(lg, who, "POST", "/threads/q-1/state", {"values": {}, "as_node": "\ud800"})
+    assert node.status_code == 422, node.text
+    assert "\\ud800" in node.json()["detail"]
+    namespace = call(
+        lg, who, "POST", "/threads/q-1/state", {"checkpoint": {"checkpoint_ns": "\ud800"}}
+    )
+    refused(namespace, "checkpoint.checkpoint_ns", "surrogate")
+    steps = [{"updates": [{"values": {"topic": "x"}, "as_node": "\ud800"}]}]
+    made = call(lg, who, "POST", "/threads", {"thread_id": "q-2", "supersteps": steps})
+    assert made.status_code == 422, made.text
+    assert call(lg, who, "GET", "/threads/q-2").status_code == 404
