@@ -260,13 +260,26 @@ REDIS_MISSING = (
     "Redis with the RedisJSON and RediSearch modules"
 )
 
+# Its JSON layout is read only by the package itself, whose serializer revives the classes a
+# stored document names; the store's strict reader cannot stand in, so the operator decides.
+REDIS_UNTRUSTED = (
+    "langgraph+redis:// is read by langgraph-checkpoint-redis's own serializer, which "
+    "imports and calls the classes a stored row names; import such a store only if you "
+    "trust everything written to it, and say so with --trust-source"
+)
+
 
 @contextmanager
 def open_source(
-    source: str | None, *, saver: str | None = None, max_bytes: int | None = None
+    source: str | None,
+    *,
+    saver: str | None = None,
+    max_bytes: int | None = None,
+    trust_source: bool = False,
 ) -> Iterator[Any]:
     """The source for a SOURCE argument (see the README), closed after. ``max_bytes``: the
-    most an export file may hold decompressed."""
+    most an export file may hold decompressed; ``trust_source``: the operator vouches for a
+    source only its own package can read (langgraph+redis://)."""
     if saver:
         yield from _factory_source(saver)
         return
@@ -286,6 +299,8 @@ def open_source(
             yield tables
         return
     if scheme in ("langgraph+redis", "langgraph+rediss"):
+        if not trust_source:
+            raise CheckpointConfigError(REDIS_UNTRUSTED, field="source")
         try:
             from langgraph.checkpoint.redis import RedisSaver
         except ImportError as exc:

@@ -44,6 +44,11 @@ class Command(BaseCommand):
             metavar="N",
             help=f"most bytes an export file may hold decompressed ({DEFAULT_MAX_IMPORT_BYTES})",
         )
+        parser.add_argument(
+            "--trust-source",
+            action="store_true",
+            help="read langgraph+redis://, whose own serializer revives what its rows name",
+        )
         parser.add_argument("--verify", action="store_true", help="compare each thread after")
         parser.add_argument("--dry-run", action="store_true", help="read and check, write nothing")
 
@@ -53,7 +58,12 @@ class Command(BaseCommand):
         progress = _progress(self.stderr) if sys.stderr.isatty() else None
         try:
             target = get_saver()
-            with open_source(source, saver=saver, max_bytes=options["max_bytes"]) as src:
+            with open_source(
+                source,
+                saver=saver,
+                max_bytes=options["max_bytes"],
+                trust_source=options["trust_source"],
+            ) as src:
                 summary = copy_threads(
                     src,
                     target,

@@ -166,10 +166,14 @@ def test_unknown_owner_and_missing_sources_are_named(sqlite_store, tmp_path):
         call_command("import_checkpoints", f"langgraph+sqlite:///{tmp_path}/none.sqlite3")
     with pytest.raises(CommandError, match="does not exist"):
         call_command("import_checkpoints", str(tmp_path / "none.jsonl"))
+    # Only the package's own serializer reads that store, and it revives what rows name:
+    # refused unless the operator vouches for the store, before anything connects.
+    with pytest.raises(CommandError, match="--trust-source"):
+        call_command("import_checkpoints", "langgraph+redis://127.0.0.1:1/0")
     # The package is installed (dev extra); the shared Redis has no RediSearch module, so
     # the store's setup fails, and the error names the modules it needs.
     with pytest.raises(CommandError, match="RedisJSON and RediSearch modules") as missing:
-        call_command("import_checkpoints", "langgraph+redis://127.0.0.1:6379/0")
+        call_command("import_checkpoints", "langgraph+redis://127.0.0.1:6379/0", "--trust-source")
     assert "FT." in str(missing.value)  # Redis's own refusal, kept in the message
     with pytest.raises(CommandError, match="module:callable"):
         call_command("import_checkpoints", "--saver", "nonsense")
