@@ -132,7 +132,12 @@ def _read_bound_errors(conf) -> list[Error | Warning]:
     (codec.compression)."""
     found: list[Error | Warning] = []
     bounds = {}
-    for key in ("CODEC_MAX_BYTES", "MAX_CHECKPOINT_BYTES", "MAX_RESPONSE_BYTES"):
+    for key in (
+        "CODEC_MAX_BYTES",
+        "MAX_CHECKPOINT_BYTES",
+        "MAX_RESPONSE_BYTES",
+        "ADMIN_VALUE_PREVIEW_BYTES",
+    ):
         value = conf.get(key)
         if value is None:
             continue

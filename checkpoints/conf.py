@@ -74,6 +74,9 @@ DEFAULTS: dict[str, Any] = {
     # How many of a message list's messages the admin and the API show at once (the last
     # ones; `messages_before` pages back): a 10,000-message list rendered whole takes seconds.
     "MESSAGES_PAGE_SIZE": 50,
+    # Characters of a value's indented JSON the admin shows before cutting it (with a link to
+    # download it whole): a few MiB rendered as a tree made pages of tens of MB.
+    "ADMIN_VALUE_PREVIEW_BYTES": 256 * 1024,
 }
 
 _cache: dict[str, Any] | None = None

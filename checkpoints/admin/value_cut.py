@@ -31,7 +31,6 @@ from checkpoints.conf import store_settings
 from checkpoints.errors import CheckpointConfigError
 
 PREVIEW_SETTING = "ADMIN_VALUE_PREVIEW_BYTES"
-DEFAULT_PREVIEW_BYTES = 256 * 1024
 # Marks where a string, a list or a mapping was cut.
 MORE = "…"
 # A cut stops descending here (a stored value is at most CODEC_MAX_DEPTH deep).
@@ -45,7 +44,7 @@ _page_left: ContextVar[list[int] | None] = ContextVar("admin_page_previews", def
 
 def preview_bytes() -> int | None:
     """The preview size in force: the setting, else the default; None for no cut."""
-    size = store_settings().get(PREVIEW_SETTING, DEFAULT_PREVIEW_BYTES)
+    size = store_settings()[PREVIEW_SETTING]
     if size is not None and (type(size) is not int or size < 1):
         raise CheckpointConfigError(
             f"CHECKPOINTS[{PREVIEW_SETTING!r}] must be a whole number of characters from 1, "

@@ -306,7 +306,8 @@ def test_an_empty_frame_followed_by_another_is_refused():
 
 
 def test_the_bounds_are_checked_settings():
-    for key in ("CODEC_MAX_BYTES", "MAX_CHECKPOINT_BYTES", "MAX_RESPONSE_BYTES"):
+    keys = ("CODEC_MAX_BYTES", "MAX_CHECKPOINT_BYTES", "MAX_RESPONSE_BYTES")
+    for key in (*keys, "ADMIN_VALUE_PREVIEW_BYTES"):
         for bad in ("big", -1, 0, True):
             conf = {**settings.CHECKPOINTS, key: bad}
             with override_settings(CHECKPOINTS=conf), pytest.raises(SystemCheckError) as caught:
