@@ -250,6 +250,35 @@ def test_a_step_outside_32_bits_is_refused_on_every_provider(store, step):
     assert steps == [-(2**31), 2**31 - 1]
 
 
+def test_a_step_filter_outside_32_bits_is_refused_not_overflowed(store):
+    _put_meta(store, "steps", {"source": "loop", "step": 3})
+    for step in (2**31, 2**70, -(2**63) - 1):
+        with pytest.raises(InvalidCheckpointInput) as caught:
+            list(store.list(None, filter={"step": step}))
+        assert caught.value.field == "filter.step" and str(step) in caught.value.message
+    assert len(list(store.list(None, filter={"step": 3}))) == 1
+
+
+@pytest.mark.parametrize("provider", API_PROVIDERS)
+def test_a_huge_step_in_a_filter_over_http_is_a_4xx(store, provider, settings, staff):
+    url = getattr(store, "conn_string", None) if provider == "redis" else None
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PROVIDER": provider, "CONN_STRING": url}
+    put_value(store, "stepped", None, {"a": 1})
+    client = Client()
+    client.force_login(staff)
+    huge = 99999999999999999999999
+    rest = client.get(f"/api/threads/stepped/history/?metadata.step={huge}")
+    assert rest.status_code == 400, rest.content[:300]
+    assert rest.json()["error"]["field"] == "filter.step"
+    lg = client.post(
+        "/langgraph/threads/stepped/history",
+        json.dumps({"metadata": {"step": 2**70}}),
+        content_type="application/json",
+    )
+    assert lg.status_code == 422, lg.content[:300]
+    assert "filter step" in lg.content.decode()
+
+
 def test_nul_in_metadata_keys_and_values_is_dropped_alike_on_every_provider(store):
     # As PostgresSaver drops NUL from metadata's string values (jsonb cannot hold \u0000),
     # at every depth and from keys too, whichever way the metadata came.

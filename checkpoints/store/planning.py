@@ -328,6 +328,15 @@ def validate_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     # filter means the same on every store and never reaches a driver that would choke.
     cleaned = _clean_json(dict(filter), "filter")
     _utf8_size(json.dumps(cleaned, ensure_ascii=False), "filter")
+    step = cleaned.get("step")
+    # Stores compare a step filter with their step column; past what a step may be stored
+    # as, the driver overflows (SQLite at 64 bits) instead of matching nothing.
+    if type(step) is int and not STEP_MIN <= step <= STEP_MAX:
+        raise InvalidCheckpointInput(
+            f"filter step {step} is outside the 32-bit range a step is stored in "
+            f"({STEP_MIN} to {STEP_MAX})",
+            field="filter.step",
+        )
     return cleaned
 
 
