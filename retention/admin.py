@@ -32,10 +32,10 @@ from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
 from retention.errors import HoldRefused
 from retention.holds import describe, hold_thread, holds_on, release_hold
+from retention.live_filters import claims_with_reasons, live_thread_filters
 from retention.models import DeletedThread, Hold, Park, SparedThread, SweepBatch, SweepRun
 from retention.policy import effective_retention
 from retention.runs import mark_finished_by, unmark_finished
-from retention.sweep import claims_with_reasons, live_thread_filters
 from retention.sweep import sweep_checkpoints as run_sweep
 
 # Deleted ids shown per page of a sweep run's page.

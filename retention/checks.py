@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from django.core.checks import Error, Tags, register
 
+from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError
+from retention.live_filters import live_thread_filters
+from retention.schedule import parse_schedule
 
 
 @register(Tags.compatibility)
 def check_retention_settings(app_configs=None, **kwargs):
-    from checkpoints.conf import setting
-    from retention.schedule import parse_schedule
-    from retention.sweep import live_thread_filters
-
     errors = []
     try:
         parse_schedule(setting("SWEEP_SCHEDULE"))

@@ -32,17 +32,10 @@ from checkpoints.store.capabilities import HOST, LockHeld
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import utcnow
 from retention import metrics
+from retention.batches import Sweeper, candidate_batches, sweep_listed
 from retention.locks import LOCK_NAME
-from retention.sweep import (
-    SweepResult,
-    _close_run,
-    _new_result,
-    _open_run,
-    _Sweeper,
-    candidate_batches,
-    record_deleted,
-    sweep_listed,
-)
+from retention.result import SweepResult, new_result
+from retention.run_record import close_run, open_run, record_deleted
 
 if TYPE_CHECKING:
     from retention.models import SweepRun
@@ -74,7 +67,7 @@ def fan_out(
     from retention.models import SweepBatch, SweepRun
 
     token = f"sweep-run:{HOST}:{uuid.uuid4().hex}"
-    result = _new_result(saver, dry_run=False)
+    result = new_result(saver, dry_run=False)
     started = utcnow()
     try:
         saver.take_lease(LOCK_NAME, token)
@@ -95,7 +88,7 @@ def fan_out(
         return FanOut(refused, [])
     run = None
     try:
-        run = _open_run(result, started, triggered_by)
+        run = open_run(result, started, triggered_by)
         batches = candidate_batches(saver, now=now, max_batches=max_batches)
         SweepBatch.objects.bulk_create(
             [SweepBatch(run=run, index=i, thread_count=len(ids)) for i, ids in enumerate(batches)],
@@ -105,11 +98,11 @@ def fan_out(
     except Exception as exc:
         # Nothing was queued: close what was opened and give the lease back.
         if run is not None:
-            _close_run(run, result, triggered_by, error=f"{type(exc).__name__}: {exc}")
+            close_run(run, result, triggered_by, error=f"{type(exc).__name__}: {exc}")
         saver.release_lease(LOCK_NAME, token)
         raise
     if not batches:
-        _close_run(run, result, triggered_by)
+        close_run(run, result, triggered_by)
         saver.release_lease(LOCK_NAME, token)
         metrics.SWEEP_RUNS.labels(outcome="ok", dry_run="false").inc()
     run.refresh_from_db()
@@ -134,7 +127,7 @@ def run_batch(
     if batch.status in SweepBatch.DONE:
         # A redelivered message of a batch already recorded does nothing.
         return _summary(batch, retry=False)
-    result = _new_result(saver, dry_run=False)
+    result = new_result(saver, dry_run=False)
     result.sweep_run_id = run.pk
     error = ""
     if run.status != SweepRun.RUNNING:
@@ -145,7 +138,7 @@ def run_batch(
             status=SweepBatch.RUNNING, attempts=F("attempts") + 1, worker=worker[:200],
             started_at=utcnow(),
         )  # fmt: skip
-        sweeper = _Sweeper(saver, now, False, result)
+        sweeper = Sweeper(saver, now, False, result)
         sweeper.keep_alive = lambda: saver.renew_lease(LOCK_NAME, run.lease_token)
         try:
             sweeper.keep_alive()  # the run still holds the lease: else LeaseLost
@@ -228,7 +221,7 @@ def _record_attempt(
                 f"{len(failed)} of {locked.batches_total} batch(es) failed "
                 f"(batch {index} after {attempts} attempt(s): {first})"
             )
-        _close_run(locked, totals, locked.triggered_by, error=message)
+        close_run(locked, totals, locked.triggered_by, error=message)
     locked.refresh_from_db()
     return locked
 

@@ -11,7 +11,7 @@ from django.test import override_settings
 from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.store.planning import utcnow
-from retention import sweep as sweep_module
+from retention import live_filters
 from retention.runs import mark_finished
 from tests.store_helpers import config_for
 
@@ -54,7 +54,7 @@ def batch_size(n: int):
 @pytest.fixture(autouse=True)
 def _forget_registered_filters():
     """Filters a test registers in code do not leak into the next test."""
-    before = dict(sweep_module._registered)
+    before = dict(live_filters._registered)
     yield
-    sweep_module._registered.clear()
-    sweep_module._registered.update(before)
+    live_filters._registered.clear()
+    live_filters._registered.update(before)

@@ -22,8 +22,9 @@ from checkpoints.selectors import thread_get
 from checkpoints.store.planning import utcnow
 from retention.fanout import fan_out, run_batch
 from retention.models import SparedThread, SweepRun
+from retention.result import WRITTEN_SINCE
 from retention.runs import mark_finished
-from retention.sweep import WRITTEN_SINCE, sweep_checkpoints, sweep_threads
+from retention.sweep import sweep_checkpoints, sweep_threads
 from tests.admin_fixtures import chat_graph, run_chat
 from tests.retention_fixtures import FINISHED, WAITING, holds
 

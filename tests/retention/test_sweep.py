@@ -14,18 +14,14 @@ from prometheus_client import REGISTRY
 
 from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
 from checkpoints.store.planning import utcnow
+from retention.batches import candidate_batches
 from retention.errors import LiveFilterFailed, SweepAlreadyRunning
 from retention.locks import sweep_lock
 from retention.models import Park, SparedThread, SweepRun
 from retention.policy import declare_retention
+from retention.result import WRITTEN_SINCE
 from retention.runs import mark_finished
-from retention.sweep import (
-    WRITTEN_SINCE,
-    candidate_batches,
-    register_live_thread_filter,
-    sweep_checkpoints,
-    sweep_threads,
-)
+from retention.sweep import register_live_thread_filter, sweep_checkpoints, sweep_threads
 from tests.retention_fixtures import (
     FINISHED,
     WAITING,

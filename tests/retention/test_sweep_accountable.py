@@ -13,7 +13,8 @@ from checkpoints.store.planning import utcnow
 from retention.errors import HoldRefused
 from retention.holds import HOLD_OWNER, hold_thread, release_hold
 from retention.models import DeletedThread, Hold, SparedThread, SweepRun
-from retention.sweep import FINISHED, WAITING, sweep_checkpoints
+from retention.result import FINISHED, WAITING
+from retention.sweep import sweep_checkpoints
 from tests.retention_fixtures import WAITING as WAITING_MINUTES
 from tests.retention_fixtures import batch_size, finished_past_due, holds, write
 from tests.store_helpers import on_every_provider_and_the_cluster

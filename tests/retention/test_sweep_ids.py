@@ -7,7 +7,8 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
 from retention.policy import declare_retention
-from retention.sweep import FINISHED, WAITING, sweep_checkpoints
+from retention.result import FINISHED, WAITING
+from retention.sweep import sweep_checkpoints
 from tests.retention_fixtures import holds, minutes_from_now, write
 
 ORM = ["sqlite", "postgres"]

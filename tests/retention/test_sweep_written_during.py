@@ -18,12 +18,8 @@ from django.db import connections
 
 from checkpoints.store.planning import utcnow
 from retention.models import SparedThread, SweepRun
-from retention.sweep import (
-    WRITTEN_DURING,
-    register_live_thread_filter,
-    sweep_checkpoints,
-    sweep_threads,
-)
+from retention.result import WRITTEN_DURING
+from retention.sweep import register_live_thread_filter, sweep_checkpoints, sweep_threads
 from tests.retention_fixtures import WAITING, finished_past_due, holds, write
 from tests.store_helpers import config_for, on_every_provider_and_the_cluster
 
