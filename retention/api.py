@@ -7,6 +7,7 @@ thread API's base view, so auth, ownership and errors work the same as for threa
 from __future__ import annotations
 
 from django.http import Http404
+from django.urls import reverse
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -130,8 +131,6 @@ class SweepRunDetailSerializer(SweepRunSerializer):
         return DeletedThread.objects.filter(sweep_run=run).count()
 
     def get_deleted_url(self, run) -> str:
-        from django.urls import reverse
-
         url = reverse("checkpoints:checkpoint-sweep-deleted", args=[run.pk])
         request = self.context.get("request")
         return request.build_absolute_uri(url) if request else url

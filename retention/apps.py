@@ -9,6 +9,7 @@ class RetentionConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Here, not at the top: these read models, which Django loads after this module.
         from checkpoints.status import register_claim_source
         from checkpoints.threads import register_presence_check
         from retention import checks  # noqa: F401  (registers the checks)

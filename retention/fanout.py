@@ -23,7 +23,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, F, Q, Sum
@@ -34,11 +34,9 @@ from checkpoints.store.planning import utcnow
 from retention import metrics
 from retention.batches import Sweeper, candidate_batches, sweep_listed
 from retention.locks import LOCK_NAME
+from retention.models import SparedThread, SweepBatch, SweepRun
 from retention.result import SweepResult, new_result
 from retention.run_record import close_run, open_run, record_deleted
-
-if TYPE_CHECKING:
-    from retention.models import SweepRun
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +62,6 @@ def fan_out(
     saver: StoreSaver, *, now: datetime, max_batches: int | None, triggered_by: str
 ) -> FanOut:
     """Take the lease for a new run and record its batches; a held lease is recorded, refused."""
-    from retention.models import SweepBatch, SweepRun
-
     token = f"sweep-run:{HOST}:{uuid.uuid4().hex}"
     result = new_result(saver, dry_run=False)
     started = utcnow()
@@ -120,8 +116,6 @@ def run_batch(
     final: bool,
 ) -> dict[str, Any]:
     """One attempt at one batch of a run, recorded; ``retry`` says whether to try again."""
-    from retention.models import SweepBatch, SweepRun
-
     run = SweepRun.objects.get(pk=run_id)
     batch = SweepBatch.objects.get(run_id=run_id, index=index)
     if batch.status in SweepBatch.DONE:
@@ -177,8 +171,6 @@ def _record_attempt(
     run: SweepRun, batch, result: SweepResult, status: str, error: str
 ) -> SweepRun | None:
     """Record one attempt under the run's row lock; close the run when it was the last."""
-    from retention.models import SparedThread, SweepBatch, SweepRun
-
     with transaction.atomic():
         locked = SweepRun.objects.select_for_update().get(pk=run.pk)
         SparedThread.objects.filter(batch_id=batch.pk).delete()
@@ -227,8 +219,6 @@ def _record_attempt(
 
 
 def _new_result_from(run: SweepRun, sums: dict[str, int]) -> SweepResult:
-    from retention.models import SparedThread
-
     result = SweepResult(
         provider=run.provider,
         waiting_minutes=run.waiting_minutes,

@@ -14,6 +14,7 @@ from checkpoints.errors import CheckpointStoreError
 from checkpoints.status import Claim, asked, question_of, when
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.models import Park
 
 __all__ = ["interrupts", "parks"]
@@ -25,8 +26,6 @@ def interrupts(
     """Threads whose latest checkpoint holds a pending interrupt (a paused graph): each
     with the question it asks and how long it has waited."""
     if saver is None:
-        from checkpoints.store.registry import get_saver
-
         saver = get_saver()
     now = now or utcnow()
     live = saver.interrupted([str(t) for t in thread_ids])

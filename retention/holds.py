@@ -18,13 +18,18 @@ from django.db.models import Q, QuerySet
 
 from checkpoints import audit
 from checkpoints.codec.render import moment_text as when
+from checkpoints.conf import has_database
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.errors import HoldRefused
 
 if TYPE_CHECKING:
     from checkpoints.status import Claim
     from retention.models import Hold
+
+# The models are imported in the functions that read them: a plain script imports the
+# sweep (and so this module) before `from_conn_string` sets Django up, which models need.
 
 # The owner a held thread is spared under in a sweep's result.
 HOLD_OWNER = "hold"
@@ -34,7 +39,7 @@ REASON_MAX = 2000
 def live_holds(*, provider: str, now: datetime) -> QuerySet:
     """The holds that keep threads of ``provider``'s store at ``now``: not released, and
     open-ended or ending later."""
-    from retention.models import Hold
+    from retention.models import Hold  # see the note at the top
 
     return Hold.objects.filter(
         Q(until__isnull=True) | Q(until__gt=now), provider=provider, released_at__isnull=True
@@ -51,8 +56,6 @@ def holds_on(
     *, provider: str, thread_ids: Iterable[str], now: datetime | None = None
 ) -> dict[str, Hold]:
     """thread id -> its live hold, for those of ``thread_ids`` that have one."""
-    from checkpoints.conf import has_database
-
     ids = [str(t) for t in thread_ids]
     if not ids or not has_database():
         return {}
@@ -65,8 +68,6 @@ def held(
 ) -> dict[str, str]:
     """The sweep's hold check, shaped as a live-thread filter: held id -> why, in words."""
     if saver is None:
-        from checkpoints.store.registry import get_saver
-
         saver = get_saver()
     found = holds_on(provider=saver.provider, thread_ids=thread_ids, now=now)
     return {thread_id: describe(hold) for thread_id, hold in found.items()}
@@ -85,7 +86,7 @@ def hold_thread(
 
     Raises HoldRefused for an empty reason, a naive end time, or one not after ``now``.
     """
-    from retention.models import Hold
+    from retention.models import Hold  # see the note at the top
 
     thread_id = str(thread_id)
     now = now or utcnow()
@@ -144,7 +145,7 @@ def release_hold(
     saver: StoreSaver, thread_id: str, *, by: str, now: datetime | None = None
 ) -> bool:
     """Let the sweep judge the thread again; True when a hold was released."""
-    from retention.models import Hold
+    from retention.models import Hold  # see the note at the top
 
     now = now or utcnow()
     with transaction.atomic():
@@ -167,9 +168,7 @@ class HoldClaims:
     kind = "held"
 
     def claims(self, *, provider: str, thread_ids: list[str], now: datetime) -> dict[str, Claim]:
-        # Here, not at the top: a plain script imports the sweep (and so this module) before
-        # from_conn_string configures Django, and the status rule reads the models.
-        from checkpoints.status import Claim
+        from checkpoints.status import Claim  # reads the models: see the note at the top
 
         found = holds_on(provider=provider, thread_ids=thread_ids, now=now)
         return {t: Claim("held", describe(h), h.until) for t, h in found.items()}

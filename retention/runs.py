@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from checkpoints import audit
+from checkpoints.conf import has_database
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import FinishedEntry, utcnow
 from retention.errors import ParkNotSupported, ParkRefused
@@ -22,6 +23,10 @@ from retention.policy import effective_retention
 
 if TYPE_CHECKING:
     from retention.models import Park
+
+# The models, and the selectors that read them, are imported in the functions that use
+# them: a plain script imports this module (`thread_run`) before `from_conn_string` sets
+# Django up, which models need.
 
 
 def mark_finished(
@@ -44,7 +49,7 @@ def mark_owner(saver: StoreSaver, thread_id: str, user) -> str:
     """Whose finish mark it is when ``user`` marks the thread in the admin or the API: the
     thread's owner (a thread is finished by and for its owner), else, where the store
     records no owner, the user marking it. The audit trail names who acted either way."""
-    from checkpoints.selectors import owner_name
+    from checkpoints.selectors import owner_name  # see the note at the top
 
     return owner_name(saver=saver, thread_id=str(thread_id)) or user.get_username()
 
@@ -107,8 +112,7 @@ def park(
             f"waiting horizon {horizon.isoformat()} ({waiting} minutes from now)",
             field="deadline",
         )
-    # Imported here: a plain script imports this module before Django is set up.
-    from retention.models import Park
+    from retention.models import Park  # see the note at the top
 
     return Park.objects.create(
         thread_id=thread_id,
@@ -123,12 +127,10 @@ def park_presence(saver: StoreSaver, thread_id: str) -> str | None:
     """ "a park" when a park on this store names the thread (expired or not), else None: a
     fork or copy onto its id would take over a run's thread. Registered with
     `checkpoints.threads.register_presence_check` by the app's ready()."""
-    from checkpoints.conf import has_database
-
     # Parks exist only where a run can be parked, and they live in the Django database.
     if not saver.can_park or not has_database():
         return None
-    from retention.models import Park
+    from retention.models import Park  # see the note at the top
 
     found = Park.objects.filter(thread_id=str(thread_id), provider=saver.provider).exists()
     return "a park" if found else None
@@ -136,7 +138,7 @@ def park_presence(saver: StoreSaver, thread_id: str) -> str | None:
 
 def has_live_park(saver: StoreSaver, thread_id: str, now: datetime | None = None) -> bool:
     """True when a park on this store holds the thread past ``now``."""
-    from retention.models import Park
+    from retention.models import Park  # see the note at the top
 
     return Park.objects.filter(
         thread_id=str(thread_id), provider=saver.provider, deadline__gt=now or utcnow()

@@ -11,6 +11,7 @@ from checkpoints import audit
 from checkpoints.conf import setting
 from checkpoints.store.capabilities import HOST
 from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import get_saver
 from retention.fanout import fan_out, run_batch
 from retention.sweep import sweep_checkpoints as run_sweep
 from retention.sweep import sweep_threads
@@ -21,8 +22,6 @@ def _when(now: str | None) -> datetime | None:
 
 
 def _saver():
-    from checkpoints.store.registry import get_saver
-
     return get_saver()
 
 

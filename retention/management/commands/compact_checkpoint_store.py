@@ -6,6 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from checkpoints import from_conn_string
 from checkpoints.errors import CheckpointStoreError
 from retention.errors import SweepAlreadyRunning
 from retention.sweep import compact_store
@@ -31,8 +32,6 @@ class Command(BaseCommand):
     def handle(self, *args, conn_string=None, as_json=False, **options):
         try:
             if conn_string:
-                from checkpoints import from_conn_string
-
                 with from_conn_string(conn_string) as saver:
                     report = compact_store(saver)
             else:
