@@ -17,11 +17,6 @@ from retention.errors import SweepAlreadyRunning
 LOCK_NAME = "checkpoint-sweep"
 
 
-def store_key(saver: StoreSaver) -> str:
-    """A name for the store behind a saver, the same in every saver built on it."""
-    return saver.store_key
-
-
 @contextmanager
 def sweep_lock(saver: StoreSaver) -> Iterator[Callable[[], None]]:
     """Hold the store's sweep lock, or raise SweepAlreadyRunning at once.
