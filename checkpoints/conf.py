@@ -68,7 +68,6 @@ DEFAULTS: dict[str, Any] = {
     "ENCRYPTION_STORE_ID": "",
     # True once every row is in the bound format: unbound (format 1) sealed rows are refused.
     "ENCRYPTION_REQUIRE_BOUND": False,
-    "REMOVED_VARIABLES_SET": [],
     # name -> "pkg.module:attribute" of a compiled graph or StateGraph builder.
     "GRAPHS": {},
     # How many of a message list's messages the admin and the API show at once (the last
