@@ -19,15 +19,16 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from checkpoints import codec as codec_module
 from checkpoints.codec import ENVELOPE_KEY, JSON_TYPE, ZSTD_SUFFIX, FaithfulJSONCodec
+from checkpoints.codec.reader import _READERS
+from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 from checkpoints.models import Thread
 from tests.reliability_fixtures import put_value
 from tests.store_helpers import config_for
 
 CODEC = FaithfulJSONCodec(compress_bytes=None)
-ENVELOPE_TYPES = sorted(codec_module._READERS)
+ENVELOPE_TYPES = sorted(_READERS)
 FUZZ = hsettings(
     max_examples=300,
     deadline=5000,
@@ -108,7 +109,7 @@ def test_random_envelopes_raise_only_codec_errors_and_import_nothing(document):
     before = set(sys.modules)
     _decode((JSON_TYPE, json.dumps(document).encode()))
     imported = set(sys.modules) - before
-    allowed = tuple(codec_module.setting("CODEC_ALLOWED_MODULES"))
+    allowed = tuple(setting("CODEC_ALLOWED_MODULES"))
     strays = {
         name
         for name in imported

@@ -10,11 +10,6 @@ from checkpoints.codec.envelope import ENVELOPE_KEY
 from checkpoints.codec.exception import CheckpointedException
 from checkpoints.codec.json import JSON_TYPE, FaithfulJSONCodec
 
-# Not public: tests/test_hostile_input.py walks the envelope types and reads the allowlist
-# through this package, as it did when the codec was one module.
-from checkpoints.codec.reader import _READERS  # noqa: F401
-from checkpoints.conf import setting  # noqa: F401
-
 __all__ = [
     "ENVELOPE_KEY",
     "JSON_TYPE",
