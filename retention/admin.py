@@ -1,13 +1,14 @@
 """Retention in the admin: marks, parks, holds, the sweep page and its history.
 
-Extends the thread admin of `checkpoints/admin.py` (live-filter verdict, park filter, mark
-and unmark actions, hold and release) so the dependency keeps pointing from retention to
-checkpoints.
+Extends the thread admin of `checkpoints.admin` through its hook (`ThreadAdmin.extend`:
+live-filter verdict, park filter, mark and unmark actions, hold and release), so the
+dependency keeps pointing from retention to checkpoints.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
@@ -25,8 +26,9 @@ from checkpoints.admin import ThreadAdmin
 from checkpoints.admin.base import RefuseBadInputMixin
 from checkpoints.admin.filters import ProviderNameFilter
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
+from checkpoints.admin.threads import ThreadAdminExtension
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import FinishedMark, Thread
+from checkpoints.models import FinishedMark
 from checkpoints.status import AmongValues
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
@@ -102,35 +104,30 @@ class HasParkFilter(admin.SimpleListFilter):
         return queryset.filter(parked if self.value() == "yes" else ~parked)
 
 
-class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
-    """The thread admin with what retention knows: verdict, horizons, mark actions."""
+class RetentionThreadExtension(ThreadAdminExtension):
+    """What retention adds to the thread admin: verdict, horizons, mark and hold buttons."""
 
-    list_filter = [*ThreadAdmin.list_filter, HasParkFilter]
-    actions = ["mark_finished_selected", "unmark_finished_selected"]
-    fields = (
-        *ThreadAdmin.fields[:7],
-        "retention_in_force",
-        "live_verdict",
-        *ThreadAdmin.fields[7:],
-    )
-    readonly_fields = fields
+    after = "declared_retention"
+    fields = ("retention_in_force", "live_verdict")
+    list_filter = (HasParkFilter,)
+    actions = ("mark_finished_selected", "unmark_finished_selected")
 
-    def get_urls(self):
-        mark = self.admin_site.admin_view(self.mark_view)
-        hold = self.admin_site.admin_view(self.hold_view)
+    def get_urls(self, thread_admin):
+        site = thread_admin.admin_site
+        mark = site.admin_view(partial(self.mark_view, thread_admin))
+        hold = site.admin_view(partial(self.hold_view, thread_admin))
         return [
             path("<path:object_id>/mark/", mark, name="checkpoints_thread_mark"),
             path("<path:object_id>/hold/", hold, name="checkpoints_thread_hold"),
-            *super().get_urls(),
         ]
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra = dict(extra_context or {})
+    def change_context(self, thread_admin, request, object_id):
+        extra = {}
         if self.has_mark_permission(request):
             extra["mark_url"] = keep_store(
                 reverse("admin:checkpoints_thread_mark", args=[object_id])
             )
-        thread = self.get_object(request, object_id)
+        thread = thread_admin.get_object(request, object_id)
         if thread is not None:
             found = holds_on(provider=store_saver().provider, thread_ids=[thread.thread_id])
             hold = found.get(thread.thread_id)
@@ -140,11 +137,13 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
                 extra["hold_url"] = keep_store(
                     reverse("admin:checkpoints_thread_hold", args=[object_id])
                 )
-        return super().change_view(request, object_id, form_url, extra)
+        return extra
 
-    def hold_view(self, request, object_id):
+    def hold_view(self, thread_admin, request, object_id):
         """POST: hold the thread (reason, optional end time), or (release=1) release it."""
-        thread, back = self._button_target(request, object_id, self.has_hold_permission)
+        thread, back = self._button_target(
+            thread_admin, request, object_id, self.has_hold_permission
+        )
         if request.method != "POST":
             return HttpResponseRedirect(back)
         saver = store_saver()
@@ -168,17 +167,17 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
                     )
                     text = f"Thread {thread.thread_id} {describe(hold)}; the sweep spares it."
         except HoldRefused as exc:
-            self.message_user(request, f"Not held: {exc.message}", messages.ERROR)
+            thread_admin.message_user(request, f"Not held: {exc.message}", messages.ERROR)
             return HttpResponseRedirect(back)
-        self.message_user(request, text, messages.SUCCESS)
+        thread_admin.message_user(request, text, messages.SUCCESS)
         return HttpResponseRedirect(back)
 
-    def _button_target(self, request, object_id, allowed):
+    def _button_target(self, thread_admin, request, object_id, allowed):
         """The thread a button of its page acts on and that page's URL, once ``allowed``
         says the user may press it (else 403; an unknown thread is a 404)."""
         if not allowed(request):
             raise PermissionDenied
-        thread = self.get_object(request, object_id)
+        thread = thread_admin.get_object(request, object_id)
         if thread is None:
             raise Http404(f"no thread with pk {object_id!r} in this store")
         return thread, keep_store(reverse("admin:checkpoints_thread_change", args=[thread.pk]))
@@ -186,11 +185,11 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
     def has_hold_permission(self, request, obj=None):
         return permissions.staff_may(request.user, "hold")
 
-    def mark_view(self, request, object_id):
+    def mark_view(self, thread_admin, request, object_id):
         """POST: mark the thread finished, or (unmark=1) take it out of the finished set."""
         unmark = bool(request.POST.get("unmark"))
         allowed = self.has_unmark_permission if unmark else self.has_mark_permission
-        thread, back = self._button_target(request, object_id, allowed)
+        thread, back = self._button_target(thread_admin, request, object_id, allowed)
         if request.method != "POST":
             # A GET never changes anything: it leads back to the page with the button.
             return HttpResponseRedirect(back)
@@ -205,7 +204,7 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
                 entry = mark_finished_by(saver, thread.thread_id, request.user)
                 due = f"{entry.due_at:%Y-%m-%d %H:%M:%S %Z}"
                 text = f"Thread {thread.thread_id} marked finished; due at {due}."
-        self.message_user(request, text, messages.SUCCESS)
+        thread_admin.message_user(request, text, messages.SUCCESS)
         return HttpResponseRedirect(back)
 
     def has_mark_permission(self, request, obj=None):
@@ -237,12 +236,12 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
         return "not live: no filter claims it; the sweep deletes it once past its horizon"
 
     @admin.action(description="Mark selected threads finished", permissions=["mark"])
-    def mark_finished_selected(self, request, queryset):
+    def mark_finished_selected(self, thread_admin, request, queryset):
         saver = store_saver()
         ids = list(queryset.values_list("thread_id", flat=True))
         for thread_id in ids:
             mark_finished_by(saver, thread_id, request.user)
-        self.message_user(
+        thread_admin.message_user(
             request,
             ngettext(
                 "Marked %(n)d thread finished; it is due after its finished retention.",
@@ -256,12 +255,12 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
     @admin.action(
         description="Take selected threads out of the finished set", permissions=["unmark"]
     )
-    def unmark_finished_selected(self, request, queryset):
+    def unmark_finished_selected(self, thread_admin, request, queryset):
         saver = store_saver()
         removed = sum(
             1 for t in queryset.values_list("thread_id", flat=True) if unmark_finished(saver, t)
         )
-        self.message_user(
+        thread_admin.message_user(
             request,
             ngettext(
                 "Unmarked %(n)d thread; it waits again.",
@@ -273,8 +272,7 @@ class RetentionThreadAdmin(audit.AuditedActionsMixin, ThreadAdmin):
         )
 
 
-admin.site.unregister(Thread)
-admin.site.register(Thread, RetentionThreadAdmin)
+ThreadAdmin.extend(RetentionThreadExtension())
 
 
 class ReadMostly:

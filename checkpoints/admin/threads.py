@@ -5,10 +5,11 @@ from __future__ import annotations
 from functools import partial
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import selectors, status
+from checkpoints import audit, selectors, status
 from checkpoints.admin import tree as admin_tree
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
@@ -82,8 +83,37 @@ class ThreadChangeList(ChangeList):
         self.model_admin.read_claims(self.result_list)
 
 
+class ThreadAdminExtension:
+    """What another app adds to the thread admin; handed to `ThreadAdmin.extend`.
+
+    ``fields``: names of its methods taking the thread, shown read-only on the thread page
+    after the field ``after``. ``list_filter``: the list's extra filters. ``actions``: names
+    of its `admin.action` methods taking (thread admin, request, queryset); an action's
+    ``permissions`` are asked of the extension's ``has_<permission>_permission(request)``.
+    """
+
+    after = ""
+    fields: tuple[str, ...] = ()
+    list_filter: tuple = ()
+    actions: tuple[str, ...] = ()
+
+    def get_urls(self, thread_admin: ThreadAdmin) -> list:
+        """URL patterns of its views, before the thread admin's own."""
+        return []
+
+    def change_context(self, thread_admin: ThreadAdmin, request, object_id: str) -> dict:
+        """What the thread page's template gets from this extension."""
+        return {}
+
+
 @admin.register(Thread)
-class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.ModelAdmin):
+class ThreadAdmin(
+    audit.AuditedActionsMixin,
+    RefuseBadInputMixin,
+    StoreChoiceMixin,
+    ReadOnlyMixin,
+    admin.ModelAdmin,
+):
     list_display = (
         "thread_id",
         "status",
@@ -123,6 +153,44 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
         "recent_checkpoints",
     )
     readonly_fields = fields
+    # What other apps add (`extend`): this module never imports them, they import it.
+    extensions: list[ThreadAdminExtension] = []
+
+    @classmethod
+    def extend(cls, extension: ThreadAdminExtension) -> None:
+        """Add ``extension``'s fields, filters, actions, views and page context."""
+        if not any(type(e) is type(extension) for e in cls.extensions):
+            cls.extensions.append(extension)
+
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        for extension in self.extensions:
+            at = fields.index(extension.after) + 1 if extension.after in fields else len(fields)
+            fields[at:at] = [getattr(extension, name) for name in extension.fields]
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.get_fields(request, obj)
+
+    def get_list_filter(self, request):
+        extra = [f for extension in self.extensions for f in extension.list_filter]
+        return [*super().get_list_filter(request), *extra]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if IS_POPUP_VAR in request.GET:
+            return actions
+        for extension in self.extensions:
+            for name in extension.actions:
+                func = getattr(extension, name)
+                needs = getattr(func, "allowed_permissions", ())
+                if all(getattr(extension, f"has_{p}_permission")(request) for p in needs):
+                    actions[name] = (func, name, func.short_description)
+        return actions
+
+    def get_urls(self):
+        extra = [url for extension in self.extensions for url in extension.get_urls(self)]
+        return [*extra, *super().get_urls()]
 
     def get_queryset(self, request):
         rows = super().get_queryset(request).using(store_alias())
@@ -404,6 +472,8 @@ class ThreadAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admin.Mo
             "history_url": history_url(object_id),
             # Read when the page renders, after Django has checked the user may see it.
             "current_state": partial(current_state, object_id),
-            **(extra_context or {}),
         }
+        for extension in self.extensions:
+            extra.update(extension.change_context(self, request, object_id))
+        extra.update(extra_context or {})
         return super().change_view(request, object_id, form_url, extra)
