@@ -19,7 +19,7 @@ loaded machine spreads over all of them. It uses the databases `bench.run` uses
 (`checkpoint_bench`, `checkpoint_bench_lg`, Redis db 13): do not run both at once.
 
 Load mode (issue 36): ``--pool N`` caps every PostgreSQL pool at N connections (ours
-through ``CHECKPOINTS_PG_POOL_SIZE``, which `checkpoints.store.orm.pool` reads when it
+through ``CHECKPOINTS_PG_POOL_SIZE``, which `checkpoints.store.postgres.pool` reads when it
 builds its sync and async pools; LangGraph's through ``max_size``). ``--sync-threads N``
 adds a part where N Python threads each run sync ``invoke`` on their own thread ids, on
 ``orm-pg``, ``lg-postgres`` (PostgresSaver on a psycopg_pool ConnectionPool, autocommit,
@@ -325,7 +325,7 @@ def _pg_sessions() -> dict[str, int]:
 
 def _our_pools(kind: str) -> list:
     """The ORM saver's psycopg pools of database alias "pg" (sync, or this loop's async)."""
-    from checkpoints.store.orm import pool as pools
+    from checkpoints.store.postgres import pool as pools
 
     if kind == "sync":
         return [p for key, p in list(pools._pools.items()) if key[0] == "pg"]
@@ -393,7 +393,7 @@ def _prepare_stores(notes: list[str]) -> None:
 
 def _close_leftovers(notes: list[str]) -> None:
     """Close what the async part left open, so the sync part's counts are its own."""
-    from checkpoints.store.orm.pool import _async_pools, close_pools
+    from checkpoints.store.postgres.pool import _async_pools, close_pools
 
     left = sum(1 for _, _, opened, _ in _async_pools.values() for c in opened if not c.closed)
     if left:
@@ -877,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="subject label (repeat)")
     args = parser.parse_args(argv)
     if args.pool is not None:
-        # Read by checkpoints.store.orm.pool when it builds a pool: set before any is built.
+        # Read by checkpoints.store.postgres.pool when it builds a pool: set before any is built.
         os.environ["CHECKPOINTS_PG_POOL_SIZE"] = str(args.pool)
     pool_cap = _pool_size()
     import django

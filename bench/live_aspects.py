@@ -49,7 +49,7 @@ def _commit_off(subjects) -> None:
     from django.db import connections
 
     from bench.stores import admin_connection
-    from checkpoints.store.orm.pool import close_pools
+    from checkpoints.store.postgres.pool import close_pools
 
     with admin_connection() as conn:
         for name in (settings.PG_DB, settings.PG_DB_LG):

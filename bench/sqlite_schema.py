@@ -6,7 +6,7 @@ every 25 steps, two pending writes after each put) as pre-serialized bytes again
 schemas with raw `sqlite3`, no Django and no decoding in the timed loop:
 
 - ``ours``: the store's current tables (dumped from a `manage.py migrate`d file) and its
-  current statements (imported from `checkpoints.store.orm.sqlite_sql`);
+  current statements (imported from `checkpoints.store.sqlite.sql`);
 - ``ours-noai``, ``ours-nocheck``, ``ours-nosrc``, ``ours-norun``, ``ours-noid``,
   ``ours-nothr``: ``ours`` less one part of its schema (AUTOINCREMENT, the JSON_VALID
   checks, one checkpoint index each); ``ours-bare``: less all of them;
@@ -57,7 +57,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 
 from bench.workload import CHAT, ChatThread, DocumentPool, Shape
-from checkpoints.store.orm import sqlite_sql as S
+from checkpoints.store.sqlite import sql as S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = "/tmp/bench_sqlite_schema"

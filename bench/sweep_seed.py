@@ -248,7 +248,7 @@ def sqlite_file(saver) -> int:
     """The store's file and WAL in bytes, the WAL checkpointed into the file first."""
     from django.db import connections
 
-    from checkpoints.store.orm.space import _file_bytes
+    from checkpoints.store.sqlite.space import _file_bytes
 
     conn = connections[saver.using]
     with conn.cursor() as cur:

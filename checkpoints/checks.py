@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 
 from django.core.checks import Error, Tags, Warning, register
 
-from checkpoints.apps import SQLITE_SYNCHRONOUS_LEVELS
 from checkpoints.conf import PREPARE_MODES, store_settings
 from checkpoints.store.registry import path_errors, providers
+from checkpoints.store.sqlite.connection import SQLITE_SYNCHRONOUS_LEVELS, synchronous_level
 
 REMOVED_VARIABLES = {
     "LLM_PROVIDER_CHECKPOINT_TTL_MINUTES": (
@@ -346,24 +345,13 @@ def check_sqlite_synchronous(app_configs=None, **kwargs):
     return sqlite_synchronous_warnings(settings.DATABASES)
 
 
-def sqlite_synchronous_level(entry: dict) -> str:
-    """The synchronous level a SQLite database's connections run with: its init_command's,
-    else CHECKPOINTS["SQLITE_SYNCHRONOUS"] (see checkpoints.apps.tune_sqlite)."""
-    init = str((entry.get("OPTIONS") or {}).get("init_command") or "")
-    found = re.search(r"synchronous\s*=\s*['\"]?(\w+)", init, re.IGNORECASE)
-    if found is None:
-        return str(store_settings().get("SQLITE_SYNCHRONOUS")).upper()
-    level = found.group(1).upper()
-    return SQLITE_SYNCHRONOUS_LEVELS[int(level)] if level in "0123" else level
-
-
 def sqlite_synchronous_warnings(databases: dict) -> list[Warning]:
     """A SQLite database whose commits are not synced: a power loss can take the last ones."""
     found = []
     for alias, entry in databases.items():
         if not entry.get("ENGINE", "").endswith("sqlite3"):
             continue
-        level = sqlite_synchronous_level(entry)
+        level = synchronous_level(entry)
         if level not in ("NORMAL", "OFF"):
             continue
         found.append(

@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from checkpoints.dburl import SCHEMES as DATABASE_SCHEMES
+from checkpoints.dburl import parse_database_url
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreFormatError
 
 # Scheme -> provider. redis+cluster://host:port[,host:port...] is the Redis saver on a cluster.
@@ -54,10 +56,6 @@ STANDALONE_APPS = [
     "checkpoints.apps.CheckpointsConfig",
     "retention.apps.RetentionConfig",
 ]
-# SQLite settings for a database this module sets up: writers take the lock when their
-# transaction starts (no deadlock upgrading a read), and wait for it instead of failing.
-SQLITE_OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 20}
-
 # The apps whose tables make the store: an open checks that their migrations are applied.
 STORE_APPS = ("checkpoints", "retention")
 
@@ -93,16 +91,15 @@ def provider_for(conn_string: str) -> str:
 
 
 def _sqlite_path(conn_string: str) -> str:
-    from checkpoints.dburl import parse_database_url
-
     return parse_database_url(conn_string)["NAME"]
 
 
 def _database_entry(conn_string: str) -> dict[str, Any]:
-    from checkpoints.dburl import parse_database_url
-
     entry = parse_database_url(conn_string)
     if entry["ENGINE"].endswith("sqlite3"):
+        # Imported here as Django is (the module's docstring): the store loads Django's db.
+        from checkpoints.store.sqlite.connection import SQLITE_OPTIONS
+
         entry["NAME"] = os.path.abspath(entry["NAME"])
         entry["OPTIONS"] = {**SQLITE_OPTIONS, **(entry.get("OPTIONS") or {})}
     return entry
@@ -115,7 +112,7 @@ def _configure_standalone(provider: str, conn_string: str) -> None:
     from django.conf import settings
 
     databases = {}
-    if provider in ("sqlite", "postgres"):
+    if is_database_url(conn_string):
         databases["default"] = _database_entry(conn_string)
     settings.configure(
         INSTALLED_APPS=STANDALONE_APPS,
@@ -148,7 +145,7 @@ def database_alias(conn_string: str) -> tuple[str, bool]:
     """(alias, added): the configured database the URL names, else one added for it.
 
     The one rule from a URL to a database alias: `from_conn_string` and a saver built with
-    ``conn_string`` (`checkpoints.dburl.alias_for_conn_string`) both ask it, under one
+    ``conn_string`` (`alias_for_conn_string`) both ask it, under one
     lock, so the first to register a URL's database registers it as both would.
     """
     from django.db import connections
@@ -166,6 +163,21 @@ def database_alias(conn_string: str) -> tuple[str, bool]:
             )
             connections.settings[alias] = merged[alias]
         return alias, True
+
+
+def alias_for_conn_string(conn_string: str) -> str:
+    """The Django database alias for a saver's ``conn_string`` setting (`database_alias`)."""
+    try:
+        return database_alias(conn_string)[0]
+    except ValueError as exc:
+        raise CheckpointConfigError(
+            f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
+        ) from exc
+
+
+def is_database_url(conn_string: str) -> bool:
+    """Whether ``conn_string`` names a database (the ORM saver's), not Redis or memory."""
+    return conn_string.split("://", 1)[0].split("+", 1)[0].lower() in DATABASE_SCHEMES
 
 
 def _shipped_migrations(app_label: str) -> set[str] | None:
@@ -261,19 +273,6 @@ def _ensure_tables(alias: str, may_create: bool) -> None:
 # Created straight from the models on an empty database (`_create_new_store`): a
 # standalone process's apps, in migration dependency order, each with its migrations.
 NEW_STORE_APPS = ("contenttypes", "auth", "checkpoints", "retention")
-# What the migrations of NEW_STORE_APPS do beyond their models' tables, by vendor: the
-# statements run after the tables (tests/checkpoints/store/test_new_store_schema.py holds
-# the schema equal to the migrated one, and lists every migration that runs code).
-NEW_STORE_EXTRA_SQL = {
-    "postgresql": [
-        ("checkpoints", "0002_metadata_gin", "CREATE"),
-        ("checkpoints", "0009_thread_children_cascade", "CASCADE"),
-        ("checkpoints", "0009_thread_children_cascade", "VALIDATE"),
-        ("checkpoints", "0010_values_lz4", "LZ4"),
-    ],
-}
-# Serializes the processes making one new PostgreSQL store (pg_advisory_xact_lock's key).
-NEW_STORE_LOCK_KEY = 0x636B70745F6E6577  # "ckpt_new"
 
 
 class _NotEmpty(Exception):
@@ -286,10 +285,10 @@ def _create_new_store(alias: str) -> bool:
     ``migrate`` renders the project state between every one of its ~27 migrations (auth,
     contenttypes, ours): 200-300 ms on a new SQLite file. On a database with no tables at
     all, the end state is known: every model's table as ``schema_editor.create_model``
-    makes it, plus NEW_STORE_EXTRA_SQL, and every shipped migration recorded as applied
-    (what ``migrate --fake`` records). All of it in one transaction, which on SQLite takes
-    the write lock (IMMEDIATE) and on PostgreSQL an advisory lock first, so a second
-    process making the same store waits, then finds tables and leaves it to the check.
+    makes it, plus the dialect's extra statements (its saver's ``new_store_extra_sql``), and
+    every shipped migration recorded as applied (what ``migrate --fake`` records). All of it
+    in one transaction, under the dialect's lock (``lock_new_store``), so a second process
+    making the same store waits, then finds tables and leaves it to the check.
 
     Only for the standalone configuration (its apps are known); False, nothing done,
     wherever the database has a table or anything is not as expected: the caller goes on
@@ -304,21 +303,26 @@ def _create_new_store(alias: str) -> bool:
     from django.db.migrations.recorder import MigrationRecorder
     from django.utils import timezone
 
+    from checkpoints.store.registry import dialect_saver
+
     connection = connections[alias]
     if (
         not _standalone
         or list(settings.INSTALLED_APPS) != STANDALONE_APPS
-        or connection.vendor not in ("sqlite", "postgresql")
         or getattr(settings, "MIGRATION_MODULES", None)
         or settings.AUTH_USER_MODEL != "auth.User"
         or getattr(settings, "DATABASE_ROUTERS", None)
     ):
         return False
+    try:
+        dialect = dialect_saver(alias)
+    except CheckpointConfigError:
+        return False
     shipped = {label: _shipped_migrations(label) for label in NEW_STORE_APPS}
     if not all(shipped.values()):
         return False
     extra = []
-    for app_label, name, attribute in NEW_STORE_EXTRA_SQL.get(connection.vendor, ()):
+    for app_label, name, attribute in dialect.new_store_extra_sql:
         if name not in shipped[app_label]:
             return False
         module_name, _ = MigrationLoader.migrations_module(app_label)
@@ -333,12 +337,11 @@ def _create_new_store(alias: str) -> bool:
         # The schema editor's own transaction: on SQLite it must turn foreign key checks
         # off before the transaction begins, as migrate does.
         with connection.schema_editor(atomic=True) as editor:
-            if connection.vendor == "postgresql":
-                editor.execute("SELECT pg_advisory_xact_lock(%s)", [NEW_STORE_LOCK_KEY])
+            dialect.lock_new_store(editor)
             with connection.cursor() as cursor:
                 if connection.introspection.table_names(cursor, include_views=True):
                     raise _NotEmpty
-            with _Batch(editor) as batch:
+            with dialect.schema_batch(editor) as batch:
                 for model in [*models, MigrationRecorder.Migration]:
                     editor.create_model(model)
                 batch.send()  # alter_field reads the catalog: the tables first
@@ -362,48 +365,6 @@ def _create_new_store(alias: str) -> bool:
         connection.close()
         return False
     return True
-
-
-class _Batch:
-    """On PostgreSQL, the schema editor's statements sent together, not one round trip
-    each: ~90 of them make a new store (tables, then the indexes and foreign keys Django
-    defers to the editor's end, sent here at the block's end). Each statement is the one
-    Django made, composed as its PostgreSQL editor composes it; ``send`` sends what is
-    held (before anything that reads the catalog). Elsewhere the editor runs as it is."""
-
-    def __init__(self, editor) -> None:
-        self.editor = editor
-        self.held: list[str] | None = None
-
-    def __enter__(self) -> _Batch:
-        if self.editor.connection.vendor == "postgresql":
-            self.held = []
-            self.editor.execute = self.hold
-        return self
-
-    def hold(self, sql, params=()) -> None:
-        if params is not None:
-            sql = self.editor.connection.ops.compose_sql(str(sql), params)
-        self.held.append(str(sql))
-
-    def send(self) -> None:
-        if self.held:
-            sql, self.held[:] = ";\n".join(self.held), []
-            with self.editor.connection.cursor() as cursor:
-                # Never prepared: a prepared statement holds one command.
-                cursor.cursor.execute(sql, prepare=False)
-
-    def __exit__(self, exc_type, *exc) -> None:
-        if self.held is None:
-            return
-        try:
-            if exc_type is None:
-                for sql in self.editor.deferred_sql:
-                    self.hold(sql)  # as the editor's own end runs them
-                self.editor.deferred_sql.clear()
-                self.send()
-        finally:
-            del self.editor.execute  # the editor's own again
 
 
 def _as_migrated_through_key(editor, through) -> None:
@@ -455,12 +416,12 @@ def _open(conn_string: str, options: dict[str, Any]):
     with _lock:
         if not settings.configured:
             _configure_standalone(provider, conn_string)
+        # Imported once Django is configured: the registry reads its settings.
         from checkpoints.store.registry import get_saver
 
-        if provider == "memory":
-            return get_saver("memory", **options), None
-        if provider == "redis":
-            return get_saver("redis", conn_string=conn_string, **options), None
+        if not is_database_url(conn_string):
+            # The URL is the store's own address (Redis); memory:// names none.
+            return get_saver(provider, conn_string=conn_string, **options), None
         alias, added = database_alias(conn_string)
         # Tables are created only where nobody else manages them: a database this module
         # configured (standalone) or added; a project's own database is migrated by it.
@@ -485,6 +446,7 @@ def from_conn_string(conn_string: str, **options: Any) -> Iterator[Any]:
     ``options`` go to the saver (``max_checkpoints``, ``serde``). Works with or without a
     configured Django; see the module's docstring.
     """
+    # Imported at first use, as Django is (the module's docstring).
     from checkpoints.store.orm.aio import off_loop, on_loop_thread
 
     # In a notebook cell (a running loop on this thread) the set-up touches the database

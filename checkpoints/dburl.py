@@ -56,18 +56,3 @@ def database_url(entry: dict) -> str:
     elif ":" in host:
         host = f"[{host}]"  # IPv6
     return f"postgres://{auth}@{host}:{entry.get('PORT') or 5432}/{quote(entry['NAME'])}"
-
-
-def alias_for_conn_string(conn_string: str) -> str:
-    """The Django database alias for a connection string: the configured database it names,
-    else one registered for it on first use. The one rule is `checkpoints.connect`'s
-    (`database_alias`); this is its answer for a saver's ``conn_string`` setting."""
-    from checkpoints.connect import database_alias
-    from checkpoints.errors import CheckpointConfigError
-
-    try:
-        return database_alias(conn_string)[0]
-    except ValueError as exc:
-        raise CheckpointConfigError(
-            f"LLM_PROVIDER_CHECKPOINT_CONN_STRING: {exc}", field="conn_string"
-        ) from exc

@@ -564,8 +564,7 @@ def test_the_sweeps_spared_warning_is_a_json_line_with_the_thread_id(caplog):
 def test_one_rule_turns_a_conn_string_into_a_database_alias(tmp_path, monkeypatch):
     from django.db import connections
 
-    from checkpoints.connect import database_alias
-    from checkpoints.dburl import alias_for_conn_string
+    from checkpoints.connect import alias_for_conn_string, database_alias
 
     # A URL naming a configured database is that database, not a second connection to it.
     default = connections.settings["default"]["NAME"]

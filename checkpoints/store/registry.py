@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connections
 from django.utils.module_loading import import_string
 
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError
 
+# The ORM saver of each Django database vendor (`dialect_saver`).
+DIALECTS = {
+    "postgresql": "checkpoints.store.postgres.saver.PostgresStore",
+    "sqlite": "checkpoints.store.sqlite.saver.SqliteStore",
+}
 SAVER_CLASSES = {
-    "postgres": "checkpoints.store.orm.postgres.PostgresStore",
-    "sqlite": "checkpoints.store.orm.sqlite.SqliteStore",
+    "postgres": DIALECTS["postgresql"],
+    "sqlite": DIALECTS["sqlite"],
     "redis": "checkpoints.store.redis.saver.RedisSaver",
     "memory": "checkpoints.store.memory.MemorySaver",
 }
@@ -44,6 +50,26 @@ def saver_class(provider: str) -> type:
             f"CHECKPOINTS['SAVERS'][{provider!r}] is {path!r}, which cannot be imported: {exc}",
             field="provider",
         ) from exc
+
+
+def dialect_saver(using: str) -> type:
+    """The ORM saver class of database ``using``'s dialect: the one place it is chosen.
+
+    Only that dialect's package is imported: a SQLite store never loads psycopg.
+    """
+    if using not in connections.settings:
+        raise CheckpointConfigError(f"database alias {using!r} is not configured")
+    vendor = connections[using].vendor
+    if vendor not in DIALECTS:
+        raise CheckpointConfigError(
+            f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
+        )
+    return import_string(DIALECTS[vendor])
+
+
+def orm_saver(using: str = "default", **options: Any):
+    """The ORM saver on database ``using``, of whichever dialect it speaks."""
+    return dialect_saver(using)(using=using, **options)
 
 
 def path_errors() -> list[tuple[str, str, str]]:

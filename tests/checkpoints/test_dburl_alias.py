@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connections
 
-from checkpoints.connect import database_alias
-from checkpoints.dburl import alias_for_conn_string
+from checkpoints.connect import alias_for_conn_string, database_alias
 
 
 @pytest.mark.parametrize("first", ["saver", "from_conn_string"])

@@ -177,7 +177,7 @@ def _release_pg() -> None:
 
     from django.db import connections
 
-    from checkpoints.store.orm import pool as pg_pool
+    from checkpoints.store.postgres import pool as pg_pool
 
     for pool in list(pg_pool._pools.values()):
         pool.close()

@@ -23,7 +23,7 @@ settings.configure(
 )
 django.setup()
 
-from checkpoints.store.orm.pool import async_statement_cursor  # noqa: E402
+from checkpoints.store.postgres.pool import async_statement_cursor  # noqa: E402
 
 
 async def main() -> None:

@@ -19,8 +19,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, batch_size: int, database: str, redis_url: str | None, **options):
-        from checkpoints.store.orm.saver import OrmSaver
-        from checkpoints.store.registry import get_saver
+        from checkpoints.store.registry import get_saver, orm_saver
 
         if batch_size < 1:
             raise CommandError(f"--batch-size must be at least 1, got {batch_size}")
@@ -28,7 +27,7 @@ class Command(BaseCommand):
             if redis_url:
                 saver = get_saver("redis", conn_string=redis_url)
             else:
-                saver = OrmSaver(using=database)
+                saver = orm_saver(database)
             result = saver.reseal(batch_size=batch_size)
         except CheckpointStoreError as exc:
             raise CommandError(exc.message) from exc

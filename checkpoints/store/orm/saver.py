@@ -1,22 +1,22 @@
-"""The ORM saver: checkpoints in Django's database, whichever dialect it speaks.
+"""What the ORM savers of PostgreSQL and SQLite share: checkpoints in Django's database.
 
-`OrmSaver` holds what PostgreSQL and SQLite share (encoding, reading rows into tuples,
-paging, the ORM's deletes and copies); each dialect's subclass (`postgres.PostgresStore`,
-`sqlite.SqliteStore`) owns its statements and connection handling through a few hooks:
-``_put_transaction``, ``_insert_checkpoint``, ``_put_write_rows``, ``_get_rows``,
-``_page``, ``_read_durability``. ``OrmSaver(using=...)`` builds the one its database needs.
+`OrmSaver` holds encoding, reading rows into tuples, paging, the ORM's deletes and copies;
+each dialect's saver (`checkpoints.store.postgres.saver.PostgresStore`,
+`checkpoints.store.sqlite.saver.SqliteStore`) writes its own put and writes
+(``_store_checkpoint``, ``_store_writes``) and reads (``_get_rows``, ``_page``,
+``_read_durability``). `registry.dialect_saver` picks the one a database needs; a
+deployment subclasses that one.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import time
-from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC
+from types import TracebackType
 from typing import Any
 
 from django.db import connections, transaction
@@ -29,7 +29,7 @@ from checkpoints.codec import compress_typed, decompress_typed
 from checkpoints.codec.encryption import SUFFIX as SEALED
 from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
 from checkpoints.conf import prepare_mode, setting
-from checkpoints.dburl import alias_for_conn_string
+from checkpoints.connect import alias_for_conn_string
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.flows import Emit, stream
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, Thread
@@ -56,6 +56,7 @@ from checkpoints.store.planning import (
     utcnow,
     validate_filter,
 )
+from checkpoints.store.registry import dialect_saver
 from checkpoints.store.requests import StoreRequest
 
 PAGE = 100
@@ -63,32 +64,17 @@ PAGE = 100
 MISSING_OWNER = object()
 
 
-def dialect_class(using: str) -> type[OrmSaver]:
-    """The saver class for database ``using``'s dialect."""
-    if using not in connections.settings:
-        raise CheckpointConfigError(f"database alias {using!r} is not configured")
-    vendor = connections[using].vendor
-    # Only the database's own dialect is imported: a SQLite store never loads psycopg.
-    if vendor == "postgresql":
-        from checkpoints.store.orm.postgres import PostgresStore
+class _Unbatched:
+    """A schema editor's statements sent one by one, as the editor sends them."""
 
-        return PostgresStore
-    if vendor == "sqlite":
-        from checkpoints.store.orm.sqlite import SqliteStore
+    def __enter__(self) -> _Unbatched:
+        return self
 
-        return SqliteStore
-    raise CheckpointConfigError(
-        f"database {using!r} is {vendor}; the ORM saver runs on PostgreSQL or SQLite"
-    )
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: TracebackType | None):
+        return None
 
-
-@functools.cache
-def _with_dialect(cls: type, dialect: type) -> type:
-    """``cls`` on ``dialect``: the dialect's class itself for OrmSaver, else a subclass of
-    both (a deployment's OrmSaver subclass keeps its own methods on either database)."""
-    if cls is OrmSaver or issubclass(dialect, cls):
-        return dialect
-    return type(cls.__name__, (cls, dialect), {"__module__": cls.__module__})
+    def send(self) -> None:
+        return None
 
 
 class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver):
@@ -96,19 +82,22 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
 
     vendor = ""  # the Django backend's vendor the dialect speaks
     json_as_text = False  # whether JSON columns come back as text
-    # Whether the checkpoint's INSERT reports the durability level it committed with.
-    statement_stamps = False
-
-    def __new__(cls, *args, using: str = "default", **kwargs):
-        if not cls.vendor:
-            cls = _with_dialect(cls, dialect_class(using))
-        return super().__new__(cls)
+    # What the migrations do beyond the models' tables on this dialect: (app, migration,
+    # attribute holding the statement), run after a new store's tables (`connect`).
+    new_store_extra_sql: tuple[tuple[str, str, str], ...] = ()
 
     def __init__(
         self, *, using: str = "default", serde=None, max_checkpoints=None, check_format=True
     ) -> None:
         super().__init__(serde=serde, max_checkpoints=max_checkpoints)
-        if dialect_class(using).vendor != self.vendor:
+        dialect = dialect_saver(using)
+        if not self.vendor:
+            raise CheckpointConfigError(
+                f"{type(self).__name__} subclasses OrmSaver, which speaks no database's "
+                f"dialect; subclass {dialect.__module__}.{dialect.__qualname__}, the saver of "
+                f"database {using!r}, instead"
+            )
+        if dialect.vendor != self.vendor:
             raise CheckpointConfigError(
                 f"{type(self).__name__} runs on {self.vendor}; database {using!r} is "
                 f"{connections[using].vendor}"
@@ -133,7 +122,7 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
         """The registry's constructor: the database from ``using`` or ``conn_string``."""
         if using is None:
             using = alias_for_conn_string(conn_string) if conn_string else "default"
-        dialect = dialect_class(using)
+        dialect = dialect_saver(using)
         if dialect.provider != provider or (cls.vendor and cls.vendor != dialect.vendor):
             raise CheckpointConfigError(
                 f"provider {provider!r} was asked for, but database {using!r} is "
@@ -144,38 +133,34 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
         return cls(using=using, **options)
 
     # -- the dialect's hooks ----------------------------------------------------------------
+    # Each dialect's saver also writes ``_store_checkpoint`` and ``_store_writes`` (the
+    # contract's), from `_checkpoint_row` and `_write_rows`.
     def _warm(self, *, write: bool = False) -> AbstractContextManager:
         """An open connection for the call (SQLite lends one; a server's is Django's)."""
         return nullcontext()
 
-    def _put_transaction(self) -> AbstractContextManager:
-        """The unit a put (and its ``max_checkpoints`` prune) commits in."""
-        return transaction.atomic(using=self.using)
-
-    @abstractmethod
-    def _insert_checkpoint(self, row: dict, blobs: list[tuple], plan: PutPlan) -> int:
-        """Write the stamped row and its new blobs; return the thread's key."""
-        ...
-
-    @abstractmethod
-    def _put_write_rows(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
-        """Store encoded writes and move the thread's last write, as one unit."""
-        ...
-
-    @abstractmethod
     def _get_rows(self, params: dict) -> list[tuple]:
         """The rows (with blobs and writes) of one checkpoint, by id or the newest."""
-        ...
+        raise NotImplementedError
 
-    @abstractmethod
     def _page(self, params, wanted, cursor, size) -> list[tuple]:
         """One keyset page of list's rows (see `_list_flow`)."""
-        ...
+        raise NotImplementedError
 
-    @abstractmethod
     def _read_durability(self) -> str:
         """The level a commit on this thread's connection gets now."""
-        ...
+        raise NotImplementedError
+
+    @staticmethod
+    def lock_new_store(editor) -> None:
+        """Wait for another process making a new store here (`checkpoints.connect`); none
+        by default: the schema editor's transaction holds the database's write lock."""
+        return None
+
+    @staticmethod
+    def schema_batch(editor) -> AbstractContextManager:
+        """How a new store's schema statements are sent (`checkpoints.connect`)."""
+        return _Unbatched()
 
     def _run(self, flow) -> Any:
         # A sync call from a running loop's thread (a notebook cell): the whole flow, its
@@ -270,17 +255,6 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
         }
         return row, blobs
 
-    def _store_checkpoint(self, plan: PutPlan) -> None:
-        row, blobs = self._checkpoint_row(plan, self._owner_pk(plan.owner))
-        with self._put_transaction():
-            # Stamped inside the transaction: no reader sees it before the commit. A store
-            # whose statement reports its own level needs none read beforehand (reading
-            # it would use, or open, a connection of the calling thread's own).
-            self._stamp_row(row, plan, level="" if self.statement_stamps else None)
-            thread_pk = self._insert_checkpoint(row, blobs, plan)
-            if self.max_checkpoints:
-                self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)
-
     def _stamp_row(self, row: dict, plan: PutPlan, level: str | None = None) -> None:
         # The stamp's time is the row's created_at: the store keeps it once, as a column.
         now = utcnow()
@@ -319,20 +293,6 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
             )
             for idx, channel, value in plan.items
         ]
-
-    def _writes_args(self, plan: WritesPlan, rows: list[tuple]) -> tuple:
-        return (
-            plan.thread_id,
-            plan.ns,
-            plan.checkpoint_id,
-            plan.task_id,
-            plan.task_path,
-            rows,
-            plan.special,
-        )
-
-    def _store_writes(self, plan: WritesPlan) -> None:
-        self._put_write_rows(*self._writes_args(plan, self._write_rows(plan)))
 
     def _thread_pk(self, thread_id: str) -> int | None:
         found = list(

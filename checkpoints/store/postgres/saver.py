@@ -1,4 +1,5 @@
-"""The ORM saver on PostgreSQL: its statements (`postgres_sql`) and how they are run.
+"""The saver on PostgreSQL: its put and writes, sync and async side by side, and how its
+statements (`sql`) are run, through libpq (`wire`) on pooled connections (`pool`).
 
 Each write and read is one statement on a pooled connection; the async hot paths (aput,
 aput_writes, aget_tuple, alist, adelete_thread) run on psycopg's AsyncConnectionPool (one
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator
-from contextlib import nullcontext
 from typing import Any
 
 import psycopg
@@ -22,9 +22,16 @@ from langgraph.checkpoint.base import CheckpointTuple
 from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import astream
-from checkpoints.store.orm import pgwire
-from checkpoints.store.orm.pgarrays import TextArray
-from checkpoints.store.orm.pool import (
+from checkpoints.store.orm.saver import MISSING_OWNER, OrmSaver
+from checkpoints.store.planning import (
+    PutPlan,
+    ThreadHoldings,
+    WritesPlan,
+    config_keys,
+    needs_parent_sends,
+)
+from checkpoints.store.postgres import schema, space, wire
+from checkpoints.store.postgres.pool import (
     aprepared_statements_allowed,
     async_statement_connection,
     async_statement_cursor,
@@ -33,30 +40,21 @@ from checkpoints.store.orm.pool import (
     statement_connection,
     statement_cursor,
 )
-from checkpoints.store.orm.postgres_sql import (
+from checkpoints.store.postgres.sql import (
     DELETE_THREAD,
     DELETE_THREADS,
     DELETE_UNWRITTEN,
     GET_BY_ID,
     GET_LATEST,
-    LEVEL,
     PUT,
     PUT_BATCH,
     PUT_WRITES_KEEP,
     PUT_WRITES_REPLACE,
+    READ_LEVEL,
     batch_params,
     page_statement,
     put_params,
     writes_statement,
-)
-from checkpoints.store.orm.saver import MISSING_OWNER, OrmSaver
-from checkpoints.store.orm.space import PostgresSpace
-from checkpoints.store.planning import (
-    PutPlan,
-    ThreadHoldings,
-    WritesPlan,
-    config_keys,
-    needs_parent_sends,
 )
 from checkpoints.store.requests import DeleteRound, ForgetThreads, StoreCheckpoint, StoreWrites
 
@@ -74,31 +72,56 @@ _LOST_PREPARED = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.Inva
 # The statements a graph step writes, sent through libpq without psycopg's cursor where
 # the connection allows (`_write`); PUT's row is the thread's key and the stamped level.
 _DIRECT = {
-    PUT: pgwire.Statement(PUT, columns=(int, bytes.decode)),
-    PUT_WRITES_KEEP: pgwire.Statement(PUT_WRITES_KEEP),
-    PUT_WRITES_REPLACE: pgwire.Statement(PUT_WRITES_REPLACE),
+    PUT: wire.Statement(PUT, columns=(int, bytes.decode)),
+    PUT_WRITES_KEEP: wire.Statement(PUT_WRITES_KEEP),
+    PUT_WRITES_REPLACE: wire.Statement(PUT_WRITES_REPLACE),
 }
 
 
-class PostgresStore(PostgresSpace, OrmSaver):
+class PostgresStore(OrmSaver):
     """Checkpoints in a PostgreSQL database: one statement per write, read and page."""
 
     provider = "postgres"
     vendor = "postgresql"
     # A parked run must be resumable by any worker: a shared server is.
     can_park = True
-    statement_stamps = True  # postgres_sql.LEVEL
+    new_store_extra_sql = schema.EXTRA_SQL
+    lock_new_store = staticmethod(schema.lock_new_store)
+    schema_batch = staticmethod(schema.Batch)
 
-    # -- the dialect's hooks ----------------------------------------------------------------
-    def _put_transaction(self):
-        # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round trips,
-        # unless the put prunes in the same unit.
-        return transaction.atomic(using=self.using) if self.max_checkpoints else nullcontext()
+    # -- put: one statement (sql.PUT) writes the thread row, the new blobs and the
+    # checkpoint, stamped with the durability level its own session commits with ---------
+    def _store_checkpoint(self, plan: PutPlan) -> None:
+        row, blobs = self._checkpoint_row(plan, self._owner_pk(plan.owner))
+        if not self.max_checkpoints:
+            # One statement commits (or fails) whole on its own: no BEGIN/COMMIT round
+            # trips. Its own level is stamped, so none is read beforehand (reading it
+            # would use, or open, a connection of the calling thread's own).
+            self._stamp_row(row, plan, level="")
+            _, plan.durability["level"] = self._write(PUT, put_params(row, blobs))
+            return
+        # The prune joins the put's transaction.
+        with transaction.atomic(using=self.using):
+            self._stamp_row(row, plan, level="")
+            thread_pk, plan.durability["level"] = self._write(PUT, put_params(row, blobs))
+            self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)
 
-    def _insert_checkpoint(self, row: dict, blobs: list[tuple], plan: PutPlan) -> int:
-        # The statement stamps the level its own session commits with (postgres_sql.LEVEL).
-        thread_pk, plan.durability["level"] = self._put_row(row, blobs)
-        return thread_pk
+    async def _astore_checkpoint(self, plan: PutPlan) -> None:
+        # Pruning puts take the sync path (`aperform`); an owner not looked up yet is
+        # looked up in Django's thread.
+        owner = self._owner_cache.get(plan.owner, MISSING_OWNER) if plan.owner else None
+        if owner is MISSING_OWNER:
+            owner = await self._in_thread(self._owner_pk, plan.owner)
+        row, blobs = self._checkpoint_row(plan, owner)
+        self._stamp_row(row, plan, level="")
+        _, plan.durability["level"] = await self._awrite(PUT, put_params(row, blobs))
+
+    # -- put_writes: one statement (sql.PUT_WRITES_KEEP or _REPLACE) ------------------------
+    def _store_writes(self, plan: WritesPlan) -> None:
+        self._write(*writes_statement(plan, self._write_rows(plan)))
+
+    async def _astore_writes(self, plan: WritesPlan) -> None:
+        await self._awrite(*writes_statement(plan, self._write_rows(plan)))
 
     def _store_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> None:
         if self.max_checkpoints or not plans:
@@ -127,7 +150,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
 
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:
         self._delete_round(thread_ids)
-        return {}  # nothing to repeat: see postgres_sql.DELETE_THREADS
+        return {}  # nothing to repeat: see sql.DELETE_THREADS
 
     def _forget_threads(self, thread_ids: list[str]) -> None:
         return None  # DELETE_THREADS dropped the marks with the threads
@@ -148,24 +171,13 @@ class PostgresStore(PostgresSpace, OrmSaver):
                 case StoreCheckpoint(plan) if not self.max_checkpoints:
                     return await self._astore_checkpoint(plan)
                 case StoreWrites(plan):
-                    rows = self._write_rows(plan)
-                    return await self._aput_write_rows(*self._writes_args(plan, rows))
+                    return await self._astore_writes(plan)
                 case DeleteRound(thread_ids):
                     await self._adelete_round(thread_ids)
                     return {}
                 case ForgetThreads():
                     return None
         return await super().aperform(request)
-
-    async def _astore_checkpoint(self, plan: PutPlan) -> None:
-        owner = self._owner_cache.get(plan.owner, MISSING_OWNER) if plan.owner else None
-        if owner is MISSING_OWNER:
-            owner = await self._in_thread(self._owner_pk, plan.owner)
-        row, blobs = self._checkpoint_row(plan, owner)
-        # The statement stamps the level its own session commits with, so the level the
-        # store last read for its other callers is not needed here.
-        self._stamp_row(row, plan, level="")
-        _, plan.durability["level"] = await self._aput_row(row, blobs)
 
     async def aget_tuple(self, config) -> CheckpointTuple | None:
         if not self._native_async():
@@ -215,19 +227,19 @@ class PostgresStore(PostgresSpace, OrmSaver):
     def _write(self, sql: str, params: dict):
         """Run one of the `_DIRECT` statements; its first row, if it returns rows.
 
-        Through libpq (`pgwire`) on an idle autocommit connection; on a cursor inside a
-        caller's transaction, or for a parameter `pgwire` does not encode.
+        Through libpq (`wire`) on an idle autocommit connection; on a cursor inside a
+        caller's transaction, or for a parameter `wire` does not encode.
         """
         statement = _DIRECT[sql]
         with statement_connection(self.using, pooled=self.pooled) as (conn, _):
-            encoded = pgwire.encode(statement, params) if pgwire.usable(conn) else None
+            encoded = wire.encode(statement, params) if wire.usable(conn) else None
             if encoded is None:
                 with psycopg.Cursor(conn) as cur:
                     self._execute(cur, sql, params)
                     return cur.fetchone() if statement.columns else None
             prepare = prepared_statements_allowed(self.using, self.prepare_mode, conn)
             return self._retried(
-                conn, prepare, lambda prepare: pgwire.run(conn, statement, encoded, prepare=prepare)
+                conn, prepare, lambda prepare: wire.run(conn, statement, encoded, prepare=prepare)
             )
 
     def _retried(self, conn, prepare: bool, send):
@@ -255,14 +267,14 @@ class PostgresStore(PostgresSpace, OrmSaver):
         """`_write` on the async pool (no standby bound: `OrmAsync` checks it is unset)."""
         statement = _DIRECT[sql]
         async with async_statement_connection(self.using) as conn:
-            encoded = pgwire.encode(statement, params) if pgwire.usable(conn) else None
+            encoded = wire.encode(statement, params) if wire.usable(conn) else None
             if encoded is None:
                 async with psycopg.AsyncCursor(conn) as cur:
                     await self._aexecute(cur, sql, params)
                     return (await cur.fetchone()) if statement.columns else None
             prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, conn)
             return await self._aretried(
-                conn, prepare, lambda again: pgwire.arun(conn, statement, encoded, prepare=again)
+                conn, prepare, lambda again: wire.arun(conn, statement, encoded, prepare=again)
             )
 
     async def _aretried(self, conn, prepare: bool, send):
@@ -276,7 +288,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
     def _lost_prepared(self, conn, prepare: bool, exc: Exception) -> None:
         """A pooler lost a prepared statement: return when it can run again unprepared."""
         forbid_prepared(self.using)
-        pgwire.forget_prepared(conn)
+        wire.forget_prepared(conn)
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         if not prepare or not idle:
             raise StoreUnavailable(
@@ -334,26 +346,6 @@ class PostgresStore(PostgresSpace, OrmSaver):
             f"(PG_STANDBY_WAIT_SECONDS) for its synchronous standby {names or '(none named)'!r}"
         )
 
-    def _put_row(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
-        """Write the checkpoint; the thread's key and the durability level it was stamped."""
-        thread_pk, level = self._write(PUT, put_params(row, blobs))
-        return thread_pk, level
-
-    async def _aput_row(self, row: dict, blobs: list[tuple]) -> tuple[int, str]:
-        thread_pk, level = await self._awrite(PUT, put_params(row, blobs))
-        return thread_pk, level
-
-    def _put_write_rows(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
-        """One statement: the writes, and the thread's row if it has none yet."""
-        sql, params = writes_statement(
-            thread_id, ns, checkpoint_id, task_id, task_path, rows, special
-        )
-        self._write(sql, params)
-
-    async def _aput_write_rows(self, *args) -> None:
-        sql, params = writes_statement(*args)
-        await self._awrite(sql, params)
-
     def _get_rows(self, params: dict) -> list[tuple]:
         sql = GET_BY_ID if params["checkpoint_id"] else GET_LATEST
         with self._raw_cursor(sql) as cur:
@@ -379,7 +371,7 @@ class PostgresStore(PostgresSpace, OrmSaver):
             return await cur.fetchall()
 
     def _delete_round(self, thread_ids: list[str]) -> None:
-        """Delete the threads whole, a statement per thousand (postgres_sql.DELETE_THREADS);
+        """Delete the threads whole, a statement per thousand (sql.DELETE_THREADS);
         one thread by DELETE_THREAD, whose plan a prepared statement keeps."""
         for sql, params in self._delete_statements(thread_ids):
             with self._raw_cursor(sql) as cur:
@@ -395,16 +387,16 @@ class PostgresStore(PostgresSpace, OrmSaver):
         ]
 
     def _delete_unwritten(self, judged: dict) -> set[str]:
-        """The threads of ``judged`` kept as written since (see postgres_sql.DELETE_UNWRITTEN)."""
+        """The threads of ``judged`` kept as written since (see sql.DELETE_UNWRITTEN)."""
         ids = list(judged)
         kept = set()
         for start in range(0, len(ids), 1000):
             chunk = ids[start : start + 1000]
             present = [t for t in chunk if judged[t] is not None]
             params = {
-                "ids": TextArray(present),
-                "writes": TextArray(judged[t].isoformat() for t in present),
-                "absent": TextArray(t for t in chunk if judged[t] is None),
+                "ids": wire.TextArray(present),
+                "writes": wire.TextArray(judged[t].isoformat() for t in present),
+                "absent": wire.TextArray(t for t in chunk if judged[t] is None),
             }
             with self._raw_cursor(DELETE_UNWRITTEN) as cur:
                 self._execute(cur, DELETE_UNWRITTEN, params)
@@ -420,7 +412,11 @@ class PostgresStore(PostgresSpace, OrmSaver):
                 await self._aexecute(cur, sql, params)
 
     def _read_durability(self) -> str:
-        """The level a commit on this thread's connection gets now (see postgres_sql.LEVEL)."""
+        """The level a commit on this thread's connection gets now (see sql.LEVEL)."""
         with connections[self.using].cursor() as cur:
-            cur.execute("SELECT " + LEVEL)
+            cur.execute(READ_LEVEL)
             return cur.fetchone()[0]
+
+    # -- disk space -----------------------------------------------------------------------
+    def compact(self) -> dict:
+        return space.compact(self.using)

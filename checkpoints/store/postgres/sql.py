@@ -1,17 +1,25 @@
-"""The PostgreSQL statements of the ORM saver's hot paths, and their parameters.
+"""The PostgreSQL saver's statements, each written whole, and their parameters.
 
 Each is one statement, so a put, a get_tuple or a page of list costs one round trip; the
-ORM would spend three to five. Table and column names are the Django models'.
+ORM would spend three to five. Table and column names are the Django models'. The writing
+statements share their thread upsert, checkpoint columns, conflict rule and durability
+level: each is spelled out in every statement that uses it, and
+tests/checkpoints/store/test_postgres_sql.py holds the copies equal.
 """
 
 from __future__ import annotations
 
-from checkpoints.store.orm.pgarrays import ByteaArray, Int4Array, TextArray
-from checkpoints.store.planning import exact_filter, utcnow
+import json
+
+from psycopg.types.json import Jsonb
+
+from checkpoints.store.planning import WritesPlan, exact_filter, utcnow
+from checkpoints.store.postgres.wire import ByteaArray, Int4Array, TextArray
 
 # The durability level this session commits with, computed by the statement that writes
 # the checkpoint: the stamp says what held for that very write, even after the server's
 # configuration (a standby removed, synchronous_commit changed) or the connection changed.
+# PUT and PUT_BATCH compute it in place (the same text).
 LEVEL = """(CASE
     WHEN current_setting('fsync') <> 'on' OR current_setting('synchronous_commit') = 'off'
         THEN 'memory'
@@ -20,60 +28,58 @@ LEVEL = """(CASE
         THEN 'replicated'
     ELSE 'disk' END)"""
 
-# The parts both writing statements share: the thread row (its last write moved, an owner
-# kept once set), the checkpoint's columns, and a re-put replacing a checkpoint whole.
-_PARTS = {
-    "{thread}": """WITH t AS (
+READ_LEVEL = "SELECT " + LEVEL
+
+# One statement writes the thread row (its last write moved, an owner kept once set), the
+# new channel blobs and the checkpoint (a re-put replaces it whole), stamped with LEVEL.
+PUT = """
+WITH t AS (
     INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
     VALUES (%(thread_id)s, %(owner_id)s, %(now)s, %(now)s, 1)
     ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at,
         owner_id = COALESCE(checkpoints_thread.owner_id, EXCLUDED.owner_id)
     RETURNING id
-)""",
-    "{insert}": """INSERT INTO checkpoints_checkpoint (
-    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
-    channel_versions, metadata, source, step, run_id, durability, created_at
-)""",
-    "{conflict}": """ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
-    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
-    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
-    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
-    created_at = EXCLUDED.created_at""",
-    "{level}": LEVEL,
-}
-
-
-def _statement(text: str) -> str:
-    for name, part in _PARTS.items():
-        text = text.replace(name, part)
-    return text
-
-
-# One statement writes the thread row, the new channel blobs and the checkpoint.
-PUT = """
-{thread}, b AS (
+), b AS (
     INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT t.id, %(ns)s, x.channel, x.version, x.type, x.blob
     FROM t, unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[],
                    %(blobs)s::bytea[]) AS x(channel, version, type, blob)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
 )
-{insert}
+INSERT INTO checkpoints_checkpoint (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    channel_versions, metadata, source, step, run_id, durability, created_at
+)
 SELECT t.id, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(type)s, %(body)s,
        %(channel_versions)s::jsonb, %(metadata)s::jsonb, %(source)s, %(step)s, %(run_id)s,
-       {level}, %(now)s
+       (CASE
+    WHEN current_setting('fsync') <> 'on' OR current_setting('synchronous_commit') = 'off'
+        THEN 'memory'
+    WHEN current_setting('synchronous_standby_names') <> ''
+         AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+        THEN 'replicated'
+    ELSE 'disk' END), %(now)s
 FROM t
-{conflict}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
+    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
+    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
+    created_at = EXCLUDED.created_at
 RETURNING thread_id, durability
 """
-PUT = _statement(PUT)
 
 # One statement writes a whole batch of one thread (an import's): the thread row, every
 # new blob, every write and every checkpoint, each table's rows as parallel arrays. Write
 # slots already held are kept (the batch writes threads an import found absent).
 PUT_BATCH = """
-{thread}, b AS (
+WITH t AS (
+    INSERT INTO checkpoints_thread (thread_id, owner_id, created_at, last_write_at, version)
+    VALUES (%(thread_id)s, %(owner_id)s, %(now)s, %(now)s, 1)
+    ON CONFLICT (thread_id) DO UPDATE SET last_write_at = EXCLUDED.last_write_at,
+        owner_id = COALESCE(checkpoints_thread.owner_id, EXCLUDED.owner_id)
+    RETURNING id
+), b AS (
     INSERT INTO checkpoints_channelblob (thread_id, checkpoint_ns, channel, version, type, blob)
     SELECT t.id, x.ns, x.channel, x.version, x.type, x.blob
     FROM t, unnest(%(b_ns)s::text[], %(b_channels)s::text[], %(b_versions)s::text[],
@@ -92,23 +98,37 @@ PUT_BATCH = """
          AS x(ns, checkpoint_id, task_id, task_path, idx, channel, type, blob)
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 )
-{insert}
+INSERT INTO checkpoints_checkpoint (
+    thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+    channel_versions, metadata, source, step, run_id, durability, created_at
+)
 SELECT t.id, x.ns, x.checkpoint_id, x.parent_id, x.type, x.body, x.versions::jsonb,
-       x.metadata::jsonb, x.source, x.step, x.run_id, {level}, x.created_at::timestamptz
+       x.metadata::jsonb, x.source, x.step, x.run_id, (CASE
+    WHEN current_setting('fsync') <> 'on' OR current_setting('synchronous_commit') = 'off'
+        THEN 'memory'
+    WHEN current_setting('synchronous_standby_names') <> ''
+         AND current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply')
+        THEN 'replicated'
+    ELSE 'disk' END), x.created_at::timestamptz
 FROM t, unnest(%(c_ns)s::text[], %(c_ids)s::text[], %(c_parents)s::text[],
                %(c_types)s::text[], %(c_bodies)s::bytea[], %(c_versions)s::text[],
                %(c_metadata)s::text[], %(c_sources)s::text[], %(c_steps)s::int[],
                %(c_runs)s::text[], %(c_created)s::text[])
      AS x(ns, checkpoint_id, parent_id, type, body, versions, metadata, source, step, run_id,
           created_at)
-{conflict}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, type = EXCLUDED.type,
+    checkpoint = EXCLUDED.checkpoint, channel_versions = EXCLUDED.channel_versions,
+    metadata = EXCLUDED.metadata, source = EXCLUDED.source, step = EXCLUDED.step,
+    run_id = EXCLUDED.run_id, durability = EXCLUDED.durability,
+    created_at = EXCLUDED.created_at
 RETURNING durability
 """
-PUT_BATCH = _statement(PUT_BATCH)
 
 # The columns every read returns, with the checkpoint's blobs and pending writes folded
-# into two arrays (channel and type names as bytea, so one array type holds them).
-_SELECT = """
+# into two arrays (channel and type names as bytea, so one array type holds them). Reads
+# add their WHERE to it, as LangGraph's PostgresSaver adds its own to its SELECT_SQL.
+SELECT = """
 SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
        c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions,
        (SELECT array_agg(array[convert_to(b.channel, 'UTF8'), convert_to(b.type, 'UTF8'), b.blob])
@@ -136,13 +156,13 @@ JOIN checkpoints_thread t ON t.id = c.thread_id
 _THREAD = "c.thread_id = (SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s)"
 
 GET_LATEST = (
-    _SELECT
+    SELECT
     + f"""WHERE {_THREAD} AND c.checkpoint_ns = %(ns)s
 ORDER BY c.checkpoint_id DESC LIMIT 1"""
 )
 
 GET_BY_ID = (
-    _SELECT
+    SELECT
     + f"""WHERE {_THREAD} AND c.checkpoint_ns = %(ns)s
   AND c.checkpoint_id = %(checkpoint_id)s"""
 )
@@ -167,14 +187,15 @@ def list_page(
     if cursor:
         where.append("(c.checkpoint_id, c.id) < (%(cursor_id)s, %(cursor_pk)s)")
     clause = ("WHERE " + " AND ".join(where)) if where else ""
-    return _SELECT + clause + "\nORDER BY c.checkpoint_id DESC, c.id DESC LIMIT %(limit)s"
+    return SELECT + clause + "\nORDER BY c.checkpoint_id DESC, c.id DESC LIMIT %(limit)s"
 
 
-# One statement stores a task's writes: regular writes never overwrite an existing row,
-# special ones (errors, interrupts...) replace it. A thread with no row yet gets one here
-# (LangGraph may store a run's input writes before its first checkpoint): handing that
-# case to the ORM cost a Django connection per LangGraph worker thread, about 1.5 ms.
-PUT_WRITES = """
+# One statement stores a task's writes: regular writes never overwrite an existing row
+# (PUT_WRITES_KEEP), special ones (errors, interrupts...) replace it (PUT_WRITES_REPLACE).
+# A thread with no row yet gets one here (LangGraph may store a run's input writes before
+# its first checkpoint): handing that case to the ORM cost a Django connection per
+# LangGraph worker thread, about 1.5 ms.
+PUT_WRITES_KEEP = """
 WITH found AS (
     SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s
 ), touched AS (
@@ -199,14 +220,35 @@ SELECT t.id, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s, x.idx, x.cha
        x.blob
 FROM t, unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
      AS x(idx, channel, type, blob)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO {conflict}
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
 """
-PUT_WRITES_KEEP = PUT_WRITES.format(conflict="NOTHING")
-PUT_WRITES_REPLACE = PUT_WRITES.format(
-    conflict="UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, "
-    "blob = EXCLUDED.blob, task_path = EXCLUDED.task_path"
-)
 
+# PUT_WRITES_KEEP, a slot already held replaced.
+PUT_WRITES_REPLACE = """
+WITH found AS (
+    SELECT id FROM checkpoints_thread WHERE thread_id = %(thread_id)s
+), touched AS (
+    UPDATE checkpoints_thread SET last_write_at = %(now)s
+    WHERE id = (SELECT id FROM found) AND last_write_at < %(now)s
+), made AS (
+    INSERT INTO checkpoints_thread (thread_id, created_at, last_write_at, version)
+    SELECT %(thread_id)s, %(now)s, %(now)s, 1 WHERE NOT EXISTS (SELECT 1 FROM found)
+    ON CONFLICT (thread_id) DO UPDATE SET thread_id = EXCLUDED.thread_id
+    RETURNING id
+), t AS (
+    SELECT id FROM found UNION ALL SELECT id FROM made
+)
+INSERT INTO checkpoints_pendingwrite (
+    thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+)
+SELECT t.id, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s, x.idx, x.channel, x.type,
+       x.blob
+FROM t, unnest(%(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(blobs)s::bytea[])
+     AS x(idx, channel, type, blob)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+    channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob,
+    task_path = EXCLUDED.task_path
+"""
 
 # Deletes threads whole, and their finished-marks, in one statement (one round trip, one
 # commit). The checkpoints, blobs and pending writes go with their thread rows by the
@@ -225,16 +267,23 @@ PUT_WRITES_REPLACE = PUT_WRITES.format(
 # (its generic plan's estimate for ``= ANY($1)`` never wins), which was 0.2 ms of a 0.9 ms
 # delete_thread; with a scalar the generic plan holds from a connection's sixth run on (the
 # first five are PostgreSQL's custom plans: 0.17 ms more each, on every pooled connection).
-_DELETE_THREADS = """
+DELETE_THREADS = """
 WITH t AS (
-    DELETE FROM checkpoints_thread WHERE thread_id {match} RETURNING id, thread_id
+    DELETE FROM checkpoints_thread WHERE thread_id = ANY(%(ids)s) RETURNING id, thread_id
 ), marks AS (
-    DELETE FROM checkpoints_finishedmark WHERE thread_id {match}
+    DELETE FROM checkpoints_finishedmark WHERE thread_id = ANY(%(ids)s)
 )
 SELECT thread_id FROM t
 """
-DELETE_THREADS = _DELETE_THREADS.format(match="= ANY(%(ids)s)")
-DELETE_THREAD = _DELETE_THREADS.format(match="= %(id)s")
+
+DELETE_THREAD = """
+WITH t AS (
+    DELETE FROM checkpoints_thread WHERE thread_id = %(id)s RETURNING id, thread_id
+), marks AS (
+    DELETE FROM checkpoints_finishedmark WHERE thread_id = %(id)s
+)
+SELECT thread_id FROM t
+"""
 
 # The sweep's delete (`StoreSaver.delete_threads_unwritten`): a thread goes only if its row
 # still carries the last write the sweep judged it on. A put racing it either commits first
@@ -264,8 +313,7 @@ UNION ALL SELECT thread_id, false FROM now_present
 
 
 def put_params(row: dict, blobs: list[tuple]) -> dict:
-    from psycopg.types.json import Jsonb
-
+    """PUT's parameters: the stamped row, its new blobs as parallel arrays."""
     return dict(
         row,
         channel_versions=Jsonb(row["channel_versions"]),
@@ -280,8 +328,6 @@ def put_params(row: dict, blobs: list[tuple]) -> dict:
 def batch_params(thread_id: str, owner_id, rows: list[tuple[dict, list]], writes) -> dict:
     """PUT_BATCH's arrays: ``rows`` are (stamped checkpoint row, its blobs), ``writes``
     (ns, checkpoint id, task id, task path, idx, channel, type, bytes)."""
-    import json
-
     blobs = [(row["ns"], *blob) for row, row_blobs in rows for blob in row_blobs]
     checkpoints = [row for row, _ in rows]
     return {
@@ -315,25 +361,26 @@ def batch_params(thread_id: str, owner_id, rows: list[tuple[dict, list]], writes
     }
 
 
-def writes_statement(thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
+def writes_statement(plan: WritesPlan, rows: list[tuple]) -> tuple[str, dict]:
+    """A task's encoded writes ``rows`` (idx, channel, type, bytes): the statement (keep or
+    replace held slots) and its parameters."""
     params = {
-        "thread_id": thread_id,
+        "thread_id": plan.thread_id,
         "now": utcnow(),
-        "ns": ns,
-        "checkpoint_id": checkpoint_id,
-        "task_id": task_id,
-        "task_path": task_path,
+        "ns": plan.ns,
+        "checkpoint_id": plan.checkpoint_id,
+        "task_id": plan.task_id,
+        "task_path": plan.task_path,
         "idxs": Int4Array(r[0] for r in rows),
         "channels": TextArray(r[1] for r in rows),
         "types": TextArray(r[2] for r in rows),
         "blobs": ByteaArray(r[3] for r in rows),
     }
-    return (PUT_WRITES_REPLACE if special else PUT_WRITES_KEEP), params
+    return (PUT_WRITES_REPLACE if plan.special else PUT_WRITES_KEEP), params
 
 
 def page_statement(params, wanted, cursor, size) -> tuple[str, dict]:
-    from psycopg.types.json import Jsonb
-
+    """A page of list: its statement (`list_page`) and parameters."""
     sql = list_page(
         thread=params.get("thread_id") is not None,
         ns=params.get("ns") is not None,

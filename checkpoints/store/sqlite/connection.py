@@ -1,5 +1,7 @@
-"""Django connections for SQLite calls: an open one lent to threads that come without one,
-one writer at a time per file, and a write transaction without ``atomic``'s bookkeeping.
+"""A SQLite store's connections: how each is tuned when Django opens it (WAL, the busy
+timeout, IMMEDIATE transactions, ``synchronous``), what a commit on it is worth
+(`durability`), an open one lent to threads that come without one, one writer at a time per
+file, and a write transaction without ``atomic``'s bookkeeping.
 
 Patches Django internals (its thread-local connection slot and a connection's owning
 thread); `tests/checkpoints/store/test_django_internals.py` fails if an upgrade moves them.
@@ -8,12 +10,125 @@ thread); `tests/checkpoints/store/test_django_internals.py` fails if an upgrade 
 from __future__ import annotations
 
 import _thread
+import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 
+from checkpoints.conf import setting
+
+# SQLite settings for a database `checkpoints.connect` sets up from a URL: writers take the
+# lock when their transaction starts (no deadlock upgrading a read), and wait for it
+# instead of failing.
+SQLITE_OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+
+
+# How long a SQLite writer waits for another's lock before "database is locked" (ms);
+# Python's own default is 5 s, short for several graphs writing at once.
+SQLITE_BUSY_TIMEOUT_MS = 20000
+
+
+def tune_sqlite(sender, connection, **kwargs) -> None:
+    """What concurrent graph runs need from a SQLite connection, where the project left it unset.
+
+    A graph writes from several threads at once. WAL lets readers and a writer run side by
+    side; the busy timeout makes a writer wait for the lock instead of failing; and IMMEDIATE
+    transactions take the write lock when they begin: a deferred transaction that read first
+    cannot upgrade to a write once another writer committed, and fails at once with
+    "database is locked" whatever the timeout. A mode or timeout the project set in OPTIONS
+    is kept (``checkpoints.checks`` warns about a DEFERRED mode).
+    """
+    if connection.vendor != "sqlite" or connection.is_in_memory_db():
+        return
+    options = connection.settings_dict.get("OPTIONS") or {}
+    if connection.transaction_mode is None and "transaction_mode" not in options:
+        # Read by Django's BEGIN for every atomic block on this connection.
+        connection.transaction_mode = "IMMEDIATE"
+    with connection.cursor() as cursor:
+        if "timeout" not in options:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        _incremental_if_new(cursor)
+        _switch_to_wal(cursor)
+        # The project's own init_command, if it names synchronous, has the last word.
+        if "synchronous" not in str(options.get("init_command") or "").lower():
+            level = str(setting("SQLITE_SYNCHRONOUS")).upper()
+            if level in SQLITE_SYNCHRONOUS_LEVELS:  # anything else is refused at boot
+                cursor.execute(f"PRAGMA synchronous = {level}")
+
+
+# PRAGMA synchronous's values, weakest first.
+SQLITE_SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def synchronous_level(entry: dict) -> str:
+    """The synchronous level a SQLite database's connections run with (`tune_sqlite`): its
+    init_command's, else CHECKPOINTS["SQLITE_SYNCHRONOUS"]."""
+    init = str((entry.get("OPTIONS") or {}).get("init_command") or "")
+    found = re.search(r"synchronous\s*=\s*['\"]?(\w+)", init, re.IGNORECASE)
+    if found is None:
+        return str(setting("SQLITE_SYNCHRONOUS")).upper()
+    level = found.group(1).upper()
+    return SQLITE_SYNCHRONOUS_LEVELS[int(level)] if level in "0123" else level
+
+
+def _incremental_if_new(cursor) -> None:
+    """A database without tables gets ``auto_vacuum = INCREMENTAL``, so a sweep can give
+    freed pages back to the file system (`incremental_vacuum`).
+
+    The mode only takes without a VACUUM before the first page is written; an init_command
+    switching to WAL writes one, so an empty file that has it is vacuumed (at no cost).
+    """
+    cursor.execute("PRAGMA auto_vacuum")
+    if cursor.fetchone()[0] != 0:
+        return
+    cursor.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+    if cursor.fetchone() is not None:
+        return  # an existing store: `compact_checkpoint_store` converts it
+    cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    cursor.execute("PRAGMA page_count")
+    if cursor.fetchone()[0] > 0:
+        cursor.execute("VACUUM")
+
+
+def _switch_to_wal(cursor) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting out another process's write.
+
+    On a file not yet in WAL mode (a new one), SQLite refuses the switch at once with
+    "database is locked" while another connection holds a write lock, without calling the
+    busy handler (waiting could deadlock inside SQLite): four scripts opening one new file
+    together failed that way. The switch is tried again until the busy timeout would have
+    run out.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
+def durability(alias: str) -> str:
+    """What a commit on ``alias``'s connection is worth under its ``synchronous``: "disk"
+    when each commit is synced (FULL, EXTRA), else "os" (it survives the process, not a
+    power loss or an OS crash); "memory" for an in-memory database."""
+    conn = connections[alias]
+    name = str(conn.settings_dict.get("NAME") or "")
+    if name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db():
+        return "memory"
+    with conn.cursor() as cur:
+        cur.execute("PRAGMA synchronous")
+        level = cur.fetchone()[0]
+    # 2 is FULL, 3 EXTRA; NORMAL (1) syncs the WAL only at checkpoints.
+    return "disk" if level >= 2 else "os"
+
+
+# -- lending and writing ------------------------------------------------------------------
 # Connections kept open for threads that come without one, per (alias, database file).
 _IDLE: dict[tuple[str, str], list] = {}
 _IDLE_LOCK = threading.Lock()

@@ -1,8 +1,10 @@
-"""The ORM saver on SQLite: its statements (`sqlite_sql`) on Django's own connection.
+"""The saver on SQLite: its put and writes, and its statements (`sql`) on Django's own
+connection.
 
 SQLite runs in the process, so round trips cost little; what cost the time was building
 ORM queries (about 2 ms a read). The statements run inside whatever transaction Django
-holds; connections are lent and writers queued by `sqlite_connection`.
+holds; connections are tuned, lent and writers queued by `connection`, which also says
+what a commit is worth (`connection.durability`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from django.db import connections, transaction
 from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.saver import OrmSaver
-from checkpoints.store.orm.space import SqliteSpace
-from checkpoints.store.orm.sqlite_connection import warm_connection, write_transaction
-from checkpoints.store.orm.sqlite_sql import (
+from checkpoints.store.planning import PutPlan, WritesPlan, utcnow
+from checkpoints.store.sqlite import space
+from checkpoints.store.sqlite.connection import durability, warm_connection, write_transaction
+from checkpoints.store.sqlite.sql import (
     GET_BY_ID_ONE,
     GET_LATEST_ONE,
     INSERT_BLOB,
@@ -29,10 +32,9 @@ from checkpoints.store.orm.sqlite_sql import (
     list_page,
     with_blobs_and_writes,
 )
-from checkpoints.store.planning import PutPlan, utcnow
 
 
-class SqliteStore(SqliteSpace, OrmSaver):
+class SqliteStore(OrmSaver):
     """Checkpoints in a SQLite file: statements on Django's own sqlite3 connection."""
 
     provider = "sqlite"
@@ -45,14 +47,18 @@ class SqliteStore(SqliteSpace, OrmSaver):
         """An open connection for this call (`sqlite_connection.warm_connection`)."""
         return warm_connection(self.using, write=write)
 
-    def _put_transaction(self):
+    # -- put: the thread row, the new blobs and the checkpoint, in one write transaction ---
+    def _store_checkpoint(self, plan: PutPlan) -> None:
+        row, blobs = self._checkpoint_row(plan, self._owner_pk(plan.owner))
         # BEGIN/COMMIT straight on sqlite3, unless the put prunes (the ORM's own queries).
-        if self.max_checkpoints:
-            return transaction.atomic(using=self.using)
-        return write_transaction(self.using)
-
-    def _insert_checkpoint(self, row: dict, blobs: list[tuple], plan: PutPlan) -> int:
-        return self._put_row(row, blobs)
+        unit = transaction.atomic if self.max_checkpoints else write_transaction
+        with unit(self.using):
+            # Stamped inside the transaction, with the level the connection commits at
+            # (`durability`): no reader sees it before the commit.
+            self._stamp_row(row, plan)
+            thread_pk = self._put_row(row, blobs)
+            if self.max_checkpoints:
+                self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)
 
     def _delete_unwritten(self, judged: dict[str, datetime | None]) -> set[str]:
         # The check and the delete in one write transaction (BEGIN IMMEDIATE takes the
@@ -110,18 +116,18 @@ class SqliteStore(SqliteSpace, OrmSaver):
             cur.close()
         return thread_pk
 
-    def _put_write_rows(self, thread_id, ns, checkpoint_id, task_id, task_path, rows, special):
-        """One statement per write, in one transaction with its thread's row (TOUCH_THREAD)."""
-        sql = PUT_WRITE_REPLACE if special else PUT_WRITE_KEEP
-        args = [
-            (ns, checkpoint_id, task_id, task_path, idx, channel, type_, blob, thread_id)
-            for idx, channel, type_, blob in rows
-        ]
+    # -- put_writes: one statement per write, in one transaction with its thread's row
+    # (TOUCH_THREAD) ----------------------------------------------------------------------
+    def _store_writes(self, plan: WritesPlan) -> None:
+        rows = self._write_rows(plan)
+        sql = PUT_WRITE_REPLACE if plan.special else PUT_WRITE_KEEP
+        key = (plan.ns, plan.checkpoint_id, plan.task_id, plan.task_path)
+        args = [(*key, *row, plan.thread_id) for row in rows]
         now = connections[self.using].ops.adapt_datetimefield_value(utcnow())
         cur = self._sqlite_cursor()
         try:
             with write_transaction(self.using):
-                cur.execute(TOUCH_THREAD, {"thread_id": thread_id, "now": now})
+                cur.execute(TOUCH_THREAD, {"thread_id": plan.thread_id, "now": now})
                 cur.executemany(sql, args)
         finally:
             cur.close()
@@ -166,15 +172,11 @@ class SqliteStore(SqliteSpace, OrmSaver):
             cur.close()
 
     def _read_durability(self) -> str:
-        """What this connection's ``synchronous`` gives a commit: "disk" when each commit is
-        synced (FULL, EXTRA), else "os" (it survives the process, not a power loss or an OS
-        crash); "memory" for an in-memory database."""
-        conn = connections[self.using]
-        name = str(conn.settings_dict.get("NAME") or "")
-        if name in ("", ":memory:") or "mode=memory" in name or conn.is_in_memory_db():
-            return "memory"
-        with conn.cursor() as cur:
-            cur.execute("PRAGMA synchronous")
-            level = cur.fetchone()[0]
-        # 2 is FULL, 3 EXTRA; NORMAL (1) syncs the WAL only at checkpoints.
-        return "disk" if level >= 2 else "os"
+        return durability(self.using)
+
+    # -- disk space -----------------------------------------------------------------------
+    def reclaim_space(self, *, final: bool = False) -> int | None:
+        return space.reclaim_space(self.using, final=final)
+
+    def compact(self) -> dict:
+        return space.compact(self.using)

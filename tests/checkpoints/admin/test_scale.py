@@ -153,7 +153,7 @@ def scale_store(django_db_setup, django_db_blocker):
     from django.db import connections
     from django.test.utils import override_settings
 
-    from checkpoints.dburl import alias_for_conn_string
+    from checkpoints.connect import alias_for_conn_string
     from checkpoints.store.planning import utcnow
 
     with _server() as server:

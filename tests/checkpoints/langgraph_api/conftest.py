@@ -8,12 +8,12 @@ from django.contrib.auth.models import Permission, User
 from rest_framework.authtoken.models import Token
 
 from checkpoints.models import Thread
-from checkpoints.store.orm.saver import OrmSaver  # noqa: E402
+from checkpoints.store.postgres.saver import PostgresStore  # noqa: E402
 from checkpoints.store.registry import get_saver
 from tests.services import need_service
 
 
-class PgAliasSaver(OrmSaver):
+class PgAliasSaver(PostgresStore):
     """The ORM saver on the test PostgreSQL alias."""
 
     @classmethod

@@ -12,24 +12,26 @@ from django.db import connections
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.models import Thread
 from checkpoints.store.orm.internals import raw_delete
-from checkpoints.store.orm.postgres import PostgresStore
 from checkpoints.store.orm.saver import OrmSaver
-from checkpoints.store.orm.sqlite import SqliteStore
-from checkpoints.store.orm.sqlite_connection import warm_connection
 from checkpoints.store.planning import utcnow
-from checkpoints.store.registry import get_saver
+from checkpoints.store.postgres.saver import PostgresStore
+from checkpoints.store.registry import dialect_saver, get_saver, orm_saver
 from checkpoints.store.requests import CountThread, StoreRequest
+from checkpoints.store.sqlite.connection import warm_connection
+from checkpoints.store.sqlite.saver import SqliteStore
 
 STORE = Path(__file__).resolve().parents[3] / "checkpoints" / "store"
 
 
 def test_orm_saver_builds_the_class_of_its_databases_dialect(db):
-    assert type(OrmSaver(using="default")) is SqliteStore
+    assert dialect_saver("default") is SqliteStore
+    assert type(orm_saver(using="default")) is SqliteStore
 
 
 @pytest.mark.django_db(databases=["default", "pg"])
 def test_the_postgres_alias_gets_the_postgres_store():
-    saver = OrmSaver(using="pg")
+    assert dialect_saver("pg") is PostgresStore
+    saver = orm_saver(using="pg")
     assert type(saver) is PostgresStore
     assert saver.provider == "postgres" and saver.can_park
     assert type(get_saver("postgres", using="pg")) is PostgresStore
@@ -47,11 +49,11 @@ def test_the_registry_refuses_a_provider_its_database_does_not_speak(db):
 
 def test_an_unknown_alias_is_named(db):
     with pytest.raises(CheckpointConfigError, match="'nowhere' is not configured"):
-        OrmSaver(using="nowhere")
+        orm_saver(using="nowhere")
 
 
 def test_an_unknown_storage_request_is_refused_by_name(db):
-    saver = OrmSaver(using="default")
+    saver = orm_saver(using="default")
     with pytest.raises(TypeError, match="no storage primitive for 'bogus'"):
         saver.perform("bogus")
     assert saver.perform(CountThread("nobody")).empty
@@ -80,7 +82,7 @@ def test_no_storage_primitive_is_reached_by_a_computed_name():
 
 def test_the_orm_saver_asks_its_class_not_its_provider():
     found = []
-    for path in (STORE / "orm").glob("*.py"):
+    for path in [p for d in ("orm", "postgres", "sqlite") for p in (STORE / d).glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare) and any(
                 isinstance(side, ast.Attribute)
@@ -137,11 +139,27 @@ def test_a_thread_without_a_connection_borrows_an_open_one():
     assert seen[1][0] is True and seen[0][3] == seen[1][3]
 
 
-def test_a_subclass_of_orm_saver_keeps_its_methods_on_its_databases_dialect(db):
-    class Audited(OrmSaver):
+def test_a_subclass_of_a_dialects_saver_keeps_its_methods(db):
+    class Audited(SqliteStore):
         def label(self) -> str:
             return f"audited {self.provider}"
 
     saver = Audited(using="default")
     assert isinstance(saver, Audited) and isinstance(saver, SqliteStore)
     assert saver.label() == "audited sqlite" and saver.using == "default"
+
+
+@pytest.mark.django_db(databases=["default", "pg"])
+def test_a_subclass_of_orm_saver_itself_is_refused_naming_the_class_to_subclass():
+    class Audited(OrmSaver):
+        pass
+
+    expected = {
+        "default": "subclass checkpoints.store.sqlite.saver.SqliteStore",
+        "pg": "subclass checkpoints.store.postgres.saver.PostgresStore",
+    }
+    for using, named in expected.items():
+        with pytest.raises(CheckpointConfigError, match=f"Audited subclasses OrmSaver.*{named}"):
+            Audited(using=using)
+        with pytest.raises(CheckpointConfigError, match=named):
+            Audited.build(provider=dialect_saver(using).provider, using=using)

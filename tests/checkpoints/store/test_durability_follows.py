@@ -11,7 +11,7 @@ import pytest
 from django.db import connections
 from langgraph.checkpoint.base import empty_checkpoint
 
-from checkpoints.store.orm.pool import close_pools
+from checkpoints.store.postgres.pool import close_pools
 from checkpoints.store.registry import get_saver
 
 pytestmark = [

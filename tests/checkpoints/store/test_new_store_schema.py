@@ -20,7 +20,9 @@ import pytest
 from django.db import migrations
 from django.db.migrations.loader import MigrationLoader
 
-from checkpoints.connect import NEW_STORE_APPS, NEW_STORE_EXTRA_SQL, STANDALONE_APPS
+from checkpoints.connect import NEW_STORE_APPS, STANDALONE_APPS
+from checkpoints.store.postgres.saver import PostgresStore
+from checkpoints.store.sqlite.saver import SqliteStore
 from tests.standalone import fresh_postgres_database, plain_env, run_python
 
 # Opens the store at argv[1]; argv[2] "fast" (the fast path must make it) or "migrate" (the
@@ -41,13 +43,13 @@ print(json.dumps({"made": made == [True]}))
 """
 
 # Migrations whose code runs beyond their models' state, and why a new store needs nothing
-# more from them than NEW_STORE_EXTRA_SQL.
+# more from them than its dialect saver's new_store_extra_sql.
 RUNS_CODE = {
     # Fills the content types' legacy name: no rows in a new database.
     ("contenttypes", "0002_remove_content_type_name"),
     # Moves proxy models' permissions: no rows in a new database.
     ("auth", "0011_update_proxy_permissions"),
-    # The GIN index on PostgreSQL: NEW_STORE_EXTRA_SQL["postgresql"].
+    # The GIN index on PostgreSQL: PostgresStore.new_store_extra_sql.
     ("checkpoints", "0002_metadata_gin"),
     # The thread's children's keys ON DELETE CASCADE, on PostgreSQL: the same.
     ("checkpoints", "0009_thread_children_cascade"),
@@ -216,7 +218,8 @@ def test_a_new_postgres_store_is_the_migrated_one(tmp_path):
 
 def test_the_migrations_that_run_code_are_the_known_ones():
     """A migration with RunPython/RunSQL (or a state/database split) needs a look: does a
-    new store need what it does? Add it to RUNS_CODE, and to NEW_STORE_EXTRA_SQL if so."""
+    new store need what it does? Add it to RUNS_CODE, and to the dialect saver's
+    new_store_extra_sql if so."""
     loader = MigrationLoader(None, ignore_no_migrations=True)
     code = (migrations.RunPython, migrations.RunSQL, migrations.SeparateDatabaseAndState)
     found = {
@@ -231,9 +234,9 @@ def test_the_migrations_that_run_code_are_the_known_ones():
         for key, migration in loader.disk_migrations.items()
         if key[0] in NEW_STORE_APPS
     ), "a squashed migration: check what the fast path records"
-    for vendor, extras in NEW_STORE_EXTRA_SQL.items():
-        for app_label, name, _ in extras:
-            assert (app_label, name) in RUNS_CODE, (vendor, name)
+    for dialect in (PostgresStore, SqliteStore):
+        for app_label, name, _ in dialect.new_store_extra_sql:
+            assert (app_label, name) in RUNS_CODE, (dialect.vendor, name)
     # The apps made from their models are exactly the standalone configuration's.
     labels = [name.split(".apps.")[0].rsplit(".", 1)[-1] for name in STANDALONE_APPS]
     assert tuple(labels) == NEW_STORE_APPS

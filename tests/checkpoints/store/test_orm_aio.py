@@ -17,8 +17,8 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
-from checkpoints.store.orm import pool
-from checkpoints.store.orm.pool import _conninfo
+from checkpoints.store.postgres import pool
+from checkpoints.store.postgres.pool import _conninfo
 from tests.store_helpers import config_for, make_saver
 
 pytestmark = [
@@ -183,7 +183,7 @@ def test_asyncio_run_returns_while_the_pool_is_still_opening_a_connection(tmp_pa
 def sent(pg, monkeypatch) -> list[str]:
     """The statements the saver sends (sync and async, on its cursors and through
     `pgwire`), in order."""
-    from checkpoints.store.orm import pgwire
+    from checkpoints.store.postgres import wire as pgwire
 
     seen: list[str] = []
     execute, aexecute = pg._execute, pg._aexecute

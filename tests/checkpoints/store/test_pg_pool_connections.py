@@ -15,7 +15,7 @@ from django.db import connections
 from django.db.backends.signals import connection_created
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
-from checkpoints.store.orm.pool import _conninfo
+from checkpoints.store.postgres.pool import _conninfo
 from tests.store_helpers import config_for, make_saver, put_chain
 
 pytestmark = [
@@ -95,7 +95,7 @@ def test_an_event_loops_pool_is_closed_when_the_loop_ends(pg):
 def test_the_pools_hand_out_the_connection_used_last(pg):
     """Calls in turn stay on one connection (its prepared statements and their plans kept),
     however many the pool holds; the one idle longest is the one a shrink closes."""
-    from checkpoints.store.orm.pool import _async_pool_for, _pool_for
+    from checkpoints.store.postgres.pool import _async_pool_for, _pool_for
 
     pool = _pool_for(pg.using)
     held = [pool.getconn() for _ in range(3)]
@@ -133,8 +133,8 @@ def test_a_pooled_connection_keeps_a_cursor_per_statement_and_no_result_between(
     loaders kept); the put and the writes take none (`pgwire`); and an idle connection
     holds nothing a statement returned: a read of a large value leaves no copy of it
     behind in the pool."""
-    from checkpoints.store.orm.pool import _async_pool_for, _pool_for
-    from checkpoints.store.orm.postgres_sql import GET_BY_ID, PUT
+    from checkpoints.store.postgres.pool import _async_pool_for, _pool_for
+    from checkpoints.store.postgres.sql import GET_BY_ID, PUT
 
     big = "x" * 200_000
     head = put_chain(pg, "kept", {"doc": big})
@@ -177,7 +177,7 @@ def test_async_callers_past_the_pool_size_wait_at_its_gate_not_in_the_pool(pg, m
     """More concurrent calls than connections: each waits on the pool's semaphore, so the
     pool itself never queues anyone (its queue costs far more CPU a waiter); a caller that
     is cancelled while waiting gives its place back."""
-    from checkpoints.store.orm.pool import _async_pool_for
+    from checkpoints.store.postgres.pool import _async_pool_for
 
     monkeypatch.setenv("CHECKPOINTS_PG_POOL_SIZE", "2")
 
@@ -213,7 +213,7 @@ def test_async_callers_past_the_pool_size_wait_at_its_gate_not_in_the_pool(pg, m
 
 def test_an_async_caller_that_waits_past_the_pool_timeout_gets_store_unavailable(pg, monkeypatch):
     from checkpoints.errors import StoreUnavailable
-    from checkpoints.store.orm.pool import _async_pool_for
+    from checkpoints.store.postgres.pool import _async_pool_for
 
     monkeypatch.setenv("CHECKPOINTS_PG_POOL_SIZE", "1")
 
@@ -241,7 +241,7 @@ def test_an_async_caller_that_waits_past_the_pool_timeout_gets_store_unavailable
 def test_a_statement_that_fails_in_a_transaction_hands_back_an_idle_connection(pg):
     """The cursor's connection goes back through putconn: one left in a transaction by a
     failure is rolled back there, and the next caller gets it idle, not checked out."""
-    from checkpoints.store.orm.pool import _pool_for, async_statement_cursor, statement_cursor
+    from checkpoints.store.postgres.pool import _pool_for, async_statement_cursor, statement_cursor
 
     head = pg.put(config_for("failing", ns=""), empty_checkpoint(), {}, {})
     pool = _pool_for("pg")

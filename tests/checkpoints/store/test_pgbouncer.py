@@ -18,8 +18,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from checkpoints.models import StoreLease
-from checkpoints.store.orm.pool import behind_pooler, prepared_statements_allowed
 from checkpoints.store.planning import utcnow
+from checkpoints.store.postgres.pool import behind_pooler, prepared_statements_allowed
 from checkpoints.store.registry import get_saver
 from tests.checkpoints.store.graphs import interrupt_graph
 from tests.conformance import run_suite
@@ -166,8 +166,8 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
     """Forced on behind the pooler: the clash is real, and the saver rides it out."""
     import psycopg
 
-    from checkpoints.store.orm.pool import close_pools
-    from checkpoints.store.orm.postgres_sql import GET_LATEST
+    from checkpoints.store.postgres.pool import close_pools
+    from checkpoints.store.postgres.sql import GET_LATEST
 
     close_pools()  # forget the verdict "auto" reached for this alias
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}
@@ -206,8 +206,8 @@ def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
     """The same clash on the native async path: it runs again unprepared, never raw."""
     import psycopg
 
-    from checkpoints.store.orm.pool import close_pools
-    from checkpoints.store.orm.postgres_sql import GET_LATEST
+    from checkpoints.store.postgres.pool import close_pools
+    from checkpoints.store.postgres.sql import GET_LATEST
 
     close_pools()
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}
@@ -249,7 +249,7 @@ def test_a_put_rides_out_its_own_prepared_statement_the_pooler_lost(
     and the process stops preparing behind this pooler."""
     import psycopg
 
-    from checkpoints.store.orm.pool import close_pools
+    from checkpoints.store.postgres.pool import close_pools
 
     close_pools()
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}

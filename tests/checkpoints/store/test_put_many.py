@@ -95,7 +95,7 @@ def test_put_many_refuses_more_than_one_thread_and_writes_nothing(store):
 
 @pytest.mark.django_db(transaction=True, databases=["default", "pg"])
 def test_on_postgresql_a_thread_is_one_statement(monkeypatch):
-    from checkpoints.store.orm.postgres_sql import PUT_BATCH
+    from checkpoints.store.postgres.sql import PUT_BATCH
     from checkpoints.store.registry import get_saver
 
     saver = get_saver("postgres", using="pg")

@@ -170,7 +170,7 @@ def test_a_loan_closed_on_another_thread_leaves_that_threads_connection_alone(sa
     any thread; closing it there used to put the lender's connection into that thread's
     slot, so its next query failed ("created in a thread can only be used in that same
     thread")."""
-    from checkpoints.store.orm.sqlite_connection import warm_connection
+    from checkpoints.store.sqlite.connection import warm_connection
 
     for i in range(3):
         _put(saver, f"loan-{i}", 0)
@@ -216,7 +216,7 @@ def test_a_loan_closed_on_another_thread_leaves_that_threads_connection_alone(sa
 
 
 def test_a_list_stopped_early_lends_nothing_while_suspended(saver):
-    from checkpoints.store.orm.sqlite_connection import _IDLE
+    from checkpoints.store.sqlite.connection import _IDLE
 
     for step in range(3):
         _put(saver, "early", step)

@@ -21,7 +21,7 @@ import pytest
 from django.test import override_settings
 from langgraph.checkpoint.base import empty_checkpoint
 
-from checkpoints.store.orm.postgres import StandbyWaitTimeout
+from checkpoints.store.postgres.saver import StandbyWaitTimeout
 from tests.private_servers import free_ports
 from tests.services import need_service
 

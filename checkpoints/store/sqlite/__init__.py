@@ -1,0 +1,1 @@
+"""SQLite: its saver, statements, connections (tuning, durability, lending) and space."""
