@@ -14,7 +14,7 @@ from rest_framework.authtoken.models import Token
 
 from checkpoints.models import AuditEvent, Thread
 from checkpoints.store.planning import utcnow
-from retention import admin as retention_admin
+from retention.admin import sweeps as sweep_admin
 from retention.holds import hold_thread
 from retention.models import DeletedThread, Hold, SweepRun
 from retention.runs import mark_finished
@@ -105,7 +105,7 @@ def test_the_dry_run_lists_every_id_it_counts_and_the_run_page_pages_them(
         DeletedThread.objects.filter(sweep_run_id=run_id).order_by("id").values_list("thread_id")
     )
     assert [t for (t,) in stored] == dry_ids["finished"]
-    monkeypatch.setattr(retention_admin, "DELETED_PAGE", 3)
+    monkeypatch.setattr(sweep_admin, "DELETED_PAGE", 3)
     first = client.get(f"/admin/retention/sweeprun/{run_id}/change/")
     body = first.content.decode()
     assert "Deleted threads (4)" in body and "<strong>4</strong> past the finished horizon" in body

@@ -1,0 +1,213 @@
+"""Sweep runs: the sweep page (dry run, then sweep) and each run's record with its ids."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.translation import ngettext
+
+from checkpoints import audit, permissions, selectors
+from checkpoints.admin.base import RefuseBadInputMixin
+from checkpoints.admin.filters import ProviderNameFilter
+from checkpoints.admin.store_choice import store_alias
+from checkpoints.errors import CheckpointStoreError
+from checkpoints.store.registry import get_saver
+from retention.admin.links import ReadMostly, thread_link
+from retention.models import DeletedThread, SparedThread, SweepBatch, SweepRun
+from retention.sweep import sweep_checkpoints as run_sweep
+
+# Deleted ids shown per page of a sweep run's page.
+DELETED_PAGE = 100
+
+
+class RecordInline(admin.TabularInline):
+    """A sweep run's records: written by the sweep only, never added or edited here."""
+
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class SparedThreadInline(RecordInline):
+    model = SparedThread
+    fields = ("thread", "horizon", "owner", "reason")
+    readonly_fields = fields
+
+    @admin.display(description="thread")
+    def thread(self, obj):
+        return thread_link(obj.thread_id)
+
+
+class SweepBatchInline(RecordInline):
+    """A fanned-out run's batches: where each ran, its attempts, what it did, its error."""
+
+    model = SweepBatch
+    fields = (
+        "index",
+        "status",
+        "attempts",
+        "worker",
+        "thread_count",
+        "deleted",
+        "spared",
+        "error",
+        "finished_at",
+    )
+    readonly_fields = fields
+
+
+@admin.register(SweepRun)
+class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
+    list_display = (
+        "started_at",
+        "status",
+        "provider",
+        "swept_count",
+        "finished_swept",
+        "waiting_swept",
+        "spared_count",
+        "skipped",
+        "failed",
+        "triggered_by",
+    )
+    list_filter = (ProviderNameFilter,)
+    list_per_page = 50
+    inlines = [SweepBatchInline, SparedThreadInline]
+    change_list_template = "admin/retention/sweeprun/change_list.html"
+    change_form_template = "admin/retention/sweeprun/change_form.html"
+    readonly_fields = SweepRun.RESULT_FIELDS
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(spared_total=Count("spared"))
+
+    @admin.display(description="spared", ordering="spared_total")
+    def spared_count(self, obj):
+        return obj.spared_total
+
+    @admin.display(description="failed", boolean=True)
+    def failed(self, obj):
+        return bool(obj.error)
+
+    def get_urls(self):
+        return [
+            path(
+                "sweep/",
+                self.admin_site.admin_view(self.sweep_view),
+                name="retention_sweeprun_sweep",
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request, extra_context=None):
+        extra = {"can_sweep": permissions.staff_may(request.user, "sweep"), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        run = self.get_object(request, object_id)
+        if run is not None:
+            extra["deleted"] = self._deleted_page(request, run)
+        return super().change_view(request, object_id, form_url, extra)
+
+    @staticmethod
+    def _deleted_page(request, run) -> dict:
+        """One page of the ids the run deleted, in deletion order, by keyset on the row id
+        (``?deleted_after=<id>``): a deep page of a million-thread run is an index range."""
+        raw = request.GET.get("deleted_after", "")
+        after = int(raw) if raw.isdigit() else 0
+        rows = list(
+            DeletedThread.objects.filter(sweep_run=run, id__gt=after)
+            .order_by("id")
+            .values_list("id", "thread_id", "horizon")[: DELETED_PAGE + 1]
+        )
+        more = len(rows) > DELETED_PAGE
+        rows = rows[:DELETED_PAGE]
+        pks = selectors.thread_pks(alias=store_alias(), thread_ids=[t for _, t, _ in rows])
+        counts = dict(
+            DeletedThread.objects.filter(sweep_run=run)
+            .order_by()
+            .values_list("horizon")
+            .annotate(n=Count("id"))
+        )
+        return {
+            "rows": [
+                {"id": pk, "link": thread_link(t, pks.get(t)), "thread_id": t, "horizon": h}
+                for pk, t, h in rows
+            ],
+            "total": sum(counts.values()),
+            "by_horizon": counts,
+            "after": after,
+            "next_after": rows[-1][0] if more else None,
+            "page_size": DELETED_PAGE,
+        }
+
+    def sweep_view(self, request):
+        """GET: a dry run of what would go and what is spared. POST post=yes: the sweep."""
+        if not permissions.staff_may(request.user, "sweep"):
+            raise PermissionDenied
+        run = request.method == "POST" and request.POST.get("post") == "yes"
+        saver = get_saver()
+        result = error = None
+        try:
+            with audit.from_request(request, "admin"):
+                result = run_sweep(
+                    dry_run=not run, saver=saver, triggered_by=request.user.get_username()
+                )
+        except CheckpointStoreError as exc:
+            error = f"The sweep on the {saver.provider} store did not run: {exc}"
+            messages.error(request, error)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Checkpoint sweep: result" if run else "Run checkpoint sweep",
+            "ran": run and result is not None,
+            "result": result,
+            "error": error,
+            "spared": _with_links(result.spared if result else []),
+        }
+        if result is not None and not run:
+            context["doomed"] = self._would_delete(saver, result)
+        if result is not None and run:
+            if result.sweep_run_id:
+                context["run_url"] = reverse(
+                    "admin:retention_sweeprun_change", args=[result.sweep_run_id]
+                )
+            messages.success(
+                request,
+                ngettext(
+                    "The sweep deleted %(n)d thread",
+                    "The sweep deleted %(n)d threads",
+                    result.swept_count,
+                )
+                % {"n": result.swept_count}
+                + f" and spared {len(result.spared)}.",
+            )
+        return TemplateResponse(request, "admin/retention/sweeprun/sweep.html", context)
+
+    @staticmethod
+    def _would_delete(saver, result) -> dict[str, list]:
+        """Every thread id the dry run counted, per horizon: the very ids it counted (so
+        the lists are as long as the counts), not a second listing at a later time."""
+        ids = [t for listed in result.deleted_ids.values() for t in listed]
+        pks = selectors.thread_pks(alias=store_alias(), thread_ids=ids)
+        return {
+            horizon: [thread_link(t, pks.get(t)) for t in listed]
+            for horizon, listed in result.deleted_ids.items()
+        }
+
+
+def _with_links(entries: list[dict]) -> list[dict]:
+    """Spared entries with their thread's link, the threads read in one query."""
+    pks = selectors.thread_pks(alias=store_alias(), thread_ids=[e["thread_id"] for e in entries])
+    return [{**e, "link": thread_link(e["thread_id"], pks.get(e["thread_id"]))} for e in entries]
