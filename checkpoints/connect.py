@@ -27,25 +27,9 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from checkpoints.dburl import SCHEMES as DATABASE_SCHEMES
-from checkpoints.dburl import parse_database_url
+from checkpoints.dburl import DATABASE_SCHEMES, SCHEMES, parse_database_url
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreFormatError
 
-# Scheme -> provider. redis+cluster://host:port[,host:port...] is the Redis saver on a cluster.
-SCHEMES = {
-    "memory": "memory",
-    "sqlite": "sqlite",
-    "postgres": "postgres",
-    "postgresql": "postgres",
-    "pgsql": "postgres",
-    "redis": "redis",
-    "rediss": "redis",
-    "unix": "redis",
-    "redis+cluster": "redis",
-    "rediss+cluster": "redis",
-    "redis+sentinel": "redis",
-    "rediss+sentinel": "redis",
-}
 # The apps a standalone process needs: the store, retention (finish marks, parks, the
 # sweep) and what their models point at: the thread owner and the audit trail's user are
 # auth's user (the store's first migration depends on auth's), and auth needs contenttypes.

@@ -6,12 +6,29 @@ from urllib.parse import quote
 
 import dj_database_url
 
+# Scheme -> the store provider a URL opens (`checkpoints.connect`).
+# redis+cluster://host:port[,host:port...] is the Redis saver on a cluster.
 SCHEMES = {
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "postgres": "postgres",
+    "postgresql": "postgres",
+    "pgsql": "postgres",
+    "redis": "redis",
+    "rediss": "redis",
+    "unix": "redis",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
+    "redis+sentinel": "redis",
+    "rediss+sentinel": "redis",
+}
+# Provider -> the Django engine, for the providers whose store is a Django database.
+ENGINES = {
     "postgres": "django.db.backends.postgresql",
-    "postgresql": "django.db.backends.postgresql",
-    "pgsql": "django.db.backends.postgresql",
     "sqlite": "django.db.backends.sqlite3",
 }
+# The schemes of a database URL: what `parse_database_url` reads.
+DATABASE_SCHEMES = frozenset(s for s, provider in SCHEMES.items() if provider in ENGINES)
 
 
 def parse_database_url(url: str) -> dict:
@@ -26,16 +43,17 @@ def parse_database_url(url: str) -> dict:
         raise ValueError(f"database URL {url!r} has no scheme (expected postgres:// or sqlite://)")
     given = url.split("://", 1)[0]
     scheme = given.split("+", 1)[0].lower()
-    if scheme not in SCHEMES:
+    if scheme not in DATABASE_SCHEMES:
         raise ValueError(
             f"database URL {url!r} has scheme {given!r}; expected one of "
-            + ", ".join(sorted(SCHEMES))
+            + ", ".join(sorted(DATABASE_SCHEMES))
         )
+    engine = ENGINES[SCHEMES[scheme]]
     parsed = dj_database_url.parse(scheme + url[len(given) :])
     if scheme == "sqlite":
-        return {"ENGINE": SCHEMES[scheme], "NAME": parsed["NAME"] or ":memory:"}
+        return {"ENGINE": engine, "NAME": parsed["NAME"] or ":memory:"}
     return {
-        "ENGINE": SCHEMES[scheme],
+        "ENGINE": engine,
         "NAME": parsed["NAME"] or "postgres",
         "USER": parsed["USER"],
         "PASSWORD": parsed["PASSWORD"],
