@@ -74,7 +74,7 @@ DEFAULTS: dict[str, Any] = {
     # ones; `messages_before` pages back): a 10,000-message list rendered whole takes seconds.
     "MESSAGES_PAGE_SIZE": 50,
     # Characters of a value's indented JSON the admin shows before cutting it (with a link to
-    # download it whole): a few MiB rendered as a tree made pages of tens of MB.
+    # download it whole): a few MiB rendered as a tree makes a page of tens of MB.
     "ADMIN_VALUE_PREVIEW_BYTES": 256 * 1024,
 }
 
