@@ -19,65 +19,37 @@ from health_check.exceptions import ServiceUnavailable
 from health_check.views import HealthCheckView
 from redis.exceptions import RedisError
 
+from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError
+from checkpoints.store.registry import get_saver
 
 _savers: dict[tuple[str, str | None], Any] = {}
 _savers_lock = threading.Lock()
 
 
-def _setting(name: str):
-    from checkpoints.conf import setting
-
-    return setting(name)
-
-
 def _probe_saver(provider: str, conn_string: str | None):
     """One saver per store for the probes, built past the format check (the probe reads it)."""
-    from checkpoints.store.registry import get_saver
-
     key = (provider, conn_string)
     with _savers_lock:
         if key not in _savers:
-            options = {"check_format": False} if provider != "memory" else {}
-            _savers[key] = get_saver(provider, **options)
+            _savers[key] = get_saver(provider, check_format=False)
         return _savers[key]
 
 
 def read_format(saver) -> str:
     """The store's recorded format generation ("none" for a new, empty store); raises the
     store's refusal when it is in another generation."""
-    from checkpoints.store.planning import format_verdict
-
-    if saver.provider == "memory":
-        return "memory"
-    if saver.provider == "redis":
-        from checkpoints.store.redis.keys import FORMAT_KEY
-
-        recorded = saver.client.get(FORMAT_KEY)
-        found = [] if recorded is None else [recorded.decode()]
-        where = f"the redis checkpoint store at {saver.address}"
-        format_verdict(found, holds_checkpoints=False, where=where)
-        return found[0] if found else "none"
-    from checkpoints.models import Checkpoint as CheckpointRow
-    from checkpoints.models import StoreFormat as StoreFormatRow
-
-    found = list(StoreFormatRow.objects.using(saver.using).values_list("generation", flat=True))
-    holds = not found and CheckpointRow.objects.using(saver.using).exists()
-    where = f"the {saver.provider} checkpoint store ({saver.using})"
-    format_verdict(found, holds_checkpoints=holds, where=where)
-    return str(found[0]) if found else "none"
+    return saver.recorded_format()
 
 
 @dataclasses.dataclass
 class StoreFormat(HealthCheck):
     """The configured checkpoint store answers and is in this version's format generation."""
 
-    provider: str = dataclasses.field(default_factory=lambda: _setting("PROVIDER"))
+    provider: str = dataclasses.field(default_factory=lambda: setting("PROVIDER"))
 
     def run(self):
         from django.db import DatabaseError, connections
-
-        from checkpoints.conf import setting
 
         provider = self.provider
         try:
@@ -90,7 +62,7 @@ class StoreFormat(HealthCheck):
         except (RedisError, OSError) as exc:
             raise ServiceUnavailable(f"the {provider} store did not answer: {exc}") from exc
         finally:
-            using = getattr(_savers.get((provider, setting("CONN_STRING"))), "using", None)
+            using = getattr(_savers.get((provider, setting("CONN_STRING"))), "db_alias", None)
             if using is not None:
                 connections[using].close()  # the probe ran on an executor thread
 
@@ -139,15 +111,14 @@ class CeleryBroker(HealthCheck):
 
 
 def _redis_urls() -> list[str]:
-    from checkpoints.conf import setting
-
     urls = []
     cache = settings.CACHES.get("default", {})
     if "redis" in cache.get("BACKEND", "").lower():
         location = cache["LOCATION"]
         urls.append(location[0] if isinstance(location, (list, tuple)) else location)
     conn = setting("CONN_STRING")
-    if setting("PROVIDER") == "redis" and conn and conn.startswith(("redis://", "rediss://")):
+    # The store's own Redis: a Redis URL is only ever the Redis saver's.
+    if conn and conn.startswith(("redis://", "rediss://")):
         urls.append(conn)
     return list(dict.fromkeys(urls))
 

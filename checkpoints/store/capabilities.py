@@ -21,6 +21,9 @@ from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
 from checkpoints.store.planning import FinishedEntry
 
 HOST = socket.gethostname()
+# The thread id an import writes a thread under before copying it into place, on a store
+# whose writes of one thread are no one transaction (`Capabilities.staging_id`).
+STAGING_PREFIX = "__transfer_staging__:"
 # Leases of stores without a server (memory): this process's, by store and name.
 _process_leases: dict[str, str] = {}
 _process_leases_guard = threading.Lock()
@@ -88,6 +91,18 @@ class Capabilities:
 
     def set_owner(self, thread_id: str, user_pk: int | None) -> None:
         """Record the owner of a thread; a store that records no owners ignores it."""
+
+    # -- format and imports ---------------------------------------------------------------
+    def recorded_format(self) -> str:
+        """The format generation the store records, read afresh ("none" for a new, empty
+        store); raises the store's refusal when it is in another generation. A store that
+        lives with the process records none: "memory"."""
+        return "memory"
+
+    def staging_id(self, thread_id: str) -> str | None:
+        """Where an import writes ``thread_id`` before copying it into place, on a store
+        whose writes of a thread are no one transaction; None where they are one."""
+        return None
 
     # -- sweeping -------------------------------------------------------------------------
     def idle_threads(

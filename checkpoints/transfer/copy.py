@@ -51,7 +51,7 @@ from checkpoints.transfer.records import (
     refuse,
     thread_lines,
 )
-from checkpoints.transfer.sources import STAGING_PREFIX, FileSource, SaverSource, source_of
+from checkpoints.transfer.sources import FileSource, SaverSource, source_of
 
 
 class TransferVerifyError(CheckpointStoreError):
@@ -352,14 +352,21 @@ class _Owners:
 def _finish_interrupted_copy(target, thread: ThreadRecord, owner_pk: int | None) -> bool:
     """Complete a thread a killed import had copied on Redis but not yet marked (its
     staging copy is still there, see the module's docstring); True when it did."""
-    if getattr(target, "provider", "") != "redis":
+    staging = _staging_id(target, thread.thread_id)
+    if staging is None:
         return False
-    staging = STAGING_PREFIX + thread.thread_id
     if target.thread_holdings(staging).empty or target.thread_holdings(thread.thread_id).empty:
         return False
     _after(target, thread, thread.thread_id, owner_pk)
     target.delete_thread(staging)
     return True
+
+
+def _staging_id(target, thread_id: str) -> str | None:
+    """Where the target stages a thread's import (`Capabilities.staging_id`); None for a
+    target whose writes of a thread are one transaction, or a saver that is not ours."""
+    staging_id = getattr(target, "staging_id", None)
+    return staging_id(thread_id) if staging_id is not None else None
 
 
 def _presence(saver, thread_id: str) -> str | None:
@@ -374,7 +381,7 @@ def _presence(saver, thread_id: str) -> str | None:
 def _owner_pk(target, owner: str) -> int:
     from checkpoints.store.orm.ledger import find_user
 
-    found = find_user(owner, using=getattr(target, "using", "default"), only_pk=True)
+    found = find_user(owner, using=getattr(target, "db_alias", None) or "default", only_pk=True)
     if found is None:
         raise InvalidCheckpointInput(f"--owner {owner!r} names no user", field="owner")
     return found.pk
@@ -405,9 +412,8 @@ def _counting(target):
 # -- writing one thread -------------------------------------------------------------------
 def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -> None:
     """Write the whole thread into the target as one unit (see the module's docstring)."""
-    provider = getattr(target, "provider", "")
-    if provider == "redis":
-        staging = STAGING_PREFIX + thread.thread_id
+    staging = _staging_id(target, thread.thread_id)
+    if staging is not None:
         target.delete_thread(staging)  # what a killed import left before its copy
         try:
             _put_thread(target, thread, staging)

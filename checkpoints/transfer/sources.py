@@ -21,12 +21,11 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, write
 from langgraph.constants import TASKS
 
 from checkpoints.errors import CheckpointConfigError
+from checkpoints.store.capabilities import STAGING_PREFIX
 from checkpoints.store.planning import migrate_parent_sends, needs_parent_sends
 from checkpoints.transfer.records import CheckpointRecord, ThreadRecord, WriteRecord, read_export
 
 PAGE = 1000
-# Threads a Redis target stages an import under before its atomic copy (see copy.py).
-STAGING_PREFIX = "__transfer_staging__:"
 
 
 class SaverSource:
@@ -40,7 +39,8 @@ class SaverSource:
     def thread_ids(self) -> Iterator[str]:
         saver = self.saver
         if hasattr(saver, "threads") and hasattr(saver, "thread_holdings"):
-            ids = saver.threads()  # ours: ids only, newest first
+            # Ours: ids only, newest first; an import's staging copies are not threads.
+            ids = saver.threads()
             yield from (t for t in ids if not t.startswith(STAGING_PREFIX))
             return
         kind = _lg_kind(saver)

@@ -137,6 +137,13 @@ class OrmLedger(Capabilities):
                 ) from exc
             _format_checked.add(key)
 
+    def recorded_format(self) -> str:
+        found = list(StoreFormat.objects.using(self.using).values_list("generation", flat=True))
+        holds = not found and CheckpointRow.objects.using(self.using).exists()
+        where = f"the {self.provider} checkpoint store ({self.using})"
+        format_verdict(found, holds_checkpoints=holds, where=where)
+        return str(found[0]) if found else "none"
+
     def reset_store(self) -> int:
         db = self.using
         with transaction.atomic(using=db):

@@ -1,4 +1,4 @@
-"""The Redis store's format generation and durability level."""
+"""The Redis store's format generation, durability level and import staging."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import redis
 import redis.cluster
 from redis.exceptions import RedisClusterException
 
+from checkpoints.store.capabilities import STAGING_PREFIX
 from checkpoints.store.planning import FORMAT_GENERATION, format_verdict
 from checkpoints.store.redis.driver import Batch, cmd
 from checkpoints.store.redis.keys import (
@@ -71,6 +72,18 @@ class RedisFormat:
                 return True
             if int(cursor) == 0:
                 return False
+
+    def recorded_format(self) -> str:
+        recorded = self.client.get(FORMAT_KEY)
+        found = [] if recorded is None else [recorded.decode()]
+        where = f"the redis checkpoint store at {self.address}"
+        format_verdict(found, holds_checkpoints=False, where=where)
+        return found[0] if found else "none"
+
+    def staging_id(self, thread_id: str) -> str | None:
+        # A thread's keys are written by several commands: an import writes them under
+        # this id, then copies them into place (checkpoints.transfer.copy).
+        return STAGING_PREFIX + thread_id
 
     def reset_store(self) -> int:
         """Delete every key of this store (``cp:*``) and record the current generation."""

@@ -16,9 +16,9 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from checkpoints.codec.serde import store_serializer
+from checkpoints.store.capabilities import STAGING_PREFIX
 from checkpoints.transfer import SaverSource
 from checkpoints.transfer.records import header, thread_lines
-from checkpoints.transfer.sources import STAGING_PREFIX
 from tests.checkpoints.transfer.graphs import THREADS, seed
 from tests.services import need_service, redis_tools_unavailable
 from tests.store_helpers import make_saver
