@@ -3,8 +3,9 @@
 The idea of langgraph.json's ``graphs``. When the graph that wrote a thread is registered
 (the thread's metadata names it as ``graph_id``, as LangGraph's server records it, or the
 caller names it), time travel uses the graph's real channels and nodes: bulk updates run
-through its reducers and snapshots list the tasks ``graph.get_state`` lists. Without one,
-bulk updates fall back to last-value channels and refuse channels that have a reducer.
+through LangGraph's ``update_state`` (:mod:`checkpoints.timetravel.updates`) and snapshots
+list the tasks ``graph.get_state`` lists. Without one, updates fall back to last-value
+channels and refuse channels that have a reducer.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ def graph_name_of(metadata: Mapping[str, Any] | None) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def thread_graph(saver, thread_id: str) -> str | None:
+    """The registered graph the thread's head metadata names (``graph_id``), or None."""
+    if not registered():
+        return None
+    head = saver.get_tuple(thread_config(thread_id))
+    name = graph_name_of(head.metadata if head else None)
+    return name if name in registered() else None
+
+
 def time_travel_for(saver, thread_id: str | None = None, graph: str | None = None) -> TimeTravel:
     """TimeTravel over ``saver`` knowing the thread's registered graph, when there is one.
 
@@ -74,10 +84,8 @@ def time_travel_for(saver, thread_id: str | None = None, graph: str | None = Non
     head metadata ``graph_id`` picks it, and a thread written by an unregistered graph
     gets the graph-less fallback.
     """
-    if graph is None and registered() and thread_id:
-        head = saver.get_tuple(thread_config(thread_id))
-        name = graph_name_of(head.metadata if head else None)
-        graph = name if name in registered() else None
+    if graph is None and thread_id:
+        graph = thread_graph(saver, thread_id)
     if graph is not None:
         return TimeTravel.for_graph(saver, load_graph(graph))
     return TimeTravel(saver, last_value_fallback=True)

@@ -30,9 +30,10 @@ from django.utils.timesince import timesince, timeuntil
 
 from checkpoints.channels import ERROR, INTERRUPT, RESUME
 from checkpoints.codec.render import moment_text, words
+from checkpoints.marks import is_marked, with_finished_mark, written_since
 from checkpoints.models import Checkpoint, FinishedMark, PendingWrite, Thread
-from checkpoints.selectors import is_marked, with_finished_mark, written_since
-from checkpoints.store.planning import ThreadRetention
+from checkpoints.store.planning.retention import ThreadRetention
+from checkpoints.store.registry import get_saver
 
 # Written within this long ago: someone (a graph, a person) is probably still at it.
 RECENT = timedelta(minutes=15)
@@ -295,8 +296,6 @@ def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
     if kind not in KINDS:
         raise ValueError(f"status {kind!r} is not one of {', '.join(KINDS)}")
     if saver is None:
-        from checkpoints.store.registry import get_saver
-
         saver = get_saver()
     alias = saver.db_alias or "default"
     # Each test starts from a small set read once (hashed): the marked threads, the

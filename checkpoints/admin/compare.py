@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 
-from checkpoints import selectors
+from checkpoints.admin import queries
 from checkpoints.admin.display import Paging, shown_change
 from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.admin.views import _CheckpointPage, _summary, bad_request, load_tuple
@@ -114,7 +114,7 @@ class CompareView(_CheckpointPage):
 
     def _picker(self, request, a: Checkpoint):
         rows = (
-            selectors.checkpoint_rows(alias=store_alias())
+            queries.checkpoint_rows(alias=store_alias())
             .filter(thread_id=a.thread_id, checkpoint_ns=a.checkpoint_ns)
             .exclude(pk=a.pk)
             .order_by("-checkpoint_id")
@@ -145,7 +145,7 @@ def _param(request, name: str) -> str:
 
 def _by_checkpoint_id(beside: Checkpoint, checkpoint_id: str) -> Checkpoint | None:
     """The checkpoint ``checkpoint_id`` of ``beside``'s thread, its namespace first."""
-    rows = selectors.checkpoint_rows(alias=store_alias()).filter(
+    rows = queries.checkpoint_rows(alias=store_alias()).filter(
         thread_id=beside.thread_id, checkpoint_id=checkpoint_id
     )
     same_ns = rows.filter(checkpoint_ns=beside.checkpoint_ns).first()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from checkpoints import selectors
+from checkpoints.admin import queries
 from checkpoints.admin.base import checkpoint_change_url
 from checkpoints.admin.display import is_internal, transcript, unreadable_card, when
 from checkpoints.admin.store_choice import store_alias, store_saver
@@ -28,10 +28,10 @@ def current_state(thread_pk) -> SafeString | str:
     each message channel, and the graph's other channels in words."""
     if not str(thread_pk).isdigit():
         return ""
-    thread = selectors.thread_by_pk(alias=store_alias(), pk=int(thread_pk))
+    thread = queries.thread_by_pk(alias=store_alias(), pk=int(thread_pk))
     if thread is None:
         return ""
-    head_row = selectors.head_row(alias=store_alias(), thread_id=thread.thread_id)
+    head_row = queries.head_row(alias=store_alias(), thread_id=thread.thread_id)
     if head_row is None:
         return format_html(
             '<div class="cs-card cs-current"><h2>Current state</h2><p>{}</p></div>',

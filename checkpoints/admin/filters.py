@@ -8,8 +8,9 @@ from django.db.models import Q
 
 from checkpoints import audit, status
 from checkpoints.admin.store_choice import PROVIDER_PARAM, store_alias, store_choices, store_saver
-from checkpoints.selectors import is_marked
+from checkpoints.marks import is_marked
 from checkpoints.store.planning import utcnow
+from checkpoints.store.registry import providers
 
 
 class ProviderFilter(admin.SimpleListFilter):
@@ -130,8 +131,6 @@ class ProviderNameFilter(ChoiceListFilter):
     parameter_name = "provider"
 
     def lookups(self, request, model_admin):
-        from checkpoints.store.registry import providers
-
         return [(p, p) for p in providers()]
 
 

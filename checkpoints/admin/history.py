@@ -13,8 +13,8 @@ from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import permissions, selectors
-from checkpoints.admin import keyset
+from checkpoints import permissions
+from checkpoints.admin import keyset, queries
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
     ReadOnlyMixin,
@@ -211,7 +211,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         extra = dict(extra_context or {})
         thread_pk = request.GET.get(THREAD_PARAM)
         if thread_pk and thread_pk.isdigit():
-            thread = selectors.thread_by_pk(alias=store_alias(), pk=int(thread_pk))
+            thread = queries.thread_by_pk(alias=store_alias(), pk=int(thread_pk))
             if thread is not None:
                 extra["title"] = f"History of thread {thread.thread_id}, newest first"
                 extra["subtitle"] = None
@@ -283,7 +283,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
 
     def _neighbours(self, pk) -> dict[str, str]:
         """Links to the older and newer checkpoint of the same thread and namespace."""
-        row, older, newer = selectors.neighbours(alias=store_alias(), pk=pk)
+        row, older, newer = queries.neighbours(alias=store_alias(), pk=pk)
         if row is None:
             return {}
         # The history's keyset page that starts with this checkpoint.
@@ -406,7 +406,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
 
     @admin.display(description="forks and children")
     def children(self, obj):
-        rows = selectors.children_of(alias=store_alias(), row=obj)
+        rows = queries.children_of(alias=store_alias(), row=obj)
         if not rows:
             return "—"
         return format_html_join(
@@ -436,7 +436,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
     def _sizes(self, obj) -> dict[str, int]:
         """Stored bytes of each channel's value at this checkpoint (after compression)."""
         versions = {c: str(v) for c, v in (obj.channel_versions or {}).items()}
-        return selectors.channel_sizes(
+        return queries.channel_sizes(
             alias=store_alias(), thread_pk=obj.thread_id, ns=obj.checkpoint_ns, versions=versions
         )
 
@@ -448,7 +448,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         writes = (saved.pending_writes or []) if saved is not None else []
         if not writes:
             return "—"
-        paths = selectors.task_paths(
+        paths = queries.task_paths(
             alias=store_alias(),
             thread_pk=obj.thread_id,
             checkpoint_id=obj.checkpoint_id,

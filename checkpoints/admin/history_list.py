@@ -12,8 +12,8 @@ from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from checkpoints import selectors, status
-from checkpoints.admin import keyset
+from checkpoints import status
+from checkpoints.admin import keyset, queries
 from checkpoints.admin.store_choice import store_alias
 
 # Query parameters the history's "jump to" form sends (see change_list.html).
@@ -46,7 +46,7 @@ class NamespaceFilter(admin.SimpleListFilter):
         choices = [(ROOT, "root (the graph itself)"), (SUBGRAPHS, "subgraphs (any)")]
         thread_pk = request.GET.get(THREAD_PARAM, "")
         if thread_pk.isascii() and thread_pk.isdigit() and len(thread_pk) <= 18:
-            found = selectors.namespaces_of(
+            found = queries.namespaces_of(
                 alias=store_alias(), thread_pk=int(thread_pk), limit=NAMESPACE_CHOICES
             )
             choices += [(ns, f"{namespace_words(ns)} · {ns}") for ns in found if ns]
@@ -266,7 +266,7 @@ class HistoryChangeList(ChangeList):
         }
         parents = {p for p in parents if p[2]}
         nodes: dict[tuple, list[str]] = {}
-        found = selectors.writers_of(alias=store_alias(), checkpoints=parents)
+        found = queries.writers_of(alias=store_alias(), checkpoints=parents)
         for thread_pk, ns, checkpoint_id, task_path in found:
             node = status.node_of(task_path)
             names = nodes.setdefault((thread_pk, ns, checkpoint_id), [])
@@ -285,7 +285,7 @@ class HistoryChangeList(ChangeList):
         for row in rows:
             places.setdefault((row.thread_id, row.checkpoint_ns), []).append(row)
         for (thread_pk, ns), shown in places.items():
-            links = selectors.lineage_links(
+            links = queries.lineage_links(
                 alias=store_alias(),
                 thread_pk=thread_pk,
                 ns=ns,

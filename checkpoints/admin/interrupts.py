@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from checkpoints import selectors
+from checkpoints.admin import queries
 from checkpoints.admin.store_choice import store_alias
 from checkpoints.channels import INTERRUPT
 from checkpoints.status import node_of
@@ -31,7 +31,7 @@ def subgraph_prefix(ns: str, node: str, task_id: str) -> str:
 
 def asker(ns: str, node: str, inner: Sequence[tuple[int, str, str, str]]) -> str:
     """The node path that asked: the deepest subgraph interrupt write in ``inner`` (rows of
-    `selectors.subgraph_interrupts` for this write), else ``node`` under ``ns``."""
+    `queries.subgraph_interrupts` for this write), else ``node`` under ``ns``."""
     if inner:
         _thread, deepest_ns, _cid, task_path = max(inner, key=lambda r: (r[1].count("|"), r[2]))
         asked = node_of(task_path)
@@ -44,7 +44,7 @@ def interrupt_node(thread_pk: int, ns: str, task_id: str, node: str) -> str:
     checkpoint of namespace ``ns``."""
     if not node:
         return SEP.join(_nodes(ns))
-    rows = selectors.subgraph_interrupts(
+    rows = queries.subgraph_interrupts(
         alias=store_alias(),
         places=[(thread_pk, subgraph_prefix(ns, node, task_id))],
         channel=INTERRUPT,
@@ -57,7 +57,7 @@ def interrupt_nodes(asked: Iterable[tuple[int, str, str]]) -> dict[int, str]:
     threads at once; ``asked`` holds (thread pk, task id, node) of each thread's write."""
     asked = [(pk, task_id, node) for pk, task_id, node in asked if node]
     places = [(pk, subgraph_prefix("", node, task_id)) for pk, task_id, node in asked]
-    rows = selectors.subgraph_interrupts(alias=store_alias(), places=places, channel=INTERRUPT)
+    rows = queries.subgraph_interrupts(alias=store_alias(), places=places, channel=INTERRUPT)
     found: dict[int, str] = {}
     for pk, task_id, node in asked:
         prefix = subgraph_prefix("", node, task_id)

@@ -17,7 +17,7 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.utils.functional import cached_property
 
-from checkpoints.selectors import (
+from checkpoints.pages import (
     keys_from_nearer_end,
     keys_with_count,
     sorted_whole,

@@ -9,7 +9,8 @@ from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.utils.html import format_html, format_html_join
 
-from checkpoints import audit, selectors, status
+from checkpoints import audit, status
+from checkpoints.admin import queries
 from checkpoints.admin import tree as admin_tree
 from checkpoints.admin import views as admin_views
 from checkpoints.admin.base import (
@@ -30,7 +31,7 @@ from checkpoints.admin.store_choice import store_alias, store_saver
 from checkpoints.channels import ERROR, INTERRUPT
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import Thread
-from checkpoints.selectors import unindexed
+from checkpoints.pages import unindexed
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
@@ -51,7 +52,7 @@ class ThreadChangeList(ChangeList):
     # direction, and PostgreSQL would sort every thread: 89 ms by owner at 100,000).
     TIE_BREAKS = ("last_write_at", "id")
 
-    # Filters that keep few threads, and old ones (see selectors.unindexed).
+    # Filters that keep few threads, and old ones (see pages.unindexed).
     FEW = (
         ("state", "finished"),
         ("status", "finished"),
@@ -194,7 +195,7 @@ class ThreadAdmin(
 
     def get_queryset(self, request):
         rows = super().get_queryset(request).using(store_alias())
-        return status.with_status_facts(selectors.with_checkpoint_count(rows))
+        return status.with_status_facts(queries.with_checkpoint_count(rows))
 
     def read_claims(self, rows) -> None:
         """The holds and parks on the page's rows, one read per kind of claim."""
@@ -241,7 +242,7 @@ class ThreadAdmin(
             if not chosen:
                 continue
             heads = {pk: row.head_id for pk, row in chosen.items()}
-            writes = selectors.head_writes(alias=store_alias(), heads=heads, channel=channel)
+            writes = queries.head_writes(alias=store_alias(), heads=heads, channel=channel)
             for thread_pk, task_id, idx, task_path, type_, blob in writes:
                 row = chosen[thread_pk]
                 if hasattr(row, "question") or hasattr(row, "error"):
@@ -269,9 +270,7 @@ class ThreadAdmin(
             head = store_saver().get_tuple({"configurable": {"thread_id": obj.thread_id}})
         except CheckpointStoreError as exc:
             return {"error": f"cannot read the head checkpoint: {exc}"}
-        paths = selectors.task_paths(
-            alias=store_alias(), thread_pk=obj.pk, checkpoint_id=obj.head_id
-        )
+        paths = queries.task_paths(alias=store_alias(), thread_pk=obj.pk, checkpoint_id=obj.head_id)
         found: dict[str, str] = {}
         for task_id, channel, value in (head.pending_writes if head else []) or []:
             node = status.node_of(paths.get(task_id, ""))
@@ -388,7 +387,7 @@ class ThreadAdmin(
     def checkpoint_tree(self, obj):
         drawn = []
         page_ns, before = getattr(obj, "tree_page", ("", None))
-        windows = selectors.checkpoint_windows(
+        windows = queries.checkpoint_windows(
             alias=store_alias(),
             thread_pk=obj.pk,
             window=admin_tree.WINDOW,
@@ -400,7 +399,7 @@ class ThreadAdmin(
             forks = [
                 (origin, tid, thread_change_url(pk))
                 for origin, pk, tid in (
-                    [] if ns else selectors.forks_from(alias=store_alias(), thread_id=obj.thread_id)
+                    [] if ns else queries.forks_from(alias=store_alias(), thread_id=obj.thread_id)
                 )
             ]
             links = dict(newer) | {row[1]: row[2] for row in rows}
@@ -434,7 +433,7 @@ class ThreadAdmin(
 
     @admin.display(description="newest checkpoints")
     def recent_checkpoints(self, obj):
-        rows = selectors.newest_checkpoints(alias=store_alias(), thread_pk=obj.pk, limit=HEAD_ROWS)
+        rows = queries.newest_checkpoints(alias=store_alias(), thread_pk=obj.pk, limit=HEAD_ROWS)
         if not rows:
             return "no checkpoints"
         body = format_html_join(

@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import content_disposition_header
 
-from checkpoints import audit, selectors
+from checkpoints import audit
+from checkpoints.admin import queries
 from checkpoints.admin.discards import SHOWN_HEAD, discards_context, shown_head_of
 from checkpoints.admin.display import Paging, shown_change, when
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
@@ -39,8 +40,8 @@ def load_tuple(row: Checkpoint):
 
 
 def find_checkpoint(thread_id: str, checkpoint_id: str, ns: str = "") -> Checkpoint | None:
-    """The checkpoint row in the store this page reads (see `selectors.checkpoint_row`)."""
-    return selectors.checkpoint_row(
+    """The checkpoint row in the store this page reads (see `queries.checkpoint_row`)."""
+    return queries.checkpoint_row(
         alias=store_alias(), thread_id=thread_id, checkpoint_id=checkpoint_id, ns=ns
     )
 
@@ -192,7 +193,7 @@ class RollbackView(_CheckpointPage):
         thread_id: str,
         refused: ThreadVersionConflict | None = None,
     ):
-        head = selectors.head_row(alias=store_alias(), thread_id=thread_id, ns=target.checkpoint_ns)
+        head = queries.head_row(alias=store_alias(), thread_id=thread_id, ns=target.checkpoint_ns)
         return self.render(
             request,
             target,
@@ -278,7 +279,7 @@ class ForkView(_CheckpointPage):
                 if exc.field == SHOWN_HEAD:
                     return bad_request(exc)
                 messages.error(request, f"Fork of thread {thread_id} failed: {exc}")
-        head = selectors.head_row(alias=store_alias(), thread_id=thread_id, ns=source.checkpoint_ns)
+        head = queries.head_row(alias=store_alias(), thread_id=thread_id, ns=source.checkpoint_ns)
         response = self.render(
             request,
             source,

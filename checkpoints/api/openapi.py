@@ -6,6 +6,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import extend_schema as spectacular_extend_schema
 from drf_spectacular.views import SpectacularAPIView
 
+from checkpoints.api.base import StoreAPIView
+
 SCHEMA_SETTINGS = {
     "TITLE": "Checkpoint Store API",
     "DESCRIPTION": "LangGraph checkpoints: threads, history, time travel, retention and the sweep.",
@@ -36,8 +38,6 @@ def extend_schema(**kwargs):
 
 def only_store_endpoints(endpoints):
     """Keep the store's views: a host's own DRF views are not part of this API."""
-    from checkpoints.api.base import StoreAPIView
-
     return [
         endpoint
         for endpoint in endpoints

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from checkpoints.codec.render import MESSAGES_BEFORE, paged_values, plain_mapping, to_plain
 from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.status import KINDS
 
 # --- text fields ----------------------------------------------------------------------
 
@@ -123,8 +124,6 @@ class OneOf(serializers.ChoiceField):
 
 
 def status_kinds() -> dict[str, str]:
-    from checkpoints.status import KINDS
-
     return KINDS
 
 
@@ -436,11 +435,11 @@ _CHANNEL_WRITE_SCHEMA = {
         "items": {"type": "array", "maxItems": MAX_SUPERSTEPS, "items": _CHANNEL_WRITE_SCHEMA},
         "description": (
             "Each superstep is a list of channel writes. With a registered graph they run "
-            "through its reducers; without one every write is applied as a last-value update "
-            "(the channel holds the written value; when one superstep writes a channel "
-            "twice, the later write wins) and channels with a reducer are refused. One "
-            "`bulk_update` checkpoint is persisted at the "
-            "end."
+            "as LangGraph's update_state (one update per superstep, through its reducers, "
+            "one `update` checkpoint each); without one every write is applied as a "
+            "last-value update (the channel holds the written value; when one superstep "
+            "writes a channel twice, the later write wins), channels with a reducer are "
+            "refused, and one `bulk_update` checkpoint is persisted at the end."
         ),
     }
 )
@@ -454,4 +453,9 @@ class BulkUpdateRequestSerializer(serializers.Serializer):
         required=False,
         max_length=200,
         help_text='A graph registered in CHECKPOINTS["GRAPHS"] whose reducers apply the writes.',
+    )
+    as_node = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="With the graph: the node the writes come from (LangGraph's as_node).",
     )

@@ -15,12 +15,13 @@ from checkpoints.api import serializers as s
 from checkpoints.api.base import StoreAPIView, check_thread_id
 from checkpoints.api.limits import load_json_or_text
 from checkpoints.api.openapi import extend_schema
+from checkpoints.api.queries import history, read_head_words, thread_list
 from checkpoints.errors import InvalidCheckpointInput
-from checkpoints.graphs import time_travel_for
-from checkpoints.selectors import history, read_head_words, thread_list
+from checkpoints.graphs import thread_graph, time_travel_for
 from checkpoints.store.planning import MAX_THREAD_ID_BYTES
 from checkpoints.store.projection import values_unread
 from checkpoints.threads import delete_thread
+from checkpoints.timetravel.updates import from_writes, update_state
 
 THREAD_ID = OpenApiParameter(
     "thread_id",
@@ -355,8 +356,10 @@ class BulkUpdateView(StoreAPIView):
         summary="Apply synthetic supersteps and persist one `bulk_update` checkpoint.",
         description=(
             'When the graph that wrote the thread is registered in `CHECKPOINTS["GRAPHS"]` '
-            "(named by `graph`, or by the thread's `graph_id` metadata), writes run through "
-            "its real reducers. Without one, writes are last-value updates: each replaces the "
+            "(named by `graph`, or by the thread's `graph_id` metadata), the writes run as "
+            "LangGraph's `update_state`: a superstep's writes are one update as `as_node` "
+            "(the node that last wrote, when absent), through its reducers, one checkpoint "
+            "per superstep. Without one, writes are last-value updates: each replaces the "
             "channel's value (within "
             "one superstep the later write to a channel wins), and a write to a channel the "
             "stored history shows to have a reducer is refused with 400 naming the channel. "
@@ -371,7 +374,9 @@ class BulkUpdateView(StoreAPIView):
         info = self.thread(thread_id, "bulk_update")
         body = s.BulkUpdateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        travel = time_travel_for(self.saver, info.thread_id, body.validated_data.get("graph"))
-        supersteps = [list(step) for step in body.validated_data["supersteps"]]
-        snapshot = travel.bulk_update_state(info.thread_id, supersteps)
-        return Response(s.StateSnapshotSerializer(snapshot).data)
+        graph = body.validated_data.get("graph") or thread_graph(self.saver, info.thread_id)
+        supersteps = from_writes(
+            body.validated_data["supersteps"], body.validated_data.get("as_node")
+        )
+        updated = update_state(self.saver, info.thread_id, supersteps, graph=graph)
+        return Response(s.StateSnapshotSerializer(updated.snapshot).data)

@@ -11,8 +11,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from checkpoints.api.base import STORE_METADATA_KEYS
-from checkpoints.langgraph_api.shapes import STATE_FIELDS, THREAD_FIELDS
-from checkpoints.langgraph_api.views import (
+from checkpoints.langgraph_api.parsing import (
     EXTRACT_MAX,
     IDS_MAX,
     PRUNE_MAX,
@@ -20,6 +19,7 @@ from checkpoints.langgraph_api.views import (
     SORT_BY,
     STATUSES,
 )
+from checkpoints.langgraph_api.shapes import STATE_FIELDS, THREAD_FIELDS
 
 OBJECT = {"type": "object"}
 STRING = {"type": "string"}

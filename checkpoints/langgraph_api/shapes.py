@@ -11,7 +11,7 @@ from checkpoints.errors import (
     CheckpointNotFound,
     ThreadNotFound,
 )
-from checkpoints.graphs import time_travel_for
+from checkpoints.graphs import graph_name_of, registered, time_travel_for
 from checkpoints.langgraph_api.models import ThreadMetadata
 from checkpoints.selectors import ThreadInfo
 from checkpoints.timetravel.snapshot import thread_config
@@ -172,15 +172,16 @@ def pick(body: dict, select, allowed) -> dict:
     return picked
 
 
-def graph_name(saver, thread_id: str) -> str | None:
-    """The registered graph of the thread: its graph_id, else the only one registered."""
-    from checkpoints.graphs import graph_name_of, registered
-
+def graph_name(saver, thread_id: str, metadata: dict | None = None) -> str | None:
+    """The registered graph of the thread: the graph_id of ``metadata`` (a new thread's),
+    of its record or of its head, else the only one registered; None: no registered one."""
     graphs = registered()
     if not graphs:
         return None
-    row = metadata_row(saver, thread_id)
-    name = graph_name_of(row.metadata if row else None)
+    name = graph_name_of(metadata)
+    if name is None:
+        row = metadata_row(saver, thread_id)
+        name = graph_name_of(row.metadata if row else None)
     if name is None:
         head = saver.get_tuple(root_config(thread_id))
         name = graph_name_of(head.metadata if head else None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any
 
@@ -10,231 +9,52 @@ from django.db import transaction
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.errors import InvalidUpdateError
 from langgraph.types import StateUpdate
 from rest_framework import status
 from rest_framework.response import Response
 
 from checkpoints import audit
 from checkpoints.api.base import check_thread_id, client_metadata
+from checkpoints.api.queries import thread_list
 from checkpoints.errors import (
     CheckpointNotFound,
-    GraphNotRegistered,
     InvalidCheckpointInput,
     MissingPermission,
     ThreadExists,
     ThreadNotFound,
 )
-from checkpoints.graphs import graph_name_of, load_graph, registered
 from checkpoints.langgraph_api import shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
-from checkpoints.selectors import ThreadInfo, owners_in_tables, thread_list, threads_named
-from checkpoints.store.planning import check_key, metadata_matches, validate_filter
+from checkpoints.langgraph_api.parsing import (
+    IDS_MAX,
+    PRUNE_MAX,
+    SEARCH_MAX,
+    SORT_BY,
+    STATUSES,
+    body_of,
+    bounded,
+    check_ttl,
+    checkpoint_of,
+    declare_ttl,
+    extract_of,
+    extracted,
+    field,
+    flag,
+    select_of,
+    thread_ids_of,
+    ttl_minutes,
+    updates_of,
+)
+from checkpoints.selectors import ThreadInfo, owners_in_tables, threads_named
+from checkpoints.store.planning.metadata import metadata_matches, validate_filter
 from checkpoints.threads import delete_thread, record_owner, thread_presence
+from checkpoints.timetravel.updates import update_state
 
-STATUSES = ("idle", "busy", "interrupted", "error")
-SORT_BY = ("thread_id", "status", "created_at", "updated_at", "state_updated_at")
-SEARCH_MAX = 1000
-# How many thread ids one search or count may name, and one prune may delete: each is a
-# thread read (or deleted) in one request.
-IDS_MAX = 1000
-PRUNE_MAX = 100
-# What a search's ``extract`` may read, and how many paths one search may ask for.
-EXTRACT_ROOTS = ("values", "metadata", "config", "interrupts")
-EXTRACT_MAX = 10
 NOT_SERVED = (
     "this service stores threads and does not run graphs: runs, assistants, crons and "
     "streams are not served here"
 )
-
-
-# --- reading request bodies -------------------------------------------------------------
-
-
-def body_of(request) -> dict:
-    data = request.data
-    if data is None or data == {}:
-        return {}
-    if not isinstance(data, dict):
-        raise InvalidCheckpointInput("the request body must be a JSON object", field="body")
-    return data
-
-
-def field(data: dict, name: str, kinds, default=None, choices=None):
-    value = data.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
-        raise InvalidCheckpointInput(f"{name} must be {_kind_name(kinds)}", field=name)
-    if not isinstance(value, kinds):
-        raise InvalidCheckpointInput(f"{name} must be {_kind_name(kinds)}", field=name)
-    if choices is not None and value not in choices:
-        raise InvalidCheckpointInput(
-            f"{name} must be one of {', '.join(choices)}, got {value!r}", field=name
-        )
-    return value
-
-
-def _kind_name(kinds) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "a bool"}
-    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
-
-
-def bounded(data: dict, name: str, default: int, low: int, high: int) -> int:
-    value = field(data, name, int, default)
-    if not low <= value <= high:
-        raise InvalidCheckpointInput(f"{name} must be {low} to {high}, got {value}", field=name)
-    return value
-
-
-def ttl_minutes(data: dict) -> int | None:
-    """The SDK's ``ttl`` (``{"ttl": minutes, "strategy": "delete"}``) as whole minutes."""
-    ttl = data.get("ttl")
-    if ttl is None:
-        return None
-    if not isinstance(ttl, dict):
-        ttl = {"ttl": ttl}
-    strategy = ttl.get("strategy", "delete")
-    if strategy != "delete":
-        raise InvalidCheckpointInput(
-            f"ttl.strategy {strategy!r} is not supported: the retention sweep deletes threads",
-            field="ttl.strategy",
-        )
-    minutes = ttl.get("ttl")
-    if isinstance(minutes, float) and minutes.is_integer():
-        minutes = int(minutes)
-    if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes <= 0:
-        raise InvalidCheckpointInput(
-            f"ttl.ttl must be a whole number of minutes above zero, got {minutes!r}",
-            field="ttl.ttl",
-        )
-    return minutes
-
-
-def check_ttl(minutes: int | None) -> None:
-    if minutes is not None:
-        from retention.policy import validate_retention
-
-        validate_retention(waiting_minutes=minutes)
-
-
-def declare_ttl(saver, thread_id: str, minutes: int | None) -> None:
-    if minutes is not None:
-        from retention.policy import declare_retention
-
-        declare_retention(saver, thread_id, waiting_minutes=minutes)
-
-
-def checkpoint_of(data: dict, name: str = "checkpoint") -> dict:
-    value = field(data, name, dict, {})
-    for key in ("checkpoint_id", "checkpoint_ns", "thread_id"):
-        if value.get(key) is not None and not isinstance(value[key], str):
-            raise InvalidCheckpointInput(f"{name}.{key} must be a string", field=f"{name}.{key}")
-        if value.get(key):
-            check_key(value[key], f"{name}.{key}")
-    return value
-
-
-# --- graphs -----------------------------------------------------------------------------
-
-
-def graph_for(saver, thread_id: str, metadata: dict | None = None):
-    """The registered graph that owns the thread: its graph_id, else the only one registered."""
-    graphs = registered()
-    if not graphs:
-        raise GraphNotRegistered(
-            'this call runs the thread\'s graph and CHECKPOINTS["GRAPHS"] registers none; '
-            'add it as CHECKPOINTS["GRAPHS"] = {"<graph_id>": "pkg.module:graph"}',
-            field="graph_id",
-        )
-    name = graph_name_of(metadata)
-    if name is None:
-        row = shapes.metadata_row(saver, thread_id)
-        name = graph_name_of(row.metadata if row else None)
-    if name is None:
-        head = saver.get_tuple(shapes.root_config(thread_id))
-        name = graph_name_of(head.metadata if head else None)
-    if name is None and len(graphs) == 1:
-        name = next(iter(graphs))
-    if name is None or name not in graphs:
-        raise GraphNotRegistered(
-            f'graph {name!r} of thread {thread_id!r} is not in CHECKPOINTS["GRAPHS"] '
-            f"(registered: {', '.join(sorted(graphs))}); name one with metadata.graph_id",
-            field="graph_id",
-        )
-    return load_graph(name).copy(update={"checkpointer": saver})
-
-
-def engine_call(call, graph, updates: list):
-    """Run a LangGraph update; its refusals (ambiguous or unknown node, no updates, a
-    subgraph namespace the graph lacks, a value a channel's reducer cannot take) are the
-    caller's input, never a 500. ``updates``: the values the call applies."""
-    try:
-        return call()
-    except InvalidUpdateError as exc:
-        raise InvalidCheckpointInput(str(exc), field="as_node") from exc
-    except ValueError as exc:
-        raise InvalidCheckpointInput(f"LangGraph refused the update: {exc}") from exc
-    except (TypeError, KeyError, AttributeError, IndexError) as exc:
-        found = refused_channel(graph, updates)
-        if found is None:
-            raise
-        name, why = found
-        raise InvalidCheckpointInput(
-            f"channel {name!r} cannot take the value sent for it: its reducer failed with "
-            f"{type(why).__name__}: {why}",
-            field=f"values.{name}",
-        ) from exc
-
-
-def refused_channel(graph, updates: list) -> tuple[str, Exception] | None:
-    """The first channel of ``graph`` whose reducer fails on the value ``updates`` send it,
-    tried on an empty channel of its kind, and that failure; None when every one takes it."""
-    for values in updates:
-        if not isinstance(values, dict):
-            continue
-        for name, value in values.items():
-            channel = graph.channels.get(name) if isinstance(name, str) else None
-            if channel is None:
-                continue
-            try:
-                empty = channel.from_checkpoint(channel.checkpoint())
-            except Exception:  # noqa: BLE001 - a channel that cannot start empty says nothing
-                continue
-            try:
-                empty.update([value])
-            except Exception as exc:  # noqa: BLE001 - the graph's reducer, whatever it raises
-                return name, exc
-    return None
-
-
-def updates_of(supersteps) -> list[list[StateUpdate]]:
-    if not isinstance(supersteps, list):
-        raise InvalidCheckpointInput("supersteps must be a list", field="supersteps")
-    steps = []
-    for i, step in enumerate(supersteps):
-        updates = step.get("updates") if isinstance(step, dict) else None
-        if not isinstance(updates, list):
-            raise InvalidCheckpointInput(
-                f"supersteps[{i}] must be an object with an updates list", field="supersteps"
-            )
-        row = []
-        for j, update in enumerate(updates):
-            where = f"supersteps[{i}].updates[{j}]"
-            if not isinstance(update, dict):
-                raise InvalidCheckpointInput(f"{where} must be an object", field="supersteps")
-            if update.get("command") is not None:
-                raise InvalidCheckpointInput(
-                    f"{where}.command is not supported: send values", field="supersteps"
-                )
-            as_node = update.get("as_node")
-            if as_node is not None and not isinstance(as_node, str):
-                raise InvalidCheckpointInput(f"{where}.as_node must be a string", field=where)
-            row.append(StateUpdate(update.get("values"), as_node))
-        steps.append(row)
-    return steps
 
 
 # --- threads ----------------------------------------------------------------------------
@@ -270,18 +90,22 @@ class ThreadsView(LangGraphView):
                 # Another owner's: the id is taken all the same, and its contents stay theirs.
                 raise taken from None
             return Response(shapes.thread_body(saver, info))
-        graph = graph_for(saver, thread_id, metadata) if steps else None
-        config = shapes.root_config(thread_id)
+        graph = shapes.graph_name(saver, thread_id, metadata) if steps else None
+        if steps and graph is None:
+            # The graph-less fallback updates only channels a thread has held, and a new
+            # thread has held none: refused before anything is written.
+            raise InvalidCheckpointInput(
+                f"supersteps on new thread {thread_id!r} need its graph: without one an "
+                "update writes only channels the thread has held; register the graph in "
+                'CHECKPOINTS["GRAPHS"] and name it with metadata.graph_id',
+                field="supersteps",
+            )
         with transaction.atomic():
-            if graph is not None:
-                engine_call(
-                    lambda: graph.bulk_update_state(config, steps),
-                    graph,
-                    [update.values for step in steps for update in step],
-                )
+            if steps:
+                update_state(saver, thread_id, steps, graph=graph)
             else:
                 saver.put(
-                    config,
+                    shapes.root_config(thread_id),
                     empty_checkpoint(),
                     {"source": "input", "step": -1, "parents": {}, **metadata},
                     {},
@@ -326,26 +150,6 @@ class ThreadView(LangGraphView):
             provider=self.saver.provider, thread_id=info.thread_id
         ).delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-def thread_ids_of(data: dict, name: str, most: int) -> list[str] | None:
-    """The body's list of thread ids, each checked by the store's rule, duplicates dropped;
-    at most ``most`` of them."""
-    ids = field(data, name, list, None)
-    if ids is None:
-        return None
-    if len(ids) > most:
-        raise InvalidCheckpointInput(
-            f"{name} names {len(ids)} threads; one request names at most {most}", field=name
-        )
-    for i, thread_id in enumerate(ids):
-        if not isinstance(thread_id, str):
-            raise InvalidCheckpointInput(
-                f"{name}[{i}] must be a string, got {type(thread_id).__name__}",
-                field=f"{name}[{i}]",
-            )
-        check_thread_id(thread_id, f"{name}[{i}]")
-    return list(dict.fromkeys(ids))
 
 
 class Found:
@@ -407,74 +211,6 @@ class SearchView(LangGraphView):
                 }
             answer.append(picked)
         return Response(answer)
-
-
-def extract_of(data: dict) -> dict[str, list]:
-    """The search's ``extract`` ({alias: "values.messages[-1].content"}) as parsed paths."""
-    extract = field(data, "extract", dict, {})
-    if len(extract) > EXTRACT_MAX:
-        raise InvalidCheckpointInput(
-            f"extract names at most {EXTRACT_MAX} paths, got {len(extract)}", field="extract"
-        )
-    paths = {}
-    for alias, path in extract.items():
-        if not alias.isidentifier() or not alias.isascii():
-            raise InvalidCheckpointInput(
-                f"extract alias {alias!r} must be letters, digits and _ (not first a digit)",
-                field="extract",
-            )
-        if alias in shapes.THREAD_FIELDS:
-            raise InvalidCheckpointInput(
-                f"extract alias {alias!r} is a thread field's name; choose another",
-                field="extract",
-            )
-        if not isinstance(path, str) or not path:
-            raise InvalidCheckpointInput(
-                f"extract path of {alias!r} must be a non-empty string", field="extract"
-            )
-        steps = path_steps(path)
-        if steps is None or steps[0] not in EXTRACT_ROOTS:
-            raise InvalidCheckpointInput(
-                f"extract path {path!r} must start with one of {', '.join(EXTRACT_ROOTS)} and "
-                "go on with .key and [index] steps",
-                field="extract",
-            )
-        paths[alias] = steps
-    return paths
-
-
-_STEP = re.compile(r"\.([^.\[\]]+)|\[(-?\d+)\]")
-
-
-def path_steps(path: str) -> list | None:
-    """``values.messages[-1].content`` -> ["values", "messages", -1, "content"]; None when
-    the path is not a key followed by .key and [index] steps."""
-    root = re.match(r"[^.\[\]]+", path)
-    if root is None:
-        return None
-    steps: list = [root.group()]
-    at = root.end()
-    while at < len(path):
-        found = _STEP.match(path, at)
-        if found is None:
-            return None
-        key, index = found.groups()
-        steps.append(int(index) if index is not None else key)
-        at = found.end()
-    return steps
-
-
-def extracted(body: dict, steps: list):
-    """The value at ``steps`` in the thread's answer, or None where the path leads nowhere."""
-    value = body
-    for step in steps:
-        if isinstance(step, int):
-            if not isinstance(value, list) or not -len(value) <= step < len(value):
-                return None
-        elif not isinstance(value, dict) or step not in value:
-            return None
-        value = value[step]
-    return value
 
 
 def matching(view: LangGraphView, data: dict) -> list[Found]:
@@ -567,25 +303,6 @@ class PruneView(LangGraphView):
 # --- state and history ------------------------------------------------------------------
 
 
-def flag(value: str | None, name: str) -> bool:
-    """A boolean query parameter as the SDK sends it (``true``/``false``)."""
-    if value is None or value.lower() in ("false", "0", ""):
-        return False
-    if value.lower() in ("true", "1"):
-        return True
-    raise InvalidCheckpointInput(f"{name} must be true or false, got {value!r}", field=name)
-
-
-def select_of(value) -> list[str] | None:
-    if value is None or value == []:
-        return None
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidCheckpointInput("select must be a list of field names", field="select")
-    return value
-
-
 class StateView(LangGraphView):
     # update_state counts as the REST API's bulk update does.
     throttle_scopes = {"POST": "checkpoints.bulk_update"}
@@ -609,7 +326,7 @@ class StateView(LangGraphView):
         return shapes.state_body(self.saver, snapshot, select, subgraphs=subgraphs)
 
     def post(self, request, thread_id):
-        """update_state: the registered graph applies the values, its reducers and as_node."""
+        """update_state: through the thread's registered graph, else the graph-less fallback."""
         info = self.thread(thread_id, "bulk_update")
         data = body_of(request)
         values = data.get("values")
@@ -618,28 +335,15 @@ class StateView(LangGraphView):
         as_node = field(data, "as_node", str, None)
         checkpoint = checkpoint_of(data)
         checkpoint_id = field(data, "checkpoint_id", str, None) or checkpoint.get("checkpoint_id")
-        config = shapes.root_config(
-            info.thread_id, checkpoint.get("checkpoint_ns") or "", checkpoint_id
+        updated = update_state(
+            self.saver,
+            info.thread_id,
+            [[StateUpdate(values, as_node)]],
+            graph=shapes.graph_name(self.saver, info.thread_id),
+            checkpoint_id=checkpoint_id,
+            checkpoint_ns=checkpoint.get("checkpoint_ns") or "",
         )
-        if checkpoint_id and self.saver.get_tuple(config) is None:
-            raise CheckpointNotFound(
-                f"checkpoint {checkpoint_id!r} of thread {info.thread_id!r} not found",
-                field="checkpoint_id",
-            )
-        graph = graph_for(self.saver, info.thread_id)
-        new_config = engine_call(
-            lambda: graph.update_state(config, values, as_node=as_node), graph, [values]
-        )
-        audit.record(
-            "bulk_update",
-            thread_id=info.thread_id,
-            provider=self.saver.provider,
-            detail={
-                "as_node": as_node,
-                "checkpoint_id": new_config["configurable"].get("checkpoint_id"),
-            },
-        )
-        return Response({"checkpoint": shapes.checkpoint_ref(new_config)})
+        return Response({"checkpoint": shapes.checkpoint_ref(updated.config)})
 
 
 class StateAtView(StateView):

@@ -13,13 +13,10 @@ every provider.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.last_value import LastValue
 from langgraph.checkpoint.base import CheckpointTuple
@@ -27,7 +24,20 @@ from langgraph.checkpoint.base import CheckpointTuple
 from checkpoints import audit, tracing
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.flows import Emit, Flow, arun, astream, run, stream
-from checkpoints.threads import record_owner, refuse_existing
+from checkpoints.timetravel.io import (
+    BumpAndPut,
+    DeltaHistory,
+    FireForked,
+    GetDurability,
+    GetTuple,
+    NextRow,
+    OpenList,
+    Put,
+    RefuseExisting,
+    SetOwner,
+    aperform,
+    perform,
+)
 from checkpoints.timetravel.planning import (
     EVIDENCE_ROWS,
     bulk_plan,
@@ -60,91 +70,8 @@ from checkpoints.timetravel.snapshot import (
     thread_config,
 )
 
-# The name operators configure: fork-signal failures are logged here.
-logger = logging.getLogger("checkpoints.timetravel")
-
 ChannelFactory = Callable[[], Mapping[str, BaseChannel]]
 T = TypeVar("T")
-
-
-# -- the I/O a flow asks for ------------------------------------------------------------------
-@dataclass(frozen=True)
-class GetTuple:
-    config: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class RefuseExisting:
-    thread_id: str
-    doing: str
-
-
-@dataclass(frozen=True)
-class SetOwner:
-    thread_id: str
-    owner: Any
-
-
-@dataclass(frozen=True)
-class GetDurability:
-    config: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class DeltaHistory:
-    config: dict[str, Any]
-    channels: list[str]
-
-
-@dataclass(frozen=True)
-class Put:
-    config: dict[str, Any]
-    checkpoint: dict[str, Any]
-    metadata: dict[str, Any]
-    new_versions: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class BumpVersion:
-    thread_id: str
-    expected: int | None
-
-
-@dataclass(frozen=True)
-class OpenList:
-    """Start a ``list``; the reply is a cursor for :class:`NextRow`."""
-
-    config: dict[str, Any]
-    options: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class NextRow:
-    """The cursor's next tuple, or None when it is done."""
-
-    cursor: Any
-
-
-@dataclass(frozen=True)
-class FireForked:
-    source_thread_id: str
-    checkpoint_id: str
-    new_thread_id: str
-    snapshot: StateSnapshot
-
-
-Request = (
-    GetTuple
-    | RefuseExisting
-    | SetOwner
-    | GetDurability
-    | DeltaHistory
-    | Put
-    | BumpVersion
-    | OpenList
-    | NextRow
-    | FireForked
-)
 
 
 class TimeTravel:
@@ -274,10 +201,12 @@ class TimeTravel:
         *,
         checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
-        """Replay synthetic supersteps through the reducers; store one bulk_update checkpoint."""
-        snapshot = self._run(self._bulk_update(thread_id, supersteps, checkpoint_ns))
-        audit.record(**self._bulk_updated(thread_id, supersteps, snapshot))
-        return snapshot
+        """Replay synthetic supersteps through the channels; store one bulk_update checkpoint.
+
+        Records no audit event: entrances call :func:`checkpoints.timetravel.updates.
+        update_state`, which picks the graph or this fallback and audits the change once.
+        """
+        return self._run(self._bulk_update(thread_id, supersteps, checkpoint_ns))
 
     def namespaces(self, thread_id: str) -> list[str]:
         """The thread's checkpoint namespaces: "" (the root), then each subgraph's."""
@@ -350,9 +279,7 @@ class TimeTravel:
         *,
         checkpoint_ns: str = ROOT_NS,
     ) -> StateSnapshot:
-        snapshot = await self._arun(self._bulk_update(thread_id, supersteps, checkpoint_ns))
-        await audit.arecord(**self._bulk_updated(thread_id, supersteps, snapshot))
-        return snapshot
+        return await self._arun(self._bulk_update(thread_id, supersteps, checkpoint_ns))
 
     async def anamespaces(self, thread_id: str) -> list[str]:
         return await self._arun(self._namespaces(thread_id))
@@ -380,17 +307,6 @@ class TimeTravel:
             source_thread_id=source,
             source_checkpoint_id=checkpoint_id,
             new_head=configurable["checkpoint_id"],
-        )
-
-    def _bulk_updated(self, thread_id: str, supersteps, snapshot: StateSnapshot) -> dict:
-        channels = sorted({w["channel"] for step in supersteps for w in step if "channel" in w})
-        head = snapshot.config["configurable"]["checkpoint_id"]
-        return self._audit(
-            "bulk_update",
-            thread_id,
-            supersteps=len(supersteps),
-            channels=channels,
-            new_head=head,
         )
 
     # -- flows: each operation once ------------------------------------------------------------
@@ -483,9 +399,10 @@ class TimeTravel:
         target = yield from self._load(thread_id, checkpoint_id, ns)
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = rollback_plan(head, target, rebuilt, self.saver.get_next_version)
-        yield BumpVersion(thread_id, expected)
         # The target's pending writes stay behind: see planning._copy_plan.
-        yield Put(thread_config(thread_id, checkpoint_id, ns), *plan)
+        yield BumpAndPut(
+            thread_id, expected, Put(thread_config(thread_id, checkpoint_id, ns), *plan)
+        )
         return (yield from self._get_state(thread_id, plan.checkpoint["id"], ns))
 
     def _fork(
@@ -522,7 +439,7 @@ class TimeTravel:
         snapshot = yield from self._get_state(
             new_thread_id, plan.checkpoint["id"], own_graph=ns == ROOT_NS
         )
-        yield FireForked(source_thread_id, checkpoint_id, new_thread_id, snapshot)
+        yield FireForked(type(self), source_thread_id, checkpoint_id, new_thread_id, snapshot)
         return snapshot
 
     def _bulk_update(
@@ -613,84 +530,8 @@ class TimeTravel:
     def _astream(self, flow: Flow[None]) -> AsyncIterator[Any]:
         return astream(flow, self._aperform)
 
-    def _perform(self, request: Request) -> Any:
-        saver = self.saver
-        match request:
-            case GetTuple(config):
-                return saver.get_tuple(config)
-            case RefuseExisting(thread_id, doing):
-                return refuse_existing(saver=saver, thread_id=thread_id, doing=doing)
-            case SetOwner(thread_id, owner):
-                return record_owner(saver=saver, thread_id=thread_id, user=owner)
-            case GetDurability(config):
-                get = getattr(saver, "get_durability", None)
-                return get(config) if get is not None else None
-            case DeltaHistory(config, channels):
-                return saver.get_delta_channel_history(config=config, channels=channels)
-            case Put(config, checkpoint, metadata, new_versions):
-                return saver.put(config, checkpoint, metadata, new_versions)
-            case BumpVersion(thread_id, expected):
-                return saver.bump_thread_version(thread_id, expected=expected)
-            case OpenList(config, options):
-                return iter(saver.list(config, **options))
-            case NextRow(cursor):
-                return next(cursor, None)
-            case FireForked():
-                return self._fire_forked(request)
-        raise TypeError(f"time travel has no sync I/O for {request!r}")
+    def _perform(self, request: Any) -> Any:
+        return perform(self.saver, request)
 
-    async def _aperform(self, request: Request) -> Any:
-        saver = self.saver
-        match request:
-            case GetTuple(config):
-                return await saver.aget_tuple(config)
-            case RefuseExisting(thread_id, doing):
-                refuse = sync_to_async(refuse_existing, thread_sensitive=True)
-                return await refuse(saver=saver, thread_id=thread_id, doing=doing)
-            case SetOwner(thread_id, owner):
-                record = sync_to_async(record_owner, thread_sensitive=True)
-                return await record(saver=saver, thread_id=thread_id, user=owner)
-            case GetDurability(config):
-                aget = getattr(saver, "aget_durability", None)
-                return await aget(config) if aget is not None else None
-            case DeltaHistory(config, channels):
-                return await saver.aget_delta_channel_history(config=config, channels=channels)
-            case Put(config, checkpoint, metadata, new_versions):
-                return await saver.aput(config, checkpoint, metadata, new_versions)
-            case BumpVersion(thread_id, expected):
-                abump = getattr(saver, "abump_thread_version", None)
-                if abump is not None:
-                    return await abump(thread_id, expected=expected)
-                bump = sync_to_async(saver.bump_thread_version, thread_sensitive=True)
-                return await bump(thread_id, expected=expected)
-            case OpenList(config, options):
-                return saver.alist(config, **options).__aiter__()
-            case NextRow(cursor):
-                return await anext(cursor, None)
-            case FireForked():
-                # Receivers are plain Django ones and may touch the ORM.
-                return await sync_to_async(self._fire_forked, thread_sensitive=True)(request)
-        raise TypeError(f"time travel has no async I/O for {request!r}")
-
-    def _fire_forked(self, fork: FireForked) -> None:
-        from checkpoints.signals import thread_forked
-
-        results = thread_forked.send_robust(
-            sender=type(self),
-            saver=self.saver,
-            source_thread_id=fork.source_thread_id,
-            checkpoint_id=fork.checkpoint_id,
-            new_thread_id=fork.new_thread_id,
-            snapshot=fork.snapshot,
-        )
-        for receiver, outcome in results:
-            if isinstance(outcome, Exception):
-                logger.error(
-                    "thread_forked receiver %r failed for fork of %r at %r into %r; "
-                    "the fork stands",
-                    receiver,
-                    fork.source_thread_id,
-                    fork.checkpoint_id,
-                    fork.new_thread_id,
-                    exc_info=outcome,
-                )
+    async def _aperform(self, request: Any) -> Any:
+        return await aperform(self.saver, request)

@@ -1,12 +1,13 @@
-"""The finished mark has one annotation and one condition (`checkpoints.selectors`): the
+"""The finished mark has one annotation and one condition (`checkpoints.marks`): the
 API's thread status, the admin's columns and both of its finished filters read them."""
 
 from __future__ import annotations
 
 import pytest
 
+from checkpoints.marks import is_marked, with_finished_mark
 from checkpoints.models import Thread
-from checkpoints.selectors import ThreadInfo, is_marked, thread_rows, with_finished_mark
+from checkpoints.selectors import ThreadInfo, thread_rows
 from retention.runs import mark_finished
 from tests.admin_fixtures import run_chat
 

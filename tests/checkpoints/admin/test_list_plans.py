@@ -196,8 +196,8 @@ def test_the_finished_thread_list_starts_from_the_marks_not_the_write_order(sett
     nearly every thread before the first page is full."""
     from django.contrib.auth import get_user_model
 
+    from checkpoints.api.queries import thread_list
     from checkpoints.models import FinishedMark
-    from checkpoints.selectors import thread_list
     from checkpoints.store.registry import get_saver
 
     if "pg" not in settings.DATABASES:
@@ -229,7 +229,7 @@ def test_the_big_lists_count_and_page_with_jit_off_on_postgresql(alias):
     """JIT compiled the status filter's count for 650 ms of a 700 ms answer at 100,000
     threads; the paginator turns it off for its own statements only."""
     from checkpoints.admin.paging import IndexPaginator
-    from checkpoints.selectors import without_jit
+    from checkpoints.pages import without_jit
 
     seed(alias, threads=30, per_thread=1)
     rows = Thread.objects.using(alias).order_by("-last_write_at", "-id")
@@ -440,7 +440,7 @@ def test_a_page_in_the_second_half_is_walked_from_the_far_end(alias):
     100,000 threads); read from the far end it costs what the first page does. Every page
     must still hold exactly the rows a forward walk gives, ties included."""
     from checkpoints.admin.paging import IndexPaginator
-    from checkpoints.selectors import unindexed
+    from checkpoints.pages import unindexed
 
     seed(alias, threads=47, per_thread=1)
     threads = Thread.objects.using(alias)
@@ -477,7 +477,7 @@ def test_the_api_status_list_counts_bare_ids_with_jit_off(settings):
     admin's paginator does."""
     from django.contrib.auth import get_user_model
 
-    from checkpoints.selectors import thread_list
+    from checkpoints.api.queries import thread_list
     from checkpoints.store.registry import get_saver
 
     if "pg" not in settings.DATABASES:
@@ -534,8 +534,8 @@ def test_the_unmarked_test_hashes_the_marks_once(settings, kind):
     NOT IN reads the marks once."""
     from django.contrib.auth import get_user_model
 
+    from checkpoints.api.queries import thread_list
     from checkpoints.models import FinishedMark
-    from checkpoints.selectors import thread_list
     from checkpoints.store.registry import get_saver
 
     if "pg" not in settings.DATABASES:
@@ -602,10 +602,10 @@ def test_an_api_page_sorted_whole_or_deep_and_costly_reads_its_count_with_it(off
     from django.contrib.auth.models import User
     from rest_framework.test import APIClient
 
-    from checkpoints import selectors
+    from checkpoints import pages
     from checkpoints.models import FinishedMark
 
-    assert selectors.DEEP_OFFSET <= 1050
+    assert pages.DEEP_OFFSET <= 1050
     seed("default", 1200, 0)  # all written in the last few minutes: recent
     now = utcnow()
     FinishedMark.objects.bulk_create(

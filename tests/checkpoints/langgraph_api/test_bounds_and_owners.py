@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from checkpoints.api.base import STORE_METADATA_KEYS
 from checkpoints.langgraph_api import views
-from checkpoints.langgraph_api.views import IDS_MAX, PRUNE_MAX, SEARCH_MAX
+from checkpoints.langgraph_api.parsing import IDS_MAX, PRUNE_MAX, SEARCH_MAX
 from checkpoints.store.registry import get_saver
 from tests.store_helpers import corrupt_values
 

@@ -106,13 +106,16 @@ def test_supersteps_run_through_the_graph(lg):
     assert client.threads.get_state("ss")["next"] == ["review"]
 
 
-def test_update_state_needs_a_registered_graph(lg, settings):
+def test_update_state_without_a_graph_refuses_a_reducer_channel(lg, settings):
+    """Without the graph the REST API's last-value fallback applies: `notes` appends, so a
+    write would replace it; refused naming the way out, and nothing is written."""
     lg.run_graph("g")
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "GRAPHS": {}}
     before = lg.sync(lg.owner()).threads.get_state("g")
     with pytest.raises(UnprocessableEntityError) as caught:
         lg.sync(lg.owner()).threads.update_state("g", {"notes": ["x"]})
-    assert 'CHECKPOINTS["GRAPHS"]' in caught.value.response.json()["detail"]
+    detail = caught.value.response.json()["detail"]
+    assert "'notes'" in detail and 'CHECKPOINTS["GRAPHS"]' in detail
     assert lg.sync(lg.owner()).threads.get_state("g") == before
 
 

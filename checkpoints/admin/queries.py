@@ -1,0 +1,286 @@
+"""What the admin's pages read of the ORM tables (``alias``: the store the page reads):
+checkpoint rows, their lineage and branches, writes, sizes and subgraph interrupts.
+
+One subject: the admin console's queries on the store's tables, each a page's read, kept
+together so the indexes they rely on (checkpoints/models.py) are checked in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connections
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Length
+
+from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
+
+# How many children (or forks) of one checkpoint a page links to.
+CHILD_LINKS = 20
+
+
+def with_checkpoint_count(rows: QuerySet) -> QuerySet:
+    """Thread rows annotated with ``checkpoint_count``; correlated per row and answered from
+    the (thread, ns, checkpoint_id) index, so its cost follows the page, not the table."""
+    count = (
+        Checkpoint.objects.filter(thread=OuterRef("pk"))
+        .order_by()
+        .values("thread")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return rows.annotate(checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0))
+
+
+def thread_by_pk(*, alias: str, pk: int) -> Thread | None:
+    return Thread.objects.using(alias).filter(pk=pk).first()
+
+
+def checkpoint_rows(*, alias: str) -> QuerySet:
+    """The store's checkpoint rows, without their bodies."""
+    return Checkpoint.objects.using(alias).defer("checkpoint")
+
+
+def checkpoint_row(
+    *, alias: str, thread_id: str, checkpoint_id: str, ns: str = ""
+) -> Checkpoint | None:
+    return (
+        checkpoint_rows(alias=alias)
+        .filter(thread__thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id)
+        .first()
+    )
+
+
+def head_row(*, alias: str, thread_id: str, ns: str = "") -> Checkpoint | None:
+    """The newest checkpoint of the thread's namespace, with its thread."""
+    return (
+        checkpoint_rows(alias=alias)
+        .select_related("thread")
+        .filter(thread__thread_id=thread_id, checkpoint_ns=ns)
+        .order_by("-checkpoint_id")
+        .first()
+    )
+
+
+def children_of(*, alias: str, row: Checkpoint) -> list[tuple[int, str, str]]:
+    """(pk, checkpoint id, other thread id or "") of checkpoints whose parent is ``row``."""
+    rows = Checkpoint.objects.using(alias)
+    same_thread = list(
+        rows.filter(
+            thread_id=row.thread_id,
+            checkpoint_ns=row.checkpoint_ns,
+            parent_checkpoint_id=row.checkpoint_id,
+        )
+        .order_by("checkpoint_id")
+        .values_list("pk", "checkpoint_id")[:CHILD_LINKS]
+    )
+    # Forks start other threads; their first checkpoint names this one in its metadata.
+    forks = list(
+        rows.filter(
+            source="fork",
+            metadata__forked_from__checkpoint_id=row.checkpoint_id,
+            metadata__forked_from__thread_id=row.thread.thread_id,
+        )
+        .order_by("checkpoint_id")
+        .values_list("pk", "checkpoint_id", "thread__thread_id")[:CHILD_LINKS]
+    )
+    return [(pk, cid, "") for pk, cid in same_thread] + forks
+
+
+def forks_from(*, alias: str, thread_id: str) -> list[tuple[str, int, str]]:
+    """(checkpoint id forked from, forked thread's pk, its thread id) for ``thread_id``.
+
+    A fork's first checkpoint names its origin in its metadata; PostgreSQL answers the
+    containment from the metadata GIN index, SQLite by reading the fork rows.
+    """
+    rows = Checkpoint.objects.using(alias).filter(source="fork")
+    if connections[alias].vendor == "postgresql":
+        rows = rows.filter(metadata__contains={"forked_from": {"thread_id": thread_id}})
+    else:
+        rows = rows.filter(metadata__forked_from__thread_id=thread_id)
+    found = rows.order_by("checkpoint_id").values_list(
+        "metadata__forked_from__checkpoint_id", "thread_id", "thread__thread_id"
+    )
+    return [(str(cid), pk, tid) for cid, pk, tid in found[:CHILD_LINKS]]
+
+
+def neighbours(*, alias: str, pk) -> tuple[dict | None, tuple | None, tuple | None]:
+    """The checkpoint row ``pk`` (thread pk, ns, id), and the (pk, checkpoint id) of the
+    older and the newer checkpoint of the same thread and namespace (None at either end)."""
+    rows = Checkpoint.objects.using(alias)
+    row = rows.filter(pk=pk).values("thread_id", "checkpoint_ns", "checkpoint_id").first()
+    if row is None:
+        return None, None, None
+    same = rows.filter(thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"])
+
+    def nearest(lookup: str, order: str):
+        near = same.filter(**{f"checkpoint_id__{lookup}": row["checkpoint_id"]})
+        return near.order_by(order).values_list("pk", "checkpoint_id").first()
+
+    return row, nearest("lt", "-checkpoint_id"), nearest("gt", "checkpoint_id")
+
+
+def checkpoint_windows(
+    *, alias: str, thread_pk: int, window: int, page_ns: str = "", before: str | None = None
+) -> list[tuple[str, list[tuple], int, list[tuple[str, str | None]]]]:
+    """Per namespace of the thread (root first): a window of ``window`` checkpoints as
+    (pk, checkpoint id, parent id, source, step), newest first; how many older ones were left
+    out; and the (checkpoint id, parent id) of each newer one, oldest first. A window ends at
+    its namespace's head, but ``page_ns``'s ends just before the checkpoint id ``before``."""
+    checkpoints = Checkpoint.objects.using(alias).filter(thread_id=thread_pk)
+    namespaces = sorted(
+        set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
+    )
+    found = []
+    for ns in namespaces:
+        same = checkpoints.filter(checkpoint_ns=ns)
+        paged = ns == page_ns and before is not None
+        shown = same.filter(checkpoint_id__lt=before) if paged else same
+        rows = list(
+            shown.order_by("-checkpoint_id").values_list(
+                "pk", "checkpoint_id", "parent_checkpoint_id", "source", "step"
+            )[: window + 1]
+        )
+        left_out = 0
+        if len(rows) > window:
+            rows = rows[:window]
+            left_out = shown.filter(checkpoint_id__lt=rows[-1][1]).count()
+        # The newer ones' links place the head's path in an older window.
+        newer = (
+            list(
+                same.filter(checkpoint_id__gte=before)
+                .order_by("checkpoint_id")
+                .values_list("checkpoint_id", "parent_checkpoint_id")
+            )
+            if paged
+            else []
+        )
+        found.append((ns, rows, left_out, newer))
+    return found
+
+
+def newest_checkpoints(*, alias: str, thread_pk: int, limit: int) -> list[tuple]:
+    """(pk, checkpoint id, source, step, written) of the thread's newest checkpoints."""
+    return list(
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk)
+        .order_by("-checkpoint_id")
+        .values_list("pk", "checkpoint_id", "source", "step", "created_at")[:limit]
+    )
+
+
+def head_writes(*, alias: str, heads: dict[int, str], channel: str) -> QuerySet:
+    """(thread pk, task id, idx, task path, type, blob) of the writes on ``channel`` at each
+    thread's head checkpoint (``heads``: thread pk -> head checkpoint id), root namespace."""
+    wanted = Q()
+    for thread_pk, head_id in heads.items():
+        wanted |= Q(thread_id=thread_pk, checkpoint_id=head_id)
+    return (
+        PendingWrite.objects.using(alias)
+        .filter(wanted, checkpoint_ns="", channel=channel)
+        .order_by("thread_id", "task_id", "idx")
+        .values_list("thread_id", "task_id", "idx", "task_path", "type", "blob")
+    )
+
+
+def task_paths(*, alias: str, thread_pk: int, checkpoint_id: str, ns: str = "") -> dict[str, str]:
+    """task id -> task path of the writes at a checkpoint (the root namespace's by default)."""
+    rows = PendingWrite.objects.using(alias).filter(
+        thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id=checkpoint_id
+    )
+    return dict(rows.values_list("task_id", "task_path"))
+
+
+def writers_of(
+    *, alias: str, checkpoints: Iterable[tuple[int, str, str]]
+) -> list[tuple[int, str, str, str]]:
+    """(thread pk, ns, checkpoint id, task path) of the writes at each of ``checkpoints``
+    ((thread pk, ns, checkpoint id)): the tasks that wrote their children."""
+    # One IN list per (thread, namespace): a history page is one of each, where an OR of 50
+    # (thread, namespace, id) triples cost more to build than to run.
+    by_place: dict[tuple, set[str]] = {}
+    for thread_pk, ns, checkpoint_id in checkpoints:
+        by_place.setdefault((thread_pk, ns), set()).add(checkpoint_id)
+    if not by_place:
+        return []
+    wanted = Q()
+    for (thread_pk, ns), ids in by_place.items():
+        wanted |= Q(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id__in=sorted(ids))
+    return list(
+        PendingWrite.objects.using(alias)
+        .filter(wanted)
+        .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")
+    )
+
+
+def channel_sizes(
+    *, alias: str, thread_pk: int, ns: str, versions: dict[str, str]
+) -> dict[str, int]:
+    """Stored bytes of each channel's value at ``versions`` (after compression)."""
+    if not versions:
+        return {}
+    wanted = Q()
+    for channel, version in versions.items():
+        wanted |= Q(channel=channel, version=version)
+    rows = (
+        ChannelBlob.objects.using(alias)
+        .filter(wanted, thread_id=thread_pk, checkpoint_ns=ns)
+        .annotate(size=Length("blob"))
+        .values_list("channel", "size")
+    )
+    return {channel: size or 0 for channel, size in rows}
+
+
+# -- the admin's words: subgraph interrupts, namespaces, branches (checkpoints/admin) ------------
+def subgraph_interrupts(
+    *, alias: str, places: Iterable[tuple[int, str]], channel: str
+) -> list[tuple[int, str, str, str]]:
+    """(thread pk, namespace, checkpoint id, task path) of the ``channel`` writes in the
+    namespaces under each of ``places`` ((thread pk, namespace prefix)), newest first.
+
+    A subgraph's checkpoints live in the namespace ``"<node>:<task id>"`` of the parent task
+    that ran it (nested ones add ``"|<node>:<task id>"``): the parent's interrupt write names
+    the subgraph's node; the writes here name the node inside it that asked.
+    """
+    wanted = Q()
+    for thread_pk, prefix in places:
+        wanted |= Q(thread_id=thread_pk, checkpoint_ns__startswith=prefix)
+    if not wanted:
+        return []
+    return list(
+        PendingWrite.objects.using(alias)
+        .filter(wanted, channel=channel)
+        .order_by("-checkpoint_id")
+        .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")[:500]
+    )
+
+
+def namespaces_of(*, alias: str, thread_pk: int, limit: int) -> list[str]:
+    """The thread's first ``limit`` namespaces in order, root ("") first.
+
+    One index seek per namespace (the next one after the last found), so a thread of a
+    million checkpoints in three namespaces costs three seeks, not a scan.
+    """
+    rows = Checkpoint.objects.using(alias).filter(thread_id=thread_pk).order_by("checkpoint_ns")
+    found: list[str] = []
+    nxt = rows.values_list("checkpoint_ns", flat=True).first()
+    while nxt is not None and len(found) < limit:
+        found.append(nxt)
+        nxt = rows.filter(checkpoint_ns__gt=nxt).values_list("checkpoint_ns", flat=True).first()
+    return found
+
+
+def lineage_links(
+    *, alias: str, thread_pk: int, ns: str, since: str, limit: int
+) -> list[tuple[str, str | None, str, Any]]:
+    """(checkpoint id, parent id, source, rollback metadata) of the namespace's checkpoints
+    from ``since`` on, newest first, at most ``limit``: what a branch is traced from."""
+    return list(
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk, checkpoint_ns=ns, checkpoint_id__gte=since)
+        .order_by("-checkpoint_id")
+        .values_list("checkpoint_id", "parent_checkpoint_id", "source", "metadata__rollback")[
+            :limit
+        ]
+    )
