@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from checkpoints import audit
 from checkpoints.store.contract import StoreSaver
-from checkpoints.store.planning import ThreadRetention
+from checkpoints.store.planning.retention import ThreadRetention
 from retention.errors import InvalidRetention, RetentionTooLong
 
 

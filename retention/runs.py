@@ -17,7 +17,8 @@ from asgiref.sync import sync_to_async
 from checkpoints import audit
 from checkpoints.conf import has_database
 from checkpoints.store.contract import StoreSaver
-from checkpoints.store.planning import FinishedEntry, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.records import FinishedEntry
 from retention.errors import ParkNotSupported, ParkRefused
 from retention.policy import effective_retention
 

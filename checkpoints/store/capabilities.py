@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from checkpoints.channels import INTERRUPT
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
-from checkpoints.store.planning import FinishedEntry
+from checkpoints.store.planning.records import FinishedEntry
 
 HOST = socket.gethostname()
 # The thread id an import writes a thread under before copying it into place, on a store

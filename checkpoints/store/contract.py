@@ -42,24 +42,14 @@ from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidArgumentType, InvalidCheckpointInput
 from checkpoints.flows import arun, run
 from checkpoints.store.capabilities import Capabilities
-from checkpoints.store.planning import (
-    CopyOutcome,
-    DeleteRounds,
-    FinishedEntry,
-    PutPlan,
-    ThreadHoldings,
-    ThreadRetention,
-    ThreadStorage,
-    WritesPlan,
-    check_prune_args,
-    check_thread_id,
-    config_keys,
-    copy_outcome,
-    plan_put,
-    plan_writes,
-    stored_config,
-    utcnow,
-)
+from checkpoints.store.planning import check_thread_id, config_keys, stored_config, utcnow
+from checkpoints.store.planning.copy import CopyOutcome, copy_outcome
+from checkpoints.store.planning.delete import DeleteRounds
+from checkpoints.store.planning.prune import check_prune_args
+from checkpoints.store.planning.put import PutPlan, plan_put
+from checkpoints.store.planning.records import FinishedEntry, ThreadHoldings, ThreadStorage
+from checkpoints.store.planning.retention import ThreadRetention
+from checkpoints.store.planning.writes import WritesPlan, plan_writes
 from checkpoints.store.requests import (
     CopyThread,
     CountThread,

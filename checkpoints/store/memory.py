@@ -16,28 +16,21 @@ from checkpoints.codec.compression import reading_checkpoint, reserve
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.errors import ThreadVersionConflict
 from checkpoints.store.contract import StoreSaver
-from checkpoints.store.planning import (
+from checkpoints.store.planning import check_limit, config_keys, list_bounds, utcnow
+from checkpoints.store.planning.copy import CopyOutcome
+from checkpoints.store.planning.metadata import metadata_matches, validate_filter
+from checkpoints.store.planning.prune import PruneRow, delta_channels, prune_thread_plan, root_of
+from checkpoints.store.planning.put import PutPlan
+from checkpoints.store.planning.reads import body_shape
+from checkpoints.store.planning.records import (
     MISSING,
-    CopyOutcome,
     FinishedEntry,
-    PruneRow,
-    PutPlan,
     ThreadHoldings,
-    ThreadRetention,
     ThreadStorage,
-    WritesPlan,
-    body_shape,
-    check_limit,
-    config_keys,
-    delta_channels,
-    list_bounds,
-    metadata_matches,
-    prune_thread_plan,
-    root_of,
     thread_storage,
-    utcnow,
-    validate_filter,
 )
+from checkpoints.store.planning.retention import ThreadRetention
+from checkpoints.store.planning.writes import WritesPlan
 from checkpoints.store.projection import set_aside
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from checkpoints.store.planning import PutPlan, WritesPlan
+from checkpoints.store.planning.put import PutPlan
+from checkpoints.store.planning.writes import WritesPlan
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadExists
-from checkpoints.store.planning import ThreadRetention, check_thread_id
+from checkpoints.store.planning import check_thread_id
+from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.transfer.checks import check_thread
 from checkpoints.transfer.langgraph_tables import TableSource
 from checkpoints.transfer.records import (

@@ -20,7 +20,7 @@ The layouts are LangGraph's, versioned by their migrations:
 
 A checkpoint before format v4 holds its parent's pending sends as the parent's TASKS
 writes; they are moved into its TASKS channel as PostgresSaver does when it reads
-(`checkpoints.store.planning.migrate_parent_sends`).
+(`checkpoints.store.planning.parent_sends.migrate_parent_sends`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import writes_sort_key
 from langgraph.constants import TASKS
 
 from checkpoints.errors import CheckpointConfigError
-from checkpoints.store.planning import migrate_parent_sends, needs_parent_sends
+from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
 from checkpoints.transfer.records import (
     CheckpointRecord,
     ThreadRecord,

@@ -22,7 +22,7 @@ from langgraph.constants import TASKS
 
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.capabilities import STAGING_PREFIX
-from checkpoints.store.planning import migrate_parent_sends, needs_parent_sends
+from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
 from checkpoints.transfer.records import CheckpointRecord, ThreadRecord, WriteRecord, read_export
 
 PAGE = 1000

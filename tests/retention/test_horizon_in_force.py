@@ -9,7 +9,8 @@ import pytest
 import redis
 
 from checkpoints.models import Thread
-from checkpoints.store.planning import ThreadRetention, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.store.redis.keys import thread_prefix
 from checkpoints.store.registry import get_saver
 from retention.policy import declare_retention, effective_retention, platform_retention

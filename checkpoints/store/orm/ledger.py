@@ -23,13 +23,10 @@ from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
 from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.lease import Leases
-from checkpoints.store.planning import (
-    FORMAT_GENERATION,
-    FinishedEntry,
-    ThreadRetention,
-    format_verdict,
-    utcnow,
-)
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.format import FORMAT_GENERATION, format_verdict
+from checkpoints.store.planning.records import FinishedEntry
+from checkpoints.store.planning.retention import ThreadRetention
 
 
 def find_user(value: str, *, using: str = "default", only_pk: bool = False) -> Any:

@@ -14,13 +14,8 @@ from checkpoints.channels import TASKS
 from checkpoints.models import ChannelBlob, PendingWrite, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.orm.internals import raw_delete
-from checkpoints.store.planning import (
-    PruneRow,
-    delta_channels,
-    needs_parent_sends,
-    prune_thread_plan,
-    root_of,
-)
+from checkpoints.store.planning.parent_sends import needs_parent_sends
+from checkpoints.store.planning.prune import PruneRow, delta_channels, prune_thread_plan, root_of
 
 # The type tag of a channel version stored as "no value" (LangGraph's empty channel).
 EMPTY = "empty"

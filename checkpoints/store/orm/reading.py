@@ -28,12 +28,8 @@ from checkpoints.codec.encryption import Place, encryption_enabled
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.errors import CheckpointCodecError, UnreadableValue
 from checkpoints.models import PendingWrite
-from checkpoints.store.planning import (
-    body_shape,
-    metadata_shape,
-    migrate_parent_sends,
-    needs_parent_sends,
-)
+from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
+from checkpoints.store.planning.reads import body_shape, metadata_shape
 from checkpoints.store.projection import set_aside
 
 

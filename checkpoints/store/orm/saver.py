@@ -41,21 +41,17 @@ from checkpoints.store.orm.ledger import OrmLedger
 from checkpoints.store.orm.prune import EMPTY, OrmPrune
 from checkpoints.store.orm.reading import OrmReading
 from checkpoints.store.orm.sealing import OrmReseal, rebind_orm_row
-from checkpoints.store.planning import (
+from checkpoints.store.planning import check_limit, config_keys, list_bounds, utcnow
+from checkpoints.store.planning.copy import CopyOutcome
+from checkpoints.store.planning.metadata import metadata_matches, validate_filter
+from checkpoints.store.planning.put import PutPlan
+from checkpoints.store.planning.records import (
     MISSING,
-    CopyOutcome,
-    PutPlan,
     ThreadHoldings,
     ThreadStorage,
-    WritesPlan,
-    check_limit,
-    config_keys,
-    list_bounds,
-    metadata_matches,
     thread_storage,
-    utcnow,
-    validate_filter,
 )
+from checkpoints.store.planning.writes import WritesPlan
 from checkpoints.store.registry import dialect_saver
 from checkpoints.store.requests import StoreRequest
 

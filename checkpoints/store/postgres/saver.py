@@ -23,13 +23,11 @@ from checkpoints.conf import setting
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import astream
 from checkpoints.store.orm.saver import MISSING_OWNER, OrmSaver
-from checkpoints.store.planning import (
-    PutPlan,
-    ThreadHoldings,
-    WritesPlan,
-    config_keys,
-    needs_parent_sends,
-)
+from checkpoints.store.planning import config_keys
+from checkpoints.store.planning.parent_sends import needs_parent_sends
+from checkpoints.store.planning.put import PutPlan
+from checkpoints.store.planning.records import ThreadHoldings
+from checkpoints.store.planning.writes import WritesPlan
 from checkpoints.store.postgres import schema, space, wire
 from checkpoints.store.postgres.pool import (
     aprepared_statements_allowed,

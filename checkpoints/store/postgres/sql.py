@@ -13,7 +13,9 @@ import json
 
 from psycopg.types.json import Jsonb
 
-from checkpoints.store.planning import WritesPlan, exact_filter, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.metadata import exact_filter
+from checkpoints.store.planning.writes import WritesPlan
 from checkpoints.store.postgres.wire import ByteaArray, Int4Array, TextArray
 
 # The durability level this session commits with, computed by the statement that writes

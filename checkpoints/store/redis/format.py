@@ -7,7 +7,7 @@ import redis.cluster
 from redis.exceptions import RedisClusterException
 
 from checkpoints.store.capabilities import STAGING_PREFIX
-from checkpoints.store.planning import FORMAT_GENERATION, format_verdict
+from checkpoints.store.planning.format import FORMAT_GENERATION, format_verdict
 from checkpoints.store.redis.driver import Batch, cmd
 from checkpoints.store.redis.keys import (
     FORMAT_KEY,

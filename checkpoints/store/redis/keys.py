@@ -6,7 +6,8 @@ import hashlib
 import json
 from datetime import UTC, datetime
 
-from checkpoints.store.planning import PruneRow, delta_channels, root_of, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.prune import PruneRow, delta_channels, root_of
 
 # Store-wide keys share one hash tag, ``{cp}``: on a Redis Cluster they live in one slot,
 # so a transaction over them (a finished mark is a ZADD and an HSET) never spans slots.

@@ -11,7 +11,9 @@ from redis.exceptions import LockError
 
 from checkpoints.errors import ThreadVersionConflict
 from checkpoints.store.capabilities import Capabilities, LeaseLost, LockHeld
-from checkpoints.store.planning import FinishedEntry, ThreadRetention, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.records import FinishedEntry
+from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.store.redis.driver import CAUGHT, Batch, Eval, cmd, single
 from checkpoints.store.redis.keys import (
     DUE_KEY,

@@ -57,24 +57,20 @@ from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import Emit
 from checkpoints.store.contract import StoreSaver
-from checkpoints.store.planning import (
+from checkpoints.store.planning import check_limit, config_keys, list_bounds
+from checkpoints.store.planning.copy import CopyOutcome
+from checkpoints.store.planning.metadata import metadata_matches, validate_filter
+from checkpoints.store.planning.prune import prune_thread_plan
+from checkpoints.store.planning.put import PutPlan
+from checkpoints.store.planning.reads import body_shape, metadata_shape
+from checkpoints.store.planning.records import (
     MISSING,
-    CopyOutcome,
-    PutPlan,
     ThreadHoldings,
-    ThreadRetention,
     ThreadStorage,
-    WritesPlan,
-    body_shape,
-    check_limit,
-    config_keys,
-    list_bounds,
-    metadata_matches,
-    metadata_shape,
-    prune_thread_plan,
     thread_storage,
-    validate_filter,
 )
+from checkpoints.store.planning.retention import ThreadRetention
+from checkpoints.store.planning.writes import WritesPlan
 from checkpoints.store.projection import set_aside
 from checkpoints.store.redis.clients import (
     cluster_address,

@@ -17,7 +17,9 @@ from django.db import connections, transaction
 from checkpoints.models import FinishedMark, Thread
 from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.saver import OrmSaver
-from checkpoints.store.planning import PutPlan, WritesPlan, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.put import PutPlan
+from checkpoints.store.planning.writes import WritesPlan
 from checkpoints.store.sqlite import space
 from checkpoints.store.sqlite.connection import durability, warm_connection, write_transaction
 from checkpoints.store.sqlite.sql import (

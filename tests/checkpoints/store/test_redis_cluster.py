@@ -17,7 +17,8 @@ from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
-from checkpoints.store.planning import FORMAT_GENERATION, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.format import FORMAT_GENERATION
 from checkpoints.store.redis.keys import DUE_KEY, FORMAT_KEY, MARKS_KEY, REGISTRY_KEY
 from checkpoints.store.registry import get_saver
 from retention.errors import SweepAlreadyRunning

@@ -22,12 +22,9 @@ from checkpoints.errors import (
     ThreadExists,
     ThreadVersionConflict,
 )
-from checkpoints.store.planning import (
-    FORMAT_ERROR_HINT,
-    FORMAT_GENERATION,
-    ThreadRetention,
-    utcnow,
-)
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.format import FORMAT_ERROR_HINT, FORMAT_GENERATION
+from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.store.redis.keys import FORMAT_KEY, REGISTRY_KEY, thread_prefix
 from checkpoints.store.registry import get_saver
 

@@ -34,7 +34,8 @@ from checkpoints.errors import (
     InvalidCheckpointInput,
 )
 from checkpoints.signals import checkpoint_created
-from checkpoints.store.planning import DELETE_ROUNDS, FORMAT_ERROR_HINT, FORMAT_GENERATION
+from checkpoints.store.planning.delete import DELETE_ROUNDS
+from checkpoints.store.planning.format import FORMAT_ERROR_HINT, FORMAT_GENERATION
 from checkpoints.store.requests import DeleteRound
 from tests.store_helpers import make_saver
 

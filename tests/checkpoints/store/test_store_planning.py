@@ -13,21 +13,13 @@ from checkpoints.errors import (
     InvalidCheckpointInput,
     ThreadExists,
 )
-from checkpoints.store.planning import (
-    DELETE_ROUNDS,
-    FORMAT_ERROR_HINT,
-    FORMAT_GENERATION,
-    MISSING,
-    CopyOutcome,
-    DeleteRounds,
-    PruneRow,
-    ThreadHoldings,
-    check_thread_id,
-    copy_outcome,
-    format_verdict,
-    plan_put,
-    prune_plan,
-)
+from checkpoints.store.planning import check_thread_id
+from checkpoints.store.planning.copy import CopyOutcome, copy_outcome
+from checkpoints.store.planning.delete import DELETE_ROUNDS, DeleteRounds
+from checkpoints.store.planning.format import FORMAT_ERROR_HINT, FORMAT_GENERATION, format_verdict
+from checkpoints.store.planning.prune import PruneRow, prune_plan
+from checkpoints.store.planning.put import plan_put
+from checkpoints.store.planning.records import MISSING, ThreadHoldings
 
 
 def row(cid, parent=None, delta=(), **versions):
@@ -160,7 +152,7 @@ def test_each_store_says_what_it_can(store, provider):
     ],
 )
 def test_metadata_refusals_name_the_nested_place(metadata, field, message):
-    from checkpoints.store.planning import json_metadata
+    from checkpoints.store.planning.metadata import json_metadata
 
     with pytest.raises(InvalidCheckpointInput, match=message) as caught:
         json_metadata({"configurable": {"thread_id": "t"}}, metadata)
@@ -168,7 +160,7 @@ def test_metadata_refusals_name_the_nested_place(metadata, field, message):
 
 
 def test_metadata_is_cleaned_of_nul_characters_at_every_depth():
-    from checkpoints.store.planning import json_metadata
+    from checkpoints.store.planning.metadata import json_metadata
 
     cleaned = json_metadata(
         {"configurable": {"thread_id": "t"}}, {"k\x00": ["a\x00b", {"c": ("d\x00",)}], "n": None}
@@ -223,7 +215,7 @@ def test_metadata_merge_and_cleaning_match_langgraphs_merge_then_cleaning(
 
     from langgraph.checkpoint.base import get_checkpoint_metadata
 
-    from checkpoints.store.planning import _clean_json, json_metadata
+    from checkpoints.store.planning.metadata import _clean_json, json_metadata
 
     config = {
         "metadata": ChainMap(extra, layered) if chained else {**layered, **extra},

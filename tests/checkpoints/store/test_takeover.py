@@ -16,7 +16,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.errors import ThreadExists
 from checkpoints.models import Thread
-from checkpoints.store.planning import ThreadRetention, utcnow
+from checkpoints.store.planning import utcnow
+from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 from retention.models import Park

@@ -71,7 +71,7 @@ def test_retention_and_finished_marks_move_with_their_threads(lg_sqlite, store):
     from datetime import UTC, datetime, timedelta
 
     from checkpoints.store.memory import MemorySaver, MemoryStore
-    from checkpoints.store.planning import ThreadRetention
+    from checkpoints.store.planning.retention import ThreadRetention
 
     seed(lg_sqlite)
     due = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
