@@ -6,7 +6,9 @@ import os
 
 from django.core.checks import Error, Tags, Warning, register
 
+from checkpoints.codec.encryption import parse_key
 from checkpoints.conf import PREPARE_MODES, store_settings
+from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.registry import path_errors, providers
 from checkpoints.store.sqlite.connection import SQLITE_SYNCHRONOUS_LEVELS, synchronous_level
 
@@ -276,9 +278,6 @@ def _binding_errors(conf) -> list[Error]:
 
 
 def _encryption_errors(keys) -> list[Error]:
-    from checkpoints.codec.encryption import parse_key
-    from checkpoints.errors import CheckpointConfigError
-
     if isinstance(keys, str):
         keys = [k for k in keys.split(",") if k.strip()]
     found = []

@@ -287,6 +287,7 @@ def _create_new_store(alias: str) -> bool:
     from django.db.migrations.recorder import MigrationRecorder
     from django.utils import timezone
 
+    # As `_open`'s: the registry once Django is configured (the module's docstring).
     from checkpoints.store.registry import dialect_saver
 
     connection = connections[alias]

@@ -41,6 +41,7 @@ from checkpoints.codec.serde import store_serializer as strict_serializer
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidArgumentType, InvalidCheckpointInput
 from checkpoints.flows import arun, run
+from checkpoints.signals import checkpoint_created
 from checkpoints.store.capabilities import Capabilities
 from checkpoints.store.planning import check_thread_id, config_keys, stored_config, utcnow
 from checkpoints.store.planning.copy import CopyOutcome, copy_outcome
@@ -64,6 +65,7 @@ from checkpoints.store.requests import (
     StoreRequest,
     StoreWrites,
 )
+from checkpoints.threads import refuse_existing
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +78,6 @@ def _tuple_key(tup) -> tuple[str, str]:
 
 
 Flow = Generator[StoreRequest, Any, Any]
-
-# checkpoints.signals.checkpoint_created, once the first put is acknowledged.
-checkpoint_created = None
 
 
 class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
@@ -305,10 +304,6 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
 
     def _acknowledge(self, plan: PutPlan) -> RunnableConfig:
         """The config a committed put returns; sends `checkpoint_created` with the envelope."""
-        global checkpoint_created
-        if checkpoint_created is None:  # imported at first use: this module loads no Django
-            from checkpoints.signals import checkpoint_created
-
         stored = stored_config(plan.thread_id, plan.ns, plan.checkpoint_id)
         # The receivers list first: asking has_listeners costs more than a put's other checks.
         if checkpoint_created.receivers and checkpoint_created.has_listeners(type(self)):
@@ -484,8 +479,6 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     def _refuse_existing_target(self, source_thread_id: str, target_thread_id: str) -> None:
         # The copy itself refuses a target holding checkpoints atomically; this also refuses
         # one known only by a mark, a retention or a thread record, so no owner is taken over.
-        from checkpoints.threads import refuse_existing
-
         check_thread_id(source_thread_id)
         refuse_existing(
             saver=self,
