@@ -48,30 +48,19 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+from langgraph.checkpoint.base import CheckpointTuple
 
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
-from checkpoints.codec.compression import reading_checkpoint, reserve
-from checkpoints.codec.encryption import Place, encryption_enabled, open_typed, seal_typed
-from checkpoints.codec.failures import decode_at, decode_writes
+from checkpoints.codec.encryption import Place, open_typed, seal_typed
 from checkpoints.errors import StoreUnavailable
-from checkpoints.flows import Emit
 from checkpoints.store.contract import StoreSaver
-from checkpoints.store.planning import check_limit, config_keys, list_bounds
-from checkpoints.store.planning.copy import CopyOutcome
-from checkpoints.store.planning.metadata import metadata_matches, validate_filter
-from checkpoints.store.planning.prune import prune_thread_plan
 from checkpoints.store.planning.put import PutPlan
-from checkpoints.store.planning.reads import body_shape, metadata_shape
 from checkpoints.store.planning.records import (
     MISSING,
     ThreadHoldings,
-    ThreadStorage,
-    thread_storage,
 )
 from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.store.planning.writes import WritesPlan
-from checkpoints.store.projection import set_aside
 from checkpoints.store.redis.clients import (
     cluster_address,
     cluster_client,
@@ -85,39 +74,28 @@ from checkpoints.store.redis.clients import (
 from checkpoints.store.redis.driver import Batch, Eval, RedisDriver, cmd
 from checkpoints.store.redis.format import RedisFormat
 from checkpoints.store.redis.keys import (
-    BLOBS,
     INDEX,
-    META,
-    NAMESPACES,
-    PAGE,
     RECORDS,
     REGISTRY_KEY,
-    STORED_KINDS,
-    WRITE_INDEX,
     dec,
     enc,
     lw_ms,
-    namespaces_key,
     now_ms,
     ns_hex,
     ns_key,
     pack,
-    prune_row,
     thread_prefix,
     unpack,
 )
 from checkpoints.store.redis.ledger import RedisLedger
+from checkpoints.store.redis.reading import RedisReading
 from checkpoints.store.redis.scripts import (
-    COPY,
-    COUNT,
-    DELETE,
     DELETE_UNWRITTEN,
-    DROP,
     PUT,
     PUT_WRITES,
-    READ,
 )
-from checkpoints.store.redis.sealing import RedisReseal, rebind_redis_hash
+from checkpoints.store.redis.sealing import RedisReseal
+from checkpoints.store.redis.thread_ops import RedisThreadOps
 from checkpoints.store.requests import (
     CopyThread,
     CountThread,
@@ -134,7 +112,9 @@ from checkpoints.store.requests import (
 )
 
 
-class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver):
+class RedisSaver(
+    RedisReading, RedisThreadOps, RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver
+):
     """Checkpoints in Redis; a thread's keys expire on its waiting retention."""
 
     provider = "redis"
@@ -379,306 +359,6 @@ class RedisSaver(RedisFormat, RedisLedger, RedisReseal, RedisDriver, StoreSaver)
             ]
         )
         return None
-
-    # -- reads ----------------------------------------------------------------------------
-    def _tuple(self, thread_id: str, ns: str, found: list) -> CheckpointTuple:
-        checkpoint_id = dec(found[0])
-        with reading_checkpoint(thread_id, ns, checkpoint_id):
-            return self._read_tuple(thread_id, ns, checkpoint_id, found)
-
-    def _read_tuple(self, thread_id: str, ns: str, checkpoint_id: str, found: list):
-        blob_fields, parent, md, body_type, body, *_ = unpack(found[1])
-        blobs = [
-            (blob_field, unpack(value))
-            for blob_field, value in zip(unpack(blob_fields), found[2], strict=False)
-            if value is not None
-        ]
-        blobs, unread = set_aside(blobs, lambda blob: dec(unpack(blob[0])[0]))
-        pending = []
-        for write_field, value in zip(found[3], found[4], strict=False):
-            if value is None:
-                continue
-            idx = int(unpack(write_field)[2])
-            task, path, channel, type_, data = unpack(value)
-            pending.append((dec(path), dec(task), idx, dec(channel), type_, data))
-        # Frames stating more than this checkpoint may expand to: refused before any is read.
-        reserve([(body_type, body), *(typed[:2] for _, typed in blobs), *(w[4:] for w in pending)])
-        at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
-        checkpoint = decode_at(
-            lambda: body_shape(
-                self._load(body_type, body, Place.body(thread_id, ns, checkpoint_id))
-            ),
-            part="the body",
-            **at,
-        )
-        values = dict(unread)
-        for blob_field, typed in blobs:
-            channel, version = (dec(f) for f in unpack(blob_field)[:2])
-            values[channel] = decode_at(
-                lambda t=typed, p=Place.blob(thread_id, ns, channel, version): self._load(*t, p),
-                part=("channel", channel),
-                **at,
-            )
-        checkpoint["channel_values"] = values
-        pending.sort(key=lambda w: writes_sort_key(w[0], w[1], w[2]))
-        conf = {"thread_id": thread_id, "checkpoint_ns": ns}
-        return CheckpointTuple(
-            config={"configurable": {**conf, "checkpoint_id": checkpoint_id}},
-            checkpoint=checkpoint,
-            metadata=decode_at(lambda: metadata_shape(md), part="the metadata", **at),
-            parent_config=(
-                {"configurable": {**conf, "checkpoint_id": dec(parent)}} if parent else None
-            ),
-            pending_writes=decode_writes(
-                (
-                    (
-                        w[1],
-                        w[3],
-                        lambda w=w: self._load(
-                            w[4], w[5], Place.write(thread_id, ns, checkpoint_id, w[1], w[2], w[3])
-                        ),
-                    )
-                    for w in pending
-                ),
-                **at,
-            ),
-        )
-
-    def _get_tuple_flow(self, config):
-        thread_id, ns, checkpoint_id = config_keys(config)
-        (found,) = yield Batch([Eval(READ, thread_id, (ns_hex(ns), checkpoint_id or ""))])
-        return self._tuple(thread_id, ns, found) if found else None
-
-    def _list_flow(self, config, filter, before, limit):
-        wanted = validate_filter(filter)
-        check_limit(limit)
-        if limit == 0:
-            return
-        thread_id, only_ns, only_id, before_id = list_bounds(config, before)
-        if config is not None:
-            threads = [thread_id]
-        else:
-            (members,) = yield Batch([cmd("ZRANGE", REGISTRY_KEY, 0, -1)])
-            threads = [dec(m) for m in members]
-        if only_ns is not None:
-            sources = [(t, str(only_ns)) for t in threads]
-        else:
-            found = yield Batch([cmd("SMEMBERS", namespaces_key(t)) for t in threads])
-            sources = [
-                (t, dec(bytes.fromhex(dec(h))))
-                for t, hexes in zip(threads, found, strict=True)
-                for h in hexes
-            ]
-        upper = [f"({before_id}" if before_id else "+" for _ in sources]
-        buffers: list[list[str]] = [[] for _ in sources]
-        done = [False for _ in sources]
-        if only_id is not None:
-            buffers = [[only_id] if not before_id or only_id < before_id else [] for _ in sources]
-            done = [True for _ in sources]
-        remaining = limit
-        while remaining is None or remaining > 0:
-            picks: list[tuple[int, str]] = []
-            while len(picks) < PAGE:
-                refill = [k for k, buf in enumerate(buffers) if not buf and not done[k]]
-                if refill:
-                    pages = yield Batch(
-                        [
-                            cmd(
-                                "ZRANGE",
-                                f"{thread_prefix(sources[k][0])}i:{ns_hex(sources[k][1])}",
-                                upper[k],
-                                "-",
-                                "BYLEX",
-                                "REV",
-                                "LIMIT",
-                                0,
-                                PAGE,
-                            )
-                            for k in refill
-                        ]
-                    )
-                    for k, ids in zip(refill, pages, strict=True):
-                        buffers[k] = [dec(i) for i in ids]
-                        done[k] = len(ids) < PAGE
-                        if ids:
-                            upper[k] = b"(" + ids[-1]
-                live = [k for k, buf in enumerate(buffers) if buf]
-                if not live:
-                    break
-                k = max(live, key=lambda k: buffers[k][0])
-                picks.append((k, buffers[k].pop(0)))
-            if not picks:
-                return
-            if wanted:
-                records = yield Batch(
-                    [
-                        cmd("HGET", f"{thread_prefix(sources[k][0])}c:{ns_hex(sources[k][1])}", c)
-                        for k, c in picks
-                    ]
-                )
-                picks = [
-                    pick
-                    for pick, rec in zip(picks, records, strict=True)
-                    if rec is not None and metadata_matches(json.loads(unpack(rec)[2]), wanted)
-                ]
-            if remaining is not None:
-                picks = picks[:remaining]
-            if picks:
-                found = yield Batch(
-                    [Eval(READ, sources[k][0], (ns_hex(sources[k][1]), c)) for k, c in picks]
-                )
-                items = [
-                    self._tuple(sources[k][0], sources[k][1], f)
-                    for (k, _), f in zip(picks, found, strict=True)
-                    if f
-                ]
-                if remaining is not None:
-                    remaining -= len(items)
-                for item in items:
-                    yield Emit(item)
-
-    # -- deletes, copies, prune -----------------------------------------------------------
-    def _storage(self, thread_id: str) -> ThreadStorage:
-        return self._drive(self._io_storage(thread_id))
-
-    def _io_storage(self, thread_id: str):
-        p = thread_prefix(thread_id)
-        (nsets,) = yield Batch([cmd("SMEMBERS", p + NAMESPACES)])
-        hexes = [dec(h) for h in nsets]
-        found = yield Batch(
-            [cmd("HGETALL", ns_key(p, kind, h)) for h in hexes for kind in STORED_KINDS]
-        )
-        bodies, values, writes = [], [], []
-        for n in range(len(hexes)):
-            records, blobs, pending = found[3 * n : 3 * n + 3]
-            bodies += [len(unpack(rec)[4]) for rec in records.values()]
-            values += [(dec(unpack(f)[0]), len(unpack(v)[1])) for f, v in blobs.items()]
-            writes += [(dec(unpack(v)[2]), len(unpack(v)[4])) for v in pending.values()]
-        return thread_storage(bodies, values, writes)
-
-    def _io_count(self, thread_id: str):
-        (counts,) = yield Batch([Eval(COUNT, thread_id, ())])
-        return ThreadHoldings(int(counts[0]), int(counts[1]))
-
-    def _delete_round_flow(self, thread_id: str):
-        _, _, counts = yield Batch(
-            [
-                Eval(DELETE, thread_id, ()),
-                cmd("ZREM", REGISTRY_KEY, enc(thread_id)),
-                Eval(COUNT, thread_id, ()),
-            ]
-        )
-        return ThreadHoldings(int(counts[0]), int(counts[1]))
-
-    def _io_delete_runs(self, run_ids: list[str]):
-        runs = set(run_ids)
-        (members,) = yield Batch([cmd("ZRANGE", REGISTRY_KEY, 0, -1)])
-        threads = [dec(m) for m in members]
-        if not threads:
-            return
-        nsets = yield Batch([cmd("SMEMBERS", namespaces_key(t)) for t in threads])
-        sources = [(t, dec(h)) for t, hexes in zip(threads, nsets, strict=True) for h in hexes]
-        if not sources:
-            return
-        records = yield Batch([cmd("HGETALL", f"{thread_prefix(t)}c:{h}") for t, h in sources])
-        drops = []
-        for (t, h), recs in zip(sources, records, strict=True):
-            doomed = [cid for cid, rec in recs.items() if dec(unpack(rec)[5]) in runs]
-            if doomed:
-                drops.append(Eval(DROP, t, (h, *doomed)))
-        if drops:
-            yield Batch(drops)
-
-    def _io_copy_thread(self, src: str, dst: str):
-        sp = thread_prefix(src)
-        meta, nsets = yield Batch([cmd("HGETALL", sp + META), cmd("SMEMBERS", sp + NAMESPACES)])
-        hexes = sorted(dec(h) for h in nsets)
-        suffixes = [kind + h for h in hexes for kind in (INDEX, *STORED_KINDS, WRITE_INDEX)]
-        if not suffixes:
-            return CopyOutcome.NO_SOURCE
-        dumps = yield Batch([cmd("DUMP", sp + s) for s in suffixes], transaction=True)
-        pairs: list = []
-        for suffix, payload in zip(suffixes, dumps, strict=True):
-            if payload is not None:
-                pairs += [suffix, payload]
-        if not any(s.startswith(INDEX) for s in pairs[::2]):
-            return CopyOutcome.NO_SOURCE
-        now = now_ms()
-        copied, _ = yield Batch(
-            [
-                Eval(
-                    COPY,
-                    dst,
-                    (
-                        self._default_ttl_ms(),
-                        enc(dst),
-                        now,
-                        meta.get(b"o", b""),
-                        meta.get(b"wm", b""),
-                        meta.get(b"fm", b""),
-                        len(hexes),
-                        *hexes,
-                        *pairs,
-                    ),
-                ),
-                cmd("ZADD", REGISTRY_KEY, "NX", now, enc(dst)),
-            ]
-        )
-        if not int(copied):
-            return CopyOutcome.TARGET_HOLDS
-        if encryption_enabled():
-            yield from self._rebind_copy_flow(src, dst, hexes)
-        return CopyOutcome.COPIED
-
-    def _rebind_copy_flow(self, src: str, dst: str, hexes: list[str]):
-        # DUMP/RESTORE copied the source's bytes, sealed for the source thread: seal them
-        # again for the target (see checkpoints.store.sealing).
-        dp = thread_prefix(dst)
-        kinds = STORED_KINDS
-        found = yield Batch([cmd("HGETALL", ns_key(dp, kind, h)) for h in hexes for kind in kinds])
-        sets = []
-        for n, h in enumerate(hexes):
-            ns = dec(bytes.fromhex(h))
-            for kind, mapping in zip(kinds, found[3 * n : 3 * n + 3], strict=True):
-                changed = rebind_redis_hash(kind, mapping, src, dst, ns)
-                if changed:
-                    sets.append(
-                        cmd("HSET", ns_key(dp, kind, h), *(x for kv in changed.items() for x in kv))
-                    )
-        if sets:
-            yield Batch(sets, transaction=True)
-
-    def _io_prune_thread(self, thread_id: str, keep_last: int, only_ns: str | None = None):
-        p = thread_prefix(thread_id)
-        if only_ns is not None:
-            hexes = [ns_hex(only_ns)]
-        else:
-            (nsets,) = yield Batch([cmd("SMEMBERS", p + NAMESPACES)])
-            hexes = [dec(h) for h in nsets]
-        if not hexes:
-            return 0
-        found = yield Batch(
-            [
-                cmd(op, ns_key(p, kind, h))
-                for h in hexes
-                for op, kind in (("HGETALL", RECORDS), ("HKEYS", BLOBS))
-            ]
-        )
-        by_ns = {dec(bytes.fromhex(h)): h for h in hexes}
-        stored = {h: set(found[2 * n + 1]) for n, h in enumerate(hexes)}
-        plans = prune_thread_plan(
-            {
-                ns: [prune_row(dec(cid), unpack(rec)) for cid, rec in found[2 * n].items()]
-                for n, ns in enumerate(by_ns)
-            },
-            keep_last,
-            lambda ns: lambda channel, version: pack(channel, version) in stored[by_ns[ns]],
-        )
-        drops = [Eval(DROP, thread_id, (by_ns[ns], *doomed)) for ns, doomed in plans.items()]
-        if not drops:
-            return 0
-        dropped = yield Batch(drops)
-        return sum(int(d) for d in dropped)
 
     # -- LangGraph's interface, sync ------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
