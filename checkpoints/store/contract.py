@@ -1,5 +1,8 @@
 """The store contract every saver adds to LangGraph's BaseCheckpointSaver, written once.
 
+One subject: `StoreSaver`, one class; its flows are the rules every saver shares, and
+split apart their sync and async twins would drift.
+
 `StoreSaver` holds the one implementation of put, put_writes, delete_thread (repeat until
 empty), delete_for_runs, copy_thread and prune, sync and async. Each is a *flow*: a
 generator that yields typed requests (`checkpoints.store.requests`: `StoreCheckpoint`,

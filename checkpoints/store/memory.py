@@ -1,4 +1,8 @@
-"""The memory saver: one store per process, shared by every memory saver built in it."""
+"""The memory saver: one store per process, shared by every memory saver built in it.
+
+One subject: the memory store and its saver, which reaches into the store's dicts under
+the store's one lock; apart, that lock would be shared across modules.
+"""
 
 from __future__ import annotations
 

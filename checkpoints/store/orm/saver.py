@@ -1,5 +1,8 @@
 """What the ORM savers of PostgreSQL and SQLite share: checkpoints in Django's database.
 
+One subject: `OrmSaver`, the base both dialects' savers extend; its reads, writes and
+copies run over the same models and rows.
+
 `OrmSaver` holds encoding, reading rows into tuples, paging, the ORM's deletes and copies;
 each dialect's saver (`checkpoints.store.postgres.saver.PostgresStore`,
 `checkpoints.store.sqlite.saver.SqliteStore`) writes its own put and writes
