@@ -3,9 +3,11 @@ and write synthetic supersteps.
 
 ``snapshot`` builds what is shown, ``planning`` decides what is written (pure), ``service``
 holds :class:`TimeTravel`, whose operations are each written once and driven sync or async,
-and ``diff`` compares the values of two checkpoints. Every operation addresses the root
-namespace ("") unless given a subgraph's ``checkpoint_ns`` (``TimeTravel.namespaces``
-lists them). Rollback and fork behave as LangGraph's own ``update_state(target, None)``:
+``io`` fulfils the requests they yield, ``updates`` is the one engine entrances apply state
+updates through (``update_state``), and ``diff`` compares the values of two checkpoints.
+Every operation addresses the root namespace ("") unless given a subgraph's
+``checkpoint_ns`` (``TimeTravel.namespaces`` lists them). Rollback and fork behave as
+LangGraph's own ``update_state(target, None)``:
 tests/checkpoints/timetravel/test_timetravel_parity.py proves it against InMemorySaver.
 """
 

@@ -1,5 +1,8 @@
 """What time travel writes, decided without touching the store.
 
+One subject: the pure decisions behind every write (plans and the argument checks they
+rely on), kept apart from the I/O so each can be tested without a store.
+
 Each plan takes the checkpoint tuples already read (and any delta-chain values rebuilt
 for them) and returns the checkpoint, metadata and new versions to ``put``: a rollback's
 new head, a fork's first checkpoint, a bulk update's replayed superstep. The argument

@@ -1,14 +1,13 @@
-"""TimeTravel: read state, walk history, roll back, fork and bulk-update over any saver.
+"""TimeTravel: read state, walk history, roll back, fork and replay updates over any saver.
 
-Each operation is written once, as a flow (see :mod:`checkpoints.flows`): a
-generator that yields the I/O it needs (``GetTuple``, ``Put``, ...) and is sent back the
-result. ``_perform`` fulfils the requests with the saver's sync methods, ``_aperform`` with
-its async twins, so ``rollback`` and ``arollback`` (and every other pair) run the same
-steps in the same order. History streams: it yields ``Emit`` for each snapshot.
+One subject: the time-travel operations, each written once as a flow (see
+:mod:`checkpoints.flows`) and driven sync or async; what they write is decided in
+``planning``, what they show in ``snapshot``, and the I/O they yield is fulfilled in ``io``.
 
 Everything goes through the saver's public interface (get_tuple, list, put,
 get_delta_channel_history, get_next_version, bump_thread_version), so it works the same on
-every provider.
+every provider. Entrances apply updates through :mod:`checkpoints.timetravel.updates`,
+which picks the graph or this class's graph-less replay and audits the change once.
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ survive an unreadable thread, and reducer refusals as 422s."""
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
 from django.core.cache import cache
@@ -17,32 +15,12 @@ from checkpoints.api.base import STORE_METADATA_KEYS
 from checkpoints.langgraph_api import views
 from checkpoints.langgraph_api.parsing import IDS_MAX, PRUNE_MAX, SEARCH_MAX
 from checkpoints.store.registry import get_saver
+from tests.checkpoints.langgraph_api.calls import call, refused
 from tests.store_helpers import corrupt_values
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
 PICKLED = ("pickle", b"\x80\x04K\x01.")
-
-
-def call(lg, who: str, method: str, path: str, body=None, raw: bytes | None = None):
-    """``body`` sent as JSON with escapes for what UTF-8 cannot carry (a lone surrogate is
-    "\\ud800" on the wire, as any client's JSON encoder sends it)."""
-    headers = {"x-api-key": lg.tokens[who]}
-    if body is not None and raw is None:
-        raw = json.dumps(body).encode()
-    if raw is not None:
-        headers["Content-Type"] = "application/json"
-    return httpx.request(method, f"{lg.url}{path}", content=raw, headers=headers)
-
-
-def refused(response, field: str, *words: str) -> dict:
-    """A 422 in the Platform's shape naming ``field`` (and each of ``words``)."""
-    assert response.status_code == 422, response.text
-    body = response.json()
-    assert body["field"] == field, body
-    for word in words:
-        assert word in body["detail"], (word, body)
-    return body
 
 
 # --- ids, limit and prune bounds --------------------------------------------------------

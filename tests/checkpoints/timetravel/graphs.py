@@ -18,6 +18,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Send, interrupt
 
 from checkpoints.timetravel import TimeTravel
+from tests.store_helpers import config_for
 
 
 class State(TypedDict):
@@ -270,3 +271,17 @@ def delta_channel(saver, calls: list[str]):
     b.add_edge("gate", "b")
     b.add_edge("b", END)
     return b.compile(checkpointer=saver)
+
+
+def seeded(store, thread_id="t", n=1, metadata=None):
+    """A thread with one finished run of the a -> b graph (4 checkpoints)."""
+    graph = build_graph(store)
+    config = config_for(thread_id)
+    if metadata:
+        config["metadata"] = metadata
+    graph.invoke({"log": [], "n": n}, config)
+    return graph, time_travel(store, graph)
+
+
+def ids(tt, thread_id):
+    return [s.checkpoint_id for s in tt.get_state_history(thread_id)]

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from checkpoints.errors import ThreadVersionConflict, ValueTooLarge
-from tests.checkpoints.timetravel.test_timetravel import ids, seeded
+from tests.checkpoints.timetravel.graphs import ids, seeded
 from tests.store_helpers import config_for
 
 

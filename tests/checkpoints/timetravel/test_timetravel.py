@@ -17,22 +17,8 @@ from checkpoints.errors import (
 )
 from checkpoints.signals import thread_forked
 from checkpoints.timetravel import StateSnapshot, TimeTravel
-from tests.checkpoints.timetravel.graphs import build_graph, time_travel
+from tests.checkpoints.timetravel.graphs import build_graph, ids, seeded
 from tests.store_helpers import config_for
-
-
-def seeded(store, thread_id="t", n=1, metadata=None):
-    """A thread with one finished run of the a -> b graph (4 checkpoints)."""
-    graph = build_graph(store)
-    config = config_for(thread_id)
-    if metadata:
-        config["metadata"] = metadata
-    graph.invoke({"log": [], "n": n}, config)
-    return graph, time_travel(store, graph)
-
-
-def ids(tt, thread_id):
-    return [s.checkpoint_id for s in tt.get_state_history(thread_id)]
 
 
 def test_get_state_latest_and_by_id(store):
