@@ -9,7 +9,7 @@ from django.core.checks import Error, Tags, Warning, register
 from checkpoints.codec.encryption import parse_key
 from checkpoints.conf import PREPARE_MODES, store_settings
 from checkpoints.errors import CheckpointConfigError
-from checkpoints.store.registry import path_errors, providers
+from checkpoints.store.registry import configured_provider, path_errors, providers, saver_class
 from checkpoints.store.sqlite.connection import SQLITE_SYNCHRONOUS_LEVELS, synchronous_level
 
 REMOVED_VARIABLES = {
@@ -296,11 +296,16 @@ def check_checkpoint_settings(app_configs=None, **kwargs):
 
 @register(Tags.compatibility, deploy=True)
 def check_memory_in_production(app_configs=None, **kwargs):
-    if store_settings()["PROVIDER"] == "memory":
+    provider = configured_provider()
+    try:
+        process_local = provider in providers() and saver_class(provider).process_local
+    except CheckpointConfigError:
+        return []  # checkpoints.E007 names the path that does not import
+    if process_local:
         return [
             Warning(
-                "LLM_PROVIDER_CHECKPOINT is 'memory': every checkpoint is lost when the process "
-                "ends and other processes cannot see it.",
+                f"LLM_PROVIDER_CHECKPOINT is {provider!r}: every checkpoint is lost when the "
+                "process ends and other processes cannot see it.",
                 hint="Use postgres or redis in production.",
                 id="checkpoints.W001",
             )

@@ -61,6 +61,9 @@ class Capabilities:
     db_alias: str | None = None
     # A parked run can be resumed by any worker (the store is shared across processes).
     can_park = False
+    # Everything stored is lost when the process ends, and no other process sees it (a
+    # deployment's own saver is taken to keep what it stores).
+    process_local = False
     # The store can list threads idle past their waiting horizon itself (`idle_threads`).
     supports_idle_sweep = False
 

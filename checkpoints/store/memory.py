@@ -83,6 +83,7 @@ class MemorySaver(StoreSaver):
     """Checkpoints in this process's memory; nothing survives the process."""
 
     provider = "memory"
+    process_local = True
 
     def __init__(self, *, serde=None, max_checkpoints=None, store: MemoryStore | None = None):
         super().__init__(serde=serde, max_checkpoints=max_checkpoints)

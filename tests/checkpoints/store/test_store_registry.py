@@ -77,3 +77,26 @@ def test_an_unknown_provider_names_every_one_there_is():
         get_saver("nosuch")
     for provider in PROVIDERS:
         assert provider in str(caught.value)
+
+
+class KeptSaver(MemorySaver):
+    """A deployment's saver that keeps what it stores (elsewhere, say)."""
+
+    provider = "kept"
+    process_local = False
+
+
+@pytest.mark.parametrize(
+    ("provider", "saver", "warned"),
+    [("audited", "AuditedSaver", True), ("kept", "KeptSaver", False), ("sqlite", None, False)],
+)
+def test_the_deploy_warning_follows_the_savers_capability_not_its_name(
+    capsys, provider, saver, warned
+):
+    savers = {provider: f"{__name__}.{saver}"} if saver else {}
+    with override_settings(CHECKPOINTS=checkpoints(PROVIDER=provider, SAVERS=savers)):
+        call_command("check", deploy=True, fail_level="CRITICAL")
+    captured = capsys.readouterr()
+    assert ("checkpoints.W001" in captured.out + captured.err) is warned
+    if warned:
+        assert f"LLM_PROVIDER_CHECKPOINT is {provider!r}" in captured.out + captured.err
