@@ -1,7 +1,7 @@
 """Django private APIs the ORM store relies on, each where measured necessary.
 
-`tests/checkpoints/store/test_django_internals.py` fails if a Django upgrade moves one.
-(SQLite's connection lending patches two more, see `sqlite_connection`.)
+`tests/checkpoints/store/test_dialects.py` fails if a Django upgrade moves one.
+(SQLite's connection lending patches two more, see `checkpoints.store.sqlite.connection`.)
 """
 
 from __future__ import annotations

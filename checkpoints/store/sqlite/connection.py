@@ -4,7 +4,7 @@ timeout, IMMEDIATE transactions, ``synchronous``), what a commit on it is worth
 file, and a write transaction without ``atomic``'s bookkeeping.
 
 Patches Django internals (its thread-local connection slot and a connection's owning
-thread); `tests/checkpoints/store/test_django_internals.py` fails if an upgrade moves them.
+thread); `tests/checkpoints/store/test_dialects.py` fails if an upgrade moves them.
 """
 
 from __future__ import annotations

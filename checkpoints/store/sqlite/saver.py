@@ -46,7 +46,7 @@ class SqliteStore(OrmSaver):
 
     # -- the dialect's hooks ----------------------------------------------------------------
     def _warm(self, *, write: bool = False):
-        """An open connection for this call (`sqlite_connection.warm_connection`)."""
+        """An open connection for this call (`connection.warm_connection`)."""
         return warm_connection(self.using, write=write)
 
     # -- put: the thread row, the new blobs and the checkpoint, in one write transaction ---

@@ -116,7 +116,7 @@ def test_raw_delete_deletes_with_one_statement(db, django_assert_num_queries):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_thread_without_a_connection_borrows_an_open_one():
-    # sqlite_connection patches Django's thread-local slot (connections._connections) and
+    # sqlite.connection patches Django's thread-local slot (connections._connections) and
     # a connection's owning thread (_thread_ident): both must still exist and work.
     assert hasattr(connections, "_connections")
     seen = []
