@@ -13,7 +13,7 @@ import retention
 STORE_MODELS = ("Thread", "Checkpoint", "ChannelBlob", "PendingWrite", "FinishedMark")
 ADMIN_MODULES = [
     *sorted((Path(checkpoints.__file__).parent / "admin").glob("*.py")),
-    Path(retention.__file__).parent / "admin.py",
+    *sorted((Path(retention.__file__).parent / "admin").glob("*.py")),
 ]
 # The one admin module whose subject is the queries on the store's tables.
 QUERIES = Path(checkpoints.__file__).parent / "admin" / "queries.py"
