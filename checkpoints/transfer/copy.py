@@ -272,7 +272,7 @@ class _Run:
 def _all_or_nothing(target, written: list[ThreadRecord]):
     """Every thread written inside, or none: one transaction on the ORM stores; on the
     others, the threads written are deleted when anything fails."""
-    using = getattr(target, "using", None)
+    using = getattr(target, "db_alias", None)
     if using is not None:
         from django.db import transaction
 
@@ -436,7 +436,7 @@ def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -
 
 @contextmanager
 def _unit(target, thread_id: str):
-    using = getattr(target, "using", None)
+    using = getattr(target, "db_alias", None)
     if using is not None:
         from django.db import transaction
 
