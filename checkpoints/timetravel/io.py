@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from checkpoints.signals import thread_forked
+from checkpoints.store.orm.aio import off_loop, on_loop_thread
 from checkpoints.threads import record_owner, refuse_existing
 from checkpoints.timetravel.snapshot import StateSnapshot
 
@@ -122,6 +123,21 @@ def one_unit(saver) -> Iterator[None]:
         yield
 
 
+def bump_and_put(saver, request: BumpAndPut) -> Any:
+    """The put, then the version bump, in the store's unit of work (`one_unit`)."""
+    put, thread_id, expected = request.put, request.thread_id, request.expected
+    with one_unit(saver):
+        if expected is not None and saver.thread_version(thread_id) != expected:
+            # Refused in the store's own words, before anything is written.
+            saver.bump_thread_version(thread_id, expected=expected)
+        # Put first: a refused put leaves the version alone even where the store has no
+        # unit around both (Redis); there only a bump racing in between could still
+        # refuse after the put.
+        stored = saver.put(put.config, put.checkpoint, put.metadata, put.new_versions)
+        saver.bump_thread_version(thread_id, expected=expected)
+        return stored
+
+
 def perform(saver, request: Request) -> Any:
     """Fulfil ``request`` with the saver's sync methods."""
     match request:
@@ -138,17 +154,12 @@ def perform(saver, request: Request) -> Any:
             return saver.get_delta_channel_history(config=config, channels=channels)
         case Put(config, checkpoint, metadata, new_versions):
             return saver.put(config, checkpoint, metadata, new_versions)
-        case BumpAndPut(thread_id, expected, put):
-            with one_unit(saver):
-                if expected is not None and saver.thread_version(thread_id) != expected:
-                    # Refused in the store's own words, before anything is written.
-                    saver.bump_thread_version(thread_id, expected=expected)
-                # Put first: a refused put leaves the version alone even where the store
-                # has no unit around both (Redis); there only a bump racing in between
-                # could still refuse after the put.
-                stored = saver.put(put.config, put.checkpoint, put.metadata, put.new_versions)
-                saver.bump_thread_version(thread_id, expected=expected)
-                return stored
+        case BumpAndPut():
+            if isinstance(getattr(saver, "using", None), str) and on_loop_thread():
+                # An ORM saver called from a loop's thread runs its calls on the off-loop
+                # thread: the transaction must be opened there, around both of them.
+                return off_loop(bump_and_put, saver, request)
+            return bump_and_put(saver, request)
         case OpenList(config, options):
             return iter(saver.list(config, **options))
         case NextRow(cursor):
