@@ -11,8 +11,8 @@ from checkpoints.errors import (
     CheckpointNotFound,
     ThreadNotFound,
 )
-from checkpoints.graphs import graph_name_of, registered, time_travel_for
 from checkpoints.langgraph_api.models import ThreadMetadata
+from checkpoints.langgraph_api.records import metadata_row, travel
 from checkpoints.selectors import ThreadInfo
 from checkpoints.timetravel.snapshot import thread_config
 
@@ -56,19 +56,6 @@ def checkpoint_ref(config: dict | None) -> dict | None:
         "checkpoint_id": conf.get("checkpoint_id"),
         "checkpoint_map": conf.get("checkpoint_map") or {},
     }
-
-
-def metadata_row(saver, thread_id: str) -> ThreadMetadata | None:
-    return ThreadMetadata.objects.filter(provider=saver.provider, thread_id=thread_id).first()
-
-
-def metadata_rows(saver, thread_ids: list[str] | None) -> dict[str, ThreadMetadata]:
-    """thread id -> its metadata row, in one query: of ``thread_ids``, or of every thread
-    of the store (None)."""
-    rows = ThreadMetadata.objects.filter(provider=saver.provider)
-    if thread_ids is not None:
-        rows = rows.filter(thread_id__in=thread_ids)
-    return {row.thread_id: row for row in rows}
 
 
 def _interrupt(item: dict) -> dict:
@@ -170,29 +157,6 @@ def pick(body: dict, select, allowed) -> dict:
         # Why the fields picked are empty: the marker outlives any select.
         picked[ERROR_FIELD] = body[ERROR_FIELD]
     return picked
-
-
-def graph_name(saver, thread_id: str, metadata: dict | None = None) -> str | None:
-    """The registered graph of the thread: the graph_id of ``metadata`` (a new thread's),
-    of its record or of its head, else the only one registered; None: no registered one."""
-    graphs = registered()
-    if not graphs:
-        return None
-    name = graph_name_of(metadata)
-    if name is None:
-        row = metadata_row(saver, thread_id)
-        name = graph_name_of(row.metadata if row else None)
-    if name is None:
-        head = saver.get_tuple(root_config(thread_id))
-        name = graph_name_of(head.metadata if head else None)
-    if name is None and len(graphs) == 1:
-        name = next(iter(graphs))
-    return name if name in graphs else None
-
-
-def travel(saver, thread_id: str):
-    """Time travel knowing the thread's graph, so its channels' defaults show as LangGraph's."""
-    return time_travel_for(saver, thread_id, graph_name(saver, thread_id))
 
 
 def head_snapshot(saver, thread_id: str):

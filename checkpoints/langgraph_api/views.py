@@ -23,7 +23,7 @@ from checkpoints.errors import (
     ThreadExists,
     ThreadNotFound,
 )
-from checkpoints.langgraph_api import shapes
+from checkpoints.langgraph_api import records, shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
 from checkpoints.langgraph_api.parsing import (
@@ -90,7 +90,7 @@ class ThreadsView(LangGraphView):
                 # Another owner's: the id is taken all the same, and its contents stay theirs.
                 raise taken from None
             return Response(shapes.thread_body(saver, info))
-        graph = shapes.graph_name(saver, thread_id, metadata) if steps else None
+        graph = records.graph_name(saver, thread_id, metadata) if steps else None
         if steps and graph is None:
             # The graph-less fallback updates only channels a thread has held, and a new
             # thread has held none: refused before anything is written.
@@ -227,7 +227,7 @@ def matching(view: LangGraphView, data: dict) -> list[Found]:
     else:
         page = thread_list(saver=saver, user=user)
         infos = page[0 : len(page)]
-    rows = shapes.metadata_rows(saver, None if ids is None else [i.thread_id for i in infos])
+    rows = records.metadata_rows(saver, None if ids is None else [i.thread_id for i in infos])
     found = [Found(saver, info, rows.get(info.thread_id)) for info in infos]
     if metadata:
         found = [f for f in found if _holds(f.metadata, metadata)]
@@ -252,7 +252,7 @@ class CopyView(LangGraphView):
         new_id = str(uuid.uuid4())
         saver.copy_thread(info.thread_id, new_id)
         record_owner(saver=saver, thread_id=new_id, user=request.user)
-        row = shapes.metadata_row(saver, info.thread_id)
+        row = records.metadata_row(saver, info.thread_id)
         ThreadMetadata.objects.create(
             provider=saver.provider, thread_id=new_id, metadata=dict(row.metadata) if row else {}
         )
@@ -316,7 +316,7 @@ class StateView(LangGraphView):
     def state(
         self, thread_id: str, checkpoint_id, checkpoint_ns: str, select, subgraphs=False
     ) -> dict:
-        travel = shapes.travel(self.saver, thread_id)
+        travel = records.travel(self.saver, thread_id)
         try:
             snapshot = travel.get_state(thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns)
         except ThreadNotFound:
@@ -339,7 +339,7 @@ class StateView(LangGraphView):
             self.saver,
             info.thread_id,
             [[StateUpdate(values, as_node)]],
-            graph=shapes.graph_name(self.saver, info.thread_id),
+            graph=records.graph_name(self.saver, info.thread_id),
             checkpoint_id=checkpoint_id,
             checkpoint_ns=checkpoint.get("checkpoint_ns") or "",
         )
@@ -422,7 +422,7 @@ class HistoryView(LangGraphView):
         select = select_of(data.get("select"))
         wanted = checkpoint.get("checkpoint_id")
         ns = checkpoint.get("checkpoint_ns") or ""
-        travel = shapes.travel(self.saver, info.thread_id)
+        travel = records.travel(self.saver, info.thread_id)
         try:
             if wanted:
                 # As LangGraph's server lists with the checkpoint in its config: that one
