@@ -66,6 +66,14 @@ def test_with_the_graph_both_entrances_apply_reducers_and_as_node(lg):
     bad = call(lg, who, "POST", "/threads/e-1/state", {"values": {}, "as_node": "nobody"})
     assert bad.status_code == 422 and "nobody" in bad.json()["detail"], bad.text
     assert state(lg, who, "e-1") == head and len(audited("e-1")) == 2
+    # One superstep writing a channel twice is two updates: LangGraph wants their node.
+    twice = [[{"channel": "notes", "value": ["a"]}, {"channel": "notes", "value": ["b"]}]]
+    unnamed = rest(lg, who, "e-1", {"supersteps": twice, "graph": "agent"})
+    assert unnamed.status_code == 400, unnamed.text
+    assert unnamed.json()["error"]["field"] == "as_node"
+    named = rest(lg, who, "e-1", {"supersteps": twice, "graph": "agent", "as_node": "write"})
+    assert named.status_code == 200, named.text
+    assert named.json()["values"]["notes"][-4:] == ["rest", "lg", "a", "b"]
 
 
 def test_without_a_graph_both_entrances_use_the_fallback(lg, settings):
