@@ -27,6 +27,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ormsgpack import OPT_NON_STR_KEYS, unpackb
 
 from checkpoints.codec import msgpack_read
+from checkpoints.codec.budget import charge_json, charge_msgpack
 from checkpoints.codec.envelope import (
     _lc_reviver,
     lone_surrogate_path,
@@ -143,6 +144,7 @@ class StoreSerializer(JsonPlusSerializer):
         return super().loads_typed(data)
 
     def _unpacked(self, data: bytes) -> Any:
+        charge_msgpack(data)
         value, blocked, unreadable = unpack(self._unpack_ext_hook, data)
         if unreadable:
             raise UnreadableValue(f"stored value holds {unreadable[0]}")
@@ -159,6 +161,7 @@ class StoreSerializer(JsonPlusSerializer):
 
     def _json(self, data: bytes) -> Any:
         # LangGraph's pre-msgpack format: LangChain envelopes revived by the same rule.
+        charge_json(data)
         try:
             return json.loads(data, object_hook=self._revive_json)
         except _JsonRefusal as refusal:
@@ -224,7 +227,7 @@ class StoreSerializer(JsonPlusSerializer):
         outer = hook.begin()
         try:
             values = [
-                unpackb(data, ext_hook=hook, option=OPT_NON_STR_KEYS)
+                self._unpack_charged(hook, data)
                 if type_ == "msgpack"
                 else self.loads_typed((type_, data))
                 for type_, data in typed
@@ -234,6 +237,11 @@ class StoreSerializer(JsonPlusSerializer):
         if unreadable or (blocked and self._blocked_raise):
             raise UnreadableValue("a stored value cannot be read as it was written")
         return values
+
+    @staticmethod
+    def _unpack_charged(hook: SafeExtHook, data: bytes) -> Any:
+        charge_msgpack(data)
+        return unpackb(data, ext_hook=hook, option=OPT_NON_STR_KEYS)
 
 
 class _JsonRefusal(Exception):
