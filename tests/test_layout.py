@@ -90,3 +90,114 @@ def test_no_module_of_the_tests_imports_a_test_module_or_a_conftest():
         if is_test_module(name)
     )
     assert not offending, "\n".join(offending)
+
+
+# -- import circles -------------------------------------------------------------------------
+PROJECT_PACKAGES = ("checkpoints", "retention", "project")
+
+
+def _project_modules() -> dict[str, Path]:
+    """Dotted name -> file of every module of the apps and the service (migrations aside:
+    Django loads them by name, one after another, and they import nothing of each other)."""
+    root = TESTS.parent
+    found = {}
+    for package in PROJECT_PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _import_edges(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """Module -> {module it imports: line}, function-level imports included; ``from a
+    import b`` counts as importing ``a.b`` where that is a module, else ``a``."""
+
+    def home(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, dict[str, int]] = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        edges[module] = {}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join([*parts, *([node.module] if node.module else [])])
+                else:
+                    source = node.module or ""
+                names = [f"{source}.{alias.name}" for alias in node.names]
+                targets = [name if name in modules else source for name in names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                found = home(target) if target.startswith(PROJECT_PACKAGES) else None
+                if found is not None and found != module:
+                    edges[module].setdefault(found, node.lineno)
+    return edges
+
+
+def _circles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return groups
+
+
+def test_no_import_circles_function_level_imports_included():
+    edges = _import_edges(_project_modules())
+    circles = _circles(edges)
+    said = [
+        " <-> ".join(group)
+        + "".join(
+            f"\n    {a}:{edges[a][b]} imports {b}" for a in group for b in edges[a] if b in group
+        )
+        for group in circles
+    ]
+    assert not circles, "\n".join(said)
+
+
+def test_the_circle_check_finds_a_circle():
+    edges = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}}
+    assert _circles(edges) == [["a", "b", "c"]]
+    modules = _project_modules()
+    assert "checkpoints.store.registry" in modules and "retention.sweep" in modules
+    found = _import_edges(modules)
+    # Function-level imports count: checkpoints/__init__.py imports its entry points lazily.
+    assert "checkpoints.connect" in found["checkpoints"]
