@@ -111,11 +111,12 @@ Request = (
 
 @contextmanager
 def one_unit(saver) -> Iterator[None]:
-    """The store's unit of work around several calls: a transaction on the ORM stores (their
-    ``using`` alias), the store's lock on memory; Redis offers none across two calls."""
-    using = getattr(saver, "using", None)
-    if isinstance(using, str):
-        with transaction.atomic(using=using):
+    """The store's unit of work around several calls: a transaction where the store's
+    tables are a database's (its ``db_alias``), the store's lock on memory; Redis offers
+    none across two calls."""
+    alias = getattr(saver, "db_alias", None)
+    if isinstance(alias, str):
+        with transaction.atomic(using=alias):
             yield
         return
     lock = getattr(getattr(saver, "store", None), "lock", None)
@@ -155,7 +156,7 @@ def perform(saver, request: Request) -> Any:
         case Put(config, checkpoint, metadata, new_versions):
             return saver.put(config, checkpoint, metadata, new_versions)
         case BumpAndPut():
-            if isinstance(getattr(saver, "using", None), str) and on_loop_thread():
+            if isinstance(getattr(saver, "db_alias", None), str) and on_loop_thread():
                 # An ORM saver called from a loop's thread runs its calls on the off-loop
                 # thread: the transaction must be opened there, around both of them.
                 return off_loop(bump_and_put, saver, request)
