@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from checkpoints.channels import INTERRUPT
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
@@ -239,7 +239,3 @@ class Capabilities:
             yield lambda: self.renew_lease(name, token)
         finally:
             self.release_lease(name, token)
-
-
-def idle_cutoff(now: datetime, minutes: int) -> datetime:
-    return now - timedelta(minutes=minutes)

@@ -29,7 +29,6 @@ STORED_KINDS = (RECORDS, BLOBS, WRITES)  # the ones holding stored (sealable) va
 # A lease (the sweep's lock) is a store-wide key too, inside the store's namespace.
 LEASE_PREFIX = STORE_TAG + "lease:"
 PAGE = 100
-CHUNK = 1000
 
 
 def enc(value: str | bytes) -> bytes:
