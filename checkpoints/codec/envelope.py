@@ -124,7 +124,12 @@ def _readable_class(path: str, allowed: tuple[str, ...] | None) -> type:
             " reading never imports"
         )
     for part in qualname.split("."):
-        found = getattr(found, part, None)
+        # The namespace itself, never getattr: a module's __getattr__ (PEP 562) is how lazy
+        # packages import a submodule for a name, so asking it would import.
+        try:
+            found = vars(found).get(part)
+        except TypeError:  # an object without a __dict__
+            found = None
     if not isinstance(found, type):
         raise _Refusal(f"{path} does not name a class")
     # Only a class's own path, as written: a name re-exported into an allowed module

@@ -1,0 +1,214 @@
+"""Round-4 review: attacks on the round-3 fixes that the fix tests did not cover."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from checkpoints.errors import InvalidCheckpointInput
+from tests.store_helpers import config_for
+
+
+def _put(store, thread_id, ns="", cid=None, values=None):
+    body = empty_checkpoint()
+    if cid is not None:
+        body["id"] = cid
+    body["channel_values"] = values or {"a": 1}
+    body["channel_versions"] = {k: 1 for k in body["channel_values"]}
+    return store.put(
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}},
+        body,
+        {"source": "input", "step": -1},
+        body["channel_versions"],
+    )
+
+
+@pytest.mark.parametrize("part", ["ns", "cid", "task", "channel"])
+def test_a_long_key_is_refused_not_a_driver_error(store, part):
+    long = "k" * 20_000
+    try:
+        if part == "ns":
+            _put(store, "t-long", ns=long)
+        elif part == "cid":
+            _put(store, "t-long", cid=long)
+        else:
+            config = _put(store, "t-long")
+            task, channel = (long, "c") if part == "task" else ("t", long)
+            store.put_writes(config, [(channel, 1)], task)
+    except InvalidCheckpointInput:
+        return
+    # Stored: it must read back.
+    assert list(store.list(config_for("t-long"))) is not None
+
+
+# -- admin sign-in lockout: user name spellings the form folds into one -----------------------
+@pytest.mark.django_db(databases=["default"])
+@pytest.mark.parametrize("spelling", [" admin", "admin ", "\uff41dmin", "admin\u200b"])
+def test_the_lockout_holds_for_every_spelling_of_the_name(spelling):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    User.objects.create_superuser("admin", "a@example.com", "the-right-password")
+    attacker = Client(REMOTE_ADDR="203.0.113.67")
+    for i in range(6):
+        attacker.post("/admin/login/?next=/admin/", {"username": "admin", "password": f"g{i}"})
+    answer = attacker.post(
+        "/admin/login/?next=/admin/", {"username": spelling, "password": "the-right-password"}
+    )
+    assert attacker.get("/admin/").status_code != 200, (spelling, answer.status_code)
+
+
+# -- acknowledged, then unreadable: parts of a put the value caps may not see ---------------
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize("part", ["metadata", "async-value", "async-writes", "versions"])
+def test_what_a_put_acknowledges_reads_back(store, part):
+    import asyncio
+
+    from checkpoints.errors import ValueTooLarge
+
+    big = "m" * (70 * MiB)
+    body = empty_checkpoint()
+    body["channel_values"] = {"a": 1}
+    body["channel_versions"] = {"a": 1}
+    config = {"configurable": {"thread_id": "ack", "checkpoint_ns": ""}}
+    meta = {"source": "input", "step": -1}
+    try:
+        if part == "metadata":
+            store.put(config, body, {**meta, "note": big}, {"a": 1})
+        elif part == "async-value":
+            body["channel_values"] = {"a": big}
+            asyncio.run(store.aput(config, body, meta, {"a": 1}))
+        elif part == "async-writes":
+            saved = store.put(config, body, meta, {"a": 1})
+            asyncio.run(store.aput_writes(saved, [("w", big)], "task"))
+        else:
+            body["versions_seen"] = {"node": {big: 1}}
+            store.put(config, body, meta, {"a": 1})
+    except (ValueTooLarge, InvalidCheckpointInput):
+        return
+    # Acknowledged: every read must give it back (or refuse it naming why, never raw).
+    assert store.get_tuple(config_for("ack", ns="")) is not None
+    assert len(list(store.list(None))) >= 1
+
+
+# -- lone surrogates in shapes the round-3 tests did not list ------------------------------
+import dataclasses  # noqa: E402
+from collections import namedtuple  # noqa: E402
+
+BAD = "x\ud800"
+
+
+@dataclasses.dataclass
+class _Holder:
+    text: str
+
+
+_Pair = namedtuple("_Pair", "left right")
+
+
+SURROGATE_SHAPES = {
+    "set": lambda: {BAD},
+    "frozenset": lambda: frozenset({BAD}),
+    "tuple-key": lambda: {(BAD, 1): 1},
+    "dataclass": lambda: _Holder(BAD),
+    "namedtuple": lambda: _Pair(BAD, 1),
+    "int-key-then-str": lambda: {1: {2: [BAD]}},
+    "bytes-key-dict": lambda: {b"k": BAD},
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SURROGATE_SHAPES))
+@pytest.mark.parametrize("via", ["put", "put_writes"])
+def test_a_lone_surrogate_is_refused_or_kept_never_a_question_mark(store, shape, via):
+    value = SURROGATE_SHAPES[shape]()
+    body = empty_checkpoint()
+    body["channel_values"] = {"a": value} if via == "put" else {"a": 1}
+    body["channel_versions"] = {"a": 1}
+    config = {"configurable": {"thread_id": "sur", "checkpoint_ns": ""}}
+    try:
+        saved = store.put(config, body, {"source": "input", "step": -1}, {"a": 1})
+        if via == "put_writes":
+            store.put_writes(saved, [("w", value)], "task")
+    except (ValueError, TypeError):
+        return
+    got = store.get_tuple(config_for("sur", ns=""))
+    back = got.checkpoint["channel_values"]["a"] if via == "put" else got.pending_writes[0][2]
+    assert "?" not in repr(back), (shape, back)
+
+
+# -- metadata numbers the JSON columns cannot keep ----------------------------------------
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"n": 10**400},
+        {"n": float("nan")},
+        {"n": float("inf")},
+        {"step": 1.5},
+        {"step": True},
+        {"n": -(2**63) - 1},
+        {"n": [2**64]},
+    ],
+    ids=["huge-int", "nan", "inf", "step-float", "step-bool", "below-int64", "nested-2**64"],
+)
+def test_metadata_numbers_are_refused_or_read_back(store, metadata):
+    body = empty_checkpoint()
+    config = {"configurable": {"thread_id": "num", "checkpoint_ns": ""}}
+    try:
+        store.put(config, body, {"source": "input", "step": -1, **metadata}, {})
+    except (InvalidCheckpointInput, ValueError):
+        return
+    got = store.get_tuple(config_for("num", ns=""))
+    assert got is not None
+    list(store.list(None, filter={"source": "input"}))
+
+
+# -- "reading never imports": a module's own __getattr__ is an import hook too ------------
+@pytest.fixture
+def lazy_module(monkeypatch):
+    """A loaded module whose PEP 562 __getattr__ records each name asked of it (as lazy
+    packages do when they import a submodule for the name)."""
+    import sys
+    import types
+
+    asked: list[str] = []
+    module = types.ModuleType("round4_lazy")
+
+    def __getattr__(name):  # noqa: N807
+        asked.append(name)
+        raise AttributeError(name)
+
+    module.__getattr__ = __getattr__
+    monkeypatch.setitem(sys.modules, "round4_lazy", module)
+    return asked
+
+
+@pytest.mark.parametrize("tag", ["dataclass", "model", "enum", "namedtuple"])
+def test_an_envelope_never_calls_a_modules_getattr(lazy_module, tag):
+    import json
+
+    from checkpoints.codec import ENVELOPE_KEY, FaithfulJSONCodec
+    from checkpoints.errors import CheckpointCodecError
+
+    body = {"fields": {}, "value": 1, "items": []}
+    data = json.dumps({ENVELOPE_KEY: tag, "class": "round4_lazy:Thing", **body}).encode()
+    with pytest.raises(CheckpointCodecError):
+        FaithfulJSONCodec(compress_bytes=None).loads(data)
+    assert lazy_module == []
+
+
+def test_msgpack_and_langgraph_json_never_call_a_modules_getattr(lazy_module):
+    import json
+
+    import ormsgpack
+
+    from checkpoints.codec.serde import store_serializer
+
+    serde = store_serializer()
+    for code in (0, 1, 2, 5):
+        ext = ormsgpack.Ext(code, ormsgpack.packb(["round4_lazy", "Thing", {}]))
+        serde.loads_typed(("msgpack", ormsgpack.packb(ext)))
+    envelope = {"lc": 2, "type": "constructor", "id": ["round4_lazy", "Thing"], "kwargs": {}}
+    serde.loads_typed(("json", json.dumps(envelope).encode()))
+    assert lazy_module == []
