@@ -337,10 +337,58 @@ def open_source(
                 raise CheckpointConfigError(
                     f"SQLite store file {path!r} does not exist", field="source"
                 )
+        elif scheme.split("+", 1)[0] in ("postgres", "postgresql", "pgsql"):
+            # Opening an empty database would make a store in it (its migrations run on
+            # the source) and import nothing; an unreachable one would raise the driver's error.
+            _check_postgres_store(source)
         with from_conn_string(source) as ours:
             yield SaverSource(ours, name=_safe(source))
         return
     yield FileSource(source, max_bytes=max_bytes)
+
+
+_DJANGO_PG_OPTIONS = frozenset(
+    {"isolation_level", "assume_role", "server_side_binding", "pool", "cursor_factory"}
+)
+
+
+def _check_postgres_store(url: str) -> None:
+    """Refuse, naming why, a PostgreSQL source that cannot be opened or holds no store."""
+    import psycopg
+
+    from checkpoints.dburl import parse_database_url
+    from checkpoints.models import Checkpoint, Thread
+
+    try:
+        entry = parse_database_url(url)
+    except ValueError as exc:
+        raise CheckpointConfigError(str(exc), field="source") from None
+    given = {
+        "dbname": entry.get("NAME"),
+        "user": entry.get("USER"),
+        "password": entry.get("PASSWORD"),
+        "host": entry.get("HOST"),
+        "port": entry.get("PORT"),
+        # Django's own options are not libpq's.
+        **{k: v for k, v in (entry.get("OPTIONS") or {}).items() if k not in _DJANGO_PG_OPTIONS},
+    }
+    params = {key: value for key, value in given.items() if value not in (None, "")}
+    try:
+        with psycopg.connect(connect_timeout=10, **params) as conn:
+            tables = [Thread._meta.db_table, Checkpoint._meta.db_table]
+            found = conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL", tables
+            ).fetchone()
+    except psycopg.Error as exc:
+        raise CheckpointConfigError(
+            f"cannot open the checkpoint store {_safe(url)}: {str(exc).strip()}", field="source"
+        ) from None
+    if not all(found):
+        raise CheckpointConfigError(
+            f"{_safe(url)} holds no checkpoint store (no {' or '.join(tables)} table); an "
+            "import reads a store and never makes one in its source",
+            field="source",
+        )
 
 
 def _sqlite_path(url: str) -> str:
