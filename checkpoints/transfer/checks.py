@@ -10,7 +10,7 @@ thread and checkpoint ids; the store never sees it.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from checkpoints.errors import CheckpointStoreError
@@ -119,6 +119,12 @@ def _finished(finished: Any) -> None:
         when = None
     if when is None or when.tzinfo is None:
         raise _Bad(f"its finished mark's due_at {_brief(due)} is not an ISO time with a zone")
+    try:
+        when.astimezone(UTC)  # as the store keeps it
+    except OverflowError:
+        raise _Bad(
+            f"its finished mark's due_at {_brief(due)} is outside the years 1-9999 in UTC"
+        ) from None
     if not isinstance(finished.get("owner", ""), str):
         raise _Bad("its finished mark's owner is not text")
 
