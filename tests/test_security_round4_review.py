@@ -212,3 +212,60 @@ def test_msgpack_and_langgraph_json_never_call_a_modules_getattr(lazy_module):
     envelope = {"lc": 2, "type": "constructor", "id": ["round4_lazy", "Thing"], "kwargs": {}}
     serde.loads_typed(("json", json.dumps(envelope).encode()))
     assert lazy_module == []
+
+
+# -- deep metadata: what a put keeps, every read reads ------------------------------------
+def test_deep_metadata_is_refused_or_read_back(store):
+    deep: object = 1
+    for _ in range(3000):
+        deep = [deep]
+    config = {"configurable": {"thread_id": "deepmeta", "checkpoint_ns": ""}}
+    try:
+        store.put(config, empty_checkpoint(), {"source": "input", "step": -1, "d": deep}, {})
+    except (InvalidCheckpointInput, ValueError):
+        return
+    assert store.get_tuple(config_for("deepmeta", ns="")) is not None
+    assert list(store.list(None))
+
+
+# -- odd ids and parameters in URLs: never a 500 -------------------------------------------
+ODD = ["a%00b", "%ED%A0%80", "%C0%80", "x%FF", "%25", "a%0Ab"]
+ROUTES = [
+    "/api/threads/{id}/",
+    "/api/threads/{id}/state/",
+    "/api/threads/{id}/history/",
+    "/api/threads/{id}/checkpoints/{id}/",
+    "/langgraph/threads/{id}",
+    "/langgraph/threads/{id}/state",
+    "/langgraph/threads/{id}/state/{id}",
+    "/langgraph/threads/{id}/history",
+    "/admin/checkpoints/checkpoint/{id}/change/",
+    "/admin/checkpoints/checkpoint/{id}/value/?part=a",
+    "/admin/checkpoints/checkpoint/{id}/changes/",
+    "/admin/checkpoints/checkpoint/compare/?a={id}&b={id}",
+    "/admin/checkpoints/thread/{id}/change/",
+    "/admin/checkpoints/checkpoint/?q={id}",
+    "/admin/checkpoints/checkpoint/?thread_id={id}",
+    "/api/threads/?q={id}",
+    "/api/threads/alice-1/history/?before={id}",
+    "/api/threads/alice-1/history/?metadata.step={id}",
+]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_odd_ids_in_urls_are_never_a_500(threads):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    admin = User.objects.create_superuser("round4", "r@example.com", "pw")
+    client = Client(raise_request_exception=False)
+    client.force_login(admin)
+    failures = []
+    for route in ROUTES:
+        for odd in ODD:
+            path = route.replace("{id}", odd)
+            for method in ("get", "delete") if "threads/{id}" in route else ("get",):
+                response = getattr(client, method)(path)
+                if response.status_code >= 500:
+                    failures.append((method, path, response.status_code))
+    assert failures == [], "\n".join(map(str, failures))

@@ -283,6 +283,10 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
 
     def _neighbours(self, pk) -> dict[str, str]:
         """Links to the older and newer checkpoint of the same thread and namespace."""
+        try:
+            pk = int(pk)
+        except (TypeError, ValueError):
+            return {}  # no such row: the admin's own "doesn't exist" answers, not a 500
         row, older, newer = queries.neighbours(alias=store_alias(), pk=pk)
         if row is None:
             return {}
