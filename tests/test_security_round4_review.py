@@ -269,3 +269,23 @@ def test_odd_ids_in_urls_are_never_a_500(threads):
                 if response.status_code >= 500:
                     failures.append((method, path, response.status_code))
     assert failures == [], "\n".join(map(str, failures))
+
+
+# -- text fields of the retention routes: a lone surrogate is a 400, not a driver error ------
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("reason", ["why\ud800", "why\x00"])
+def test_a_hold_reason_no_store_can_keep_is_refused(clients, threads, users, reason):
+    import json
+
+    from django.contrib.auth.models import Permission
+
+    users["alice"].user_permissions.add(*Permission.objects.filter(codename__contains="hold"))
+    users["alice"].is_staff = True
+    users["alice"].save()
+    response = clients["alice"].generic(
+        "POST",
+        "/api/threads/alice-1/hold/",
+        json.dumps({"reason": reason}),
+        content_type="application/json",
+    )
+    assert response.status_code < 500, response.content[:500]
