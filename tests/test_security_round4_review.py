@@ -289,3 +289,27 @@ def test_a_hold_reason_no_store_can_keep_is_refused(clients, threads, users, rea
         content_type="application/json",
     )
     assert response.status_code < 500, response.content[:500]
+
+
+# -- the async doors check names as the sync ones do ---------------------------------------
+@pytest.mark.parametrize("bad", ["c\x00", "c\ud800"])
+@pytest.mark.parametrize("part", ["channel", "task_id", "task_path", "thread_id", "ns"])
+def test_async_put_writes_and_aput_refuse_bad_names(store, bad, part):
+    import asyncio
+
+    config = _put(store, "async-names")
+    conf = dict(config["configurable"])
+    if part in ("thread_id", "ns"):
+        body = empty_checkpoint()
+        target = {"thread_id": bad if part == "thread_id" else "async-names"}
+        target["checkpoint_ns"] = bad if part == "ns" else ""
+        with pytest.raises(InvalidCheckpointInput):
+            asyncio.run(store.aput({"configurable": target}, body, {}, {}))
+        with pytest.raises(InvalidCheckpointInput):
+            asyncio.run(store.aget_tuple({"configurable": target}))
+        return
+    channel = bad if part == "channel" else "c"
+    task_id = bad if part == "task_id" else "t"
+    task_path = bad if part == "task_path" else ""
+    with pytest.raises(InvalidCheckpointInput):
+        asyncio.run(store.aput_writes({"configurable": conf}, [(channel, 1)], task_id, task_path))
