@@ -6,12 +6,15 @@ shape); the views only read what these return.
 
 from __future__ import annotations
 
+import json
 import re
 
+from django.conf import settings
 from langgraph.types import StateUpdate
 
 from checkpoints.api.base import check_thread_id
-from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.api.serializers import MAX_SUPERSTEPS
+from checkpoints.errors import InvalidCheckpointInput, ValueTooLarge
 from checkpoints.langgraph_api import shapes
 from checkpoints.store.planning import check_key
 from retention.policy import declare_retention, validate_retention
@@ -112,12 +115,25 @@ def checkpoint_of(data: dict, name: str = "checkpoint") -> dict:
 def updates_of(supersteps) -> list[list[StateUpdate]]:
     if not isinstance(supersteps, list):
         raise InvalidCheckpointInput("supersteps must be a list", field="supersteps")
+    # The REST API's bulk update bound: each superstep is a checkpoint written.
+    if len(supersteps) > MAX_SUPERSTEPS:
+        raise InvalidCheckpointInput(
+            f"supersteps holds {len(supersteps)} supersteps; one request writes at most "
+            f"{MAX_SUPERSTEPS}",
+            field="supersteps",
+        )
     steps = []
     for i, step in enumerate(supersteps):
         updates = step.get("updates") if isinstance(step, dict) else None
         if not isinstance(updates, list):
             raise InvalidCheckpointInput(
                 f"supersteps[{i}] must be an object with an updates list", field="supersteps"
+            )
+        if len(updates) > MAX_SUPERSTEPS:
+            raise InvalidCheckpointInput(
+                f"supersteps[{i}] holds {len(updates)} updates; a superstep holds at most "
+                f"{MAX_SUPERSTEPS}",
+                field="supersteps",
             )
         row = []
         for j, update in enumerate(updates):
@@ -241,3 +257,21 @@ def select_of(value) -> list[str] | None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InvalidCheckpointInput("select must be a list of field names", field="select")
     return value
+
+
+def check_metadata_size(metadata: dict) -> None:
+    """A thread's metadata as a whole holds no more than one request may carry: updates
+    merge into it, so without a bound each one grows the row (and every search that lists
+    it) by a request's worth."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if limit is None:
+        return
+    size = len(json.dumps(metadata, ensure_ascii=False).encode())
+    if size > limit:
+        raise ValueTooLarge(
+            f"the thread's metadata would come to {size} bytes of JSON, over "
+            f"DATA_UPLOAD_MAX_MEMORY_SIZE ({limit} bytes), the most a thread's metadata holds",
+            field="metadata",
+            limit="DATA_UPLOAD_MAX_MEMORY_SIZE",
+            size=size,
+        )

@@ -34,6 +34,7 @@ from checkpoints.langgraph_api.parsing import (
     STATUSES,
     body_of,
     bounded,
+    check_metadata_size,
     check_ttl,
     checkpoint_of,
     declare_ttl,
@@ -61,6 +62,20 @@ NOT_SERVED = (
 
 
 class ThreadsView(LangGraphView):
+    @property
+    def throttle_scopes(self) -> dict[str, str]:
+        # A thread made with supersteps is the REST API's bulk update: counted as one.
+        request = getattr(self, "request", None)
+        if request is None or request.method != "POST":
+            return {}
+        self._check_body_size(request)
+        data = request.data
+        return (
+            {"POST": "checkpoints.bulk_update"}
+            if isinstance(data, dict) and data.get("supersteps")
+            else {}
+        )
+
     def post(self, request):
         """Create a thread: a first checkpoint (or the supersteps' ones) and its record."""
         data = body_of(request)
@@ -136,7 +151,9 @@ class ThreadView(LangGraphView):
         row, _ = ThreadMetadata.objects.get_or_create(
             provider=self.saver.provider, thread_id=info.thread_id
         )
-        row.metadata = {**row.metadata, **metadata}
+        merged = {**row.metadata, **metadata}
+        check_metadata_size(merged)
+        row.metadata = merged
         row.save()
         declare_ttl(self.saver, info.thread_id, minutes)
         if "return=minimal" in request.headers.get("Prefer", ""):
