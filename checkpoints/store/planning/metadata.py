@@ -132,7 +132,21 @@ def json_metadata(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[
     return out
 
 
-def _clean_json(value: Any, path: Any) -> Any:
+# The deepest metadata a put keeps: every store's read parses it back with a recursive
+# JSON parser (psycopg's, json.loads), which fails past Python's recursion limit.
+METADATA_MAX_DEPTH = 100
+
+
+def _refuse_depth(path: Any) -> None:
+    text = _path_text(path)
+    raise InvalidCheckpointInput(
+        f"{text} nests deeper than {METADATA_MAX_DEPTH} levels; checkpoint metadata may "
+        f"nest at most {METADATA_MAX_DEPTH}",
+        field=text,
+    )
+
+
+def _clean_json(value: Any, path: Any, depth: int = 0) -> Any:
     # ``path`` is text, or (parent, segment) pairs turned into text only for a refusal
     # (a str segment is a key, an int an index): formatting every key's path cost more
     # than the cleaning (this runs on every put).
@@ -141,22 +155,25 @@ def _clean_json(value: Any, path: Any) -> Any:
         return value.replace("\x00", "") if value.isascii() else _clean_text(value, path)
     if value is None or t is bool or t is int:
         return value
+    if depth >= METADATA_MAX_DEPTH:
+        _refuse_depth(path)
+    depth += 1
     if t is dict:
         out = {}
         for k, v in value.items():
             if type(k) is not str:
-                return _clean_any(value, path)
+                return _clean_any(value, path, depth)
             kind = type(v)
             # Scalars inline: most metadata values are, and a call each cost more.
             if kind is str:
                 v = v.replace("\x00", "") if v.isascii() else _clean_text(v, (path, k))
             elif not (v is None or kind is bool or kind is int):
-                v = _clean_json(v, (path, k))
+                v = _clean_json(v, (path, k), depth)
             out[k.replace("\x00", "") if k.isascii() else _clean_text(k, path, key=True)] = v
         return out
     if t is list or t is tuple:
-        return [_clean_json(v, (path, i)) for i, v in enumerate(value)]
-    return _clean_any(value, path)
+        return [_clean_json(v, (path, i), depth) for i, v in enumerate(value)]
+    return _clean_any(value, path, depth)
 
 
 def _path_text(path: Any) -> str:
@@ -183,7 +200,7 @@ def _clean_text(text: str, path: Any, *, key: bool = False) -> str:
     return text.replace("\x00", "")
 
 
-def _clean_any(value: Any, path: Any) -> Any:
+def _clean_any(value: Any, path: Any, depth: int = 0) -> Any:
     if isinstance(value, str):
         return _clean_text(str.__str__(value), path)
     if value is None or isinstance(value, (bool, int)):
@@ -200,10 +217,10 @@ def _clean_any(value: Any, path: Any) -> Any:
                 raise InvalidCheckpointInput(
                     f"{text} has key {k!r}; metadata keys must be strings", field=text
                 )
-            out[_clean_text(k, path, key=True)] = _clean_json(v, (path, k))
+            out[_clean_text(k, path, key=True)] = _clean_json(v, (path, k), depth)
         return out
     if isinstance(value, (list, tuple)):
-        return [_clean_json(v, (path, i)) for i, v in enumerate(value)]
+        return [_clean_json(v, (path, i), depth) for i, v in enumerate(value)]
     raise InvalidCheckpointInput(
         f"{text} holds a {type(value).__name__}; checkpoint metadata must be JSON data",
         field=text,
