@@ -38,6 +38,7 @@ from urllib.parse import quote
 from langgraph.checkpoint.base import writes_sort_key
 from langgraph.constants import TASKS
 
+from checkpoints.codec.budget import ObjectBudget
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
 from checkpoints.transfer.records import (
@@ -123,16 +124,20 @@ class TableSource:
         if not rows:
             return None
         writes: dict[tuple[str, str], list[WriteRecord]] = {}
+        # What one checkpoint's values may build (codec.budget): its writes, body and blobs.
+        budgets: dict[tuple[str, str], ObjectBudget] = {}
         for ns, cid, task_id, task_path, idx, channel, type_, data in write_rows:
             at = (_text(ns, "checkpoint_ns"), _text(cid, "checkpoint_id"))
             where = f"pending write of task {_short(task_id)} to channel {_short(channel)}"
             if not isinstance(idx, int) or isinstance(idx, bool):
                 raise _Unreadable(f"the {where} has an idx that is not a whole number", at)
+            with budgets.setdefault(at, ObjectBudget()):
+                value = self._decode(type_, data, f"the {where}", at)
             writes.setdefault(at, []).append(
                 WriteRecord(
                     task_id=_text(task_id, "task_id", at),
                     channel=_text(channel, "channel", at),
-                    value=self._decode(type_, data, f"the {where}", at),
+                    value=value,
                     task_path=_text(task_path or "", "task_path", at),
                     idx=idx,
                 )
@@ -143,12 +148,21 @@ class TableSource:
         rows = sorted(rows, key=lambda r: (str(r[0] or ""), str(r[1])))
         return ThreadRecord(
             thread_id=thread_id,
-            checkpoints=[self._checkpoint(row, blobs, decoded, writes) for row in rows],
+            checkpoints=[self._checkpoint(row, blobs, decoded, writes, budgets) for row in rows],
         )
 
-    def _checkpoint(self, row: tuple, blobs, decoded: dict, writes: dict) -> CheckpointRecord:
+    def _checkpoint(
+        self, row: tuple, blobs, decoded: dict, writes: dict, budgets: dict
+    ) -> CheckpointRecord:
         ns, cid = _text(row[0] or "", "checkpoint_ns"), _text(row[1], "checkpoint_id")
         at = (ns, cid)
+        with budgets.get(at) or ObjectBudget():
+            return self._checkpoint_values(row, at, blobs, decoded, writes)
+
+    def _checkpoint_values(
+        self, row: tuple, at: tuple[str, str], blobs, decoded: dict, writes: dict
+    ) -> CheckpointRecord:
+        ns, cid = at
         decode = partial(self._decode, at=at)
         parent = row[2] or None
         if parent is not None:

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoints.codec.budget import ObjectBudget, ObjectBudgetExceeded
 from checkpoints.errors import InvalidCheckpointInput
 
 FORMAT_NAME = "checkpoint-store-export"
@@ -134,7 +135,18 @@ def typed_value(serde, entry: Any, where: str) -> Any:
         data = base64.b64decode(entry["data"], validate=True)
     except ValueError as exc:
         raise ValueError(f"{where} data is not base64: {exc}") from None
-    return serde.loads_typed((entry["type"], data))
+    try:
+        return serde.loads_typed((entry["type"], data))
+    except ObjectBudgetExceeded as exc:
+        raise ObjectBudgetExceeded(f"{where} cannot be read: {exc}", field=where) from None
+
+
+def _typed_bytes(rec: dict[str, Any]) -> int:
+    """The base64 text of a checkpoint record's typed values together (more than their
+    bytes): what their decoding is bounded by before any is read."""
+    entries = [rec.get("rest"), *(rec.get("values") or {}).values()]
+    entries += [w.get("value") for w in rec.get("writes") or () if type(w) is dict]
+    return sum(len(e["data"]) for e in entries if type(e) is dict and type(e.get("data")) is str)
 
 
 def header(**extra: Any) -> dict[str, Any]:
@@ -195,6 +207,13 @@ def _checkpoint(serde, rec: dict[str, Any], line: int) -> CheckpointRecord:
         raise ValueError("its 'parent' is not text")
     if not isinstance(rec.get("channel_versions", {}), dict):
         raise ValueError("its 'channel_versions' is not an object")
+    if not isinstance(rec.get("writes") or [], list):
+        raise ValueError("its 'writes' is not a list")
+    with ObjectBudget(_typed_bytes(rec)):
+        return _checkpoint_values(serde, rec, line)
+
+
+def _checkpoint_values(serde, rec: dict[str, Any], line: int) -> CheckpointRecord:
     body: dict[str, Any] = {"id": rec["id"]}
     body.update({k: rec[k] for k in BODY_JSON if k in rec})
     if rec.get("rest") is not None:

@@ -122,3 +122,25 @@ def assert_same(a: Any, b: Any, path: str = "value") -> None:
         assert_same(a.record, b.record, path)
     else:
         assert a == b, f"{path}: {a!r} vs {b!r}"
+
+
+# -- the object budget (codec.budget) --------------------------------------------------------
+def empty_maps(n: int) -> bytes:
+    """msgpack for a list of ``n`` empty maps: n + 5 bytes that build ~72 n bytes of dicts."""
+    return b"\xdd" + n.to_bytes(4, "big") + b"\x80" * n
+
+
+def legit_values() -> dict[str, Any]:
+    """Large values a LangGraph graph keeps, which the object budget must let through."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return {
+        "messages": [
+            AIMessage(content=f"answer {i}: " + "text " * 20, id=f"a{i}")
+            if i % 2
+            else HumanMessage(content=f"question {i}", id=f"h{i}")
+            for i in range(10_000)
+        ],
+        "document": {"title": "report", "body": "lorem ipsum dolor sit amet " * 9_500},
+        "numbers": list(range(1_000_000)),
+    }

@@ -12,7 +12,6 @@ import tracemalloc
 import ormsgpack
 import pytest
 from django.test import override_settings
-from langchain_core.messages import AIMessage, HumanMessage
 
 from checkpoints.codec.budget import (
     MAX_COST_PER_BYTE,
@@ -25,6 +24,7 @@ from checkpoints.codec.budget import (
 from checkpoints.codec.serde import store_serializer
 from checkpoints.conf import DEFAULTS
 from checkpoints.errors import UnreadableValue
+from tests.checkpoints.codec.codec_helpers import empty_maps, legit_values
 from tests.reliability_fixtures import put_value
 from tests.store_helpers import corrupt_values
 
@@ -32,11 +32,6 @@ MiB = 1 << 20
 # Lowered so a bomb of a few hundred KiB trips the budget (4 x 1 MiB for a value).
 SMALL_LIMITS = {**DEFAULTS, "CODEC_MAX_BYTES": MiB, "MAX_CHECKPOINT_BYTES": 2 * MiB}
 BOMB_ITEMS = 300_000  # builds ~21 MB of dicts from 300 KB
-
-
-def empty_maps(n: int) -> bytes:
-    """msgpack for a list of ``n`` empty maps: n + 5 bytes."""
-    return b"\xdd" + n.to_bytes(4, "big") + b"\x80" * n
 
 
 def built_bytes(data: bytes) -> int:
@@ -50,19 +45,6 @@ def built_bytes(data: bytes) -> int:
         tracemalloc.stop()
     del value
     return held
-
-
-def legit_values() -> dict[str, object]:
-    return {
-        "messages": [
-            AIMessage(content=f"answer {i}: " + "text " * 20, id=f"a{i}")
-            if i % 2
-            else HumanMessage(content=f"question {i}", id=f"h{i}")
-            for i in range(10_000)
-        ],
-        "document": {"title": "report", "body": "lorem ipsum dolor sit amet " * 9_500},
-        "numbers": list(range(1_000_000)),
-    }
 
 
 def test_the_estimate_follows_what_unpacking_builds_and_never_passes_its_per_byte_bound():
