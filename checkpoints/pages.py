@@ -8,26 +8,18 @@ paginator (`checkpoints.admin.paging`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from typing import Any
 
-from django.db import connections, transaction
 from django.db.models import Count, QuerySet, Window
 from django.db.models.functions import Coalesce
 
 from checkpoints.selectors import ThreadInfo, with_claims
+from checkpoints.store.registry import dialect_saver
 
 
-@contextmanager
 def without_jit(alias: str):
-    """PostgreSQL only: JIT off for this block's statements (SET LOCAL, so a pooler in
-    transaction mode sees it end with the transaction)."""
-    if connections[alias].vendor != "postgresql":
-        yield
-        return
-    with transaction.atomic(using=alias), connections[alias].cursor() as cur:
-        cur.execute("SET LOCAL jit = off")
-        yield
+    """The dialect's tuning of the console's heavier reads on ``alias`` (PostgreSQL: JIT off)."""
+    return dialect_saver(alias).tuned_reads(alias)
 
 
 class Page(Sequence):

@@ -23,6 +23,7 @@ from checkpoints.pages import (
     sorted_whole,
     without_jit,
 )
+from checkpoints.store.registry import dialect_saver
 
 
 class IndexPaginator(Paginator):
@@ -90,13 +91,13 @@ class IndexPaginator(Paginator):
         with without_jit(self.object_list.db):
             if self._read is not None and self._read[0] == number:
                 pks = self._read[1][: top - bottom]
-            elif self.walk and connections[self.object_list.db].vendor == "postgresql":
+            elif self.walk and (dialect := dialect_saver(self.object_list.db)).prefers_index_walk:
                 # The planner multiplies the status rule's selectivities (idle: 3,706
                 # expected of 39,000) and sorts every match for a deep page (54 ms at
                 # 100,000 threads) where the walk finds it in 8. For the keys alone: the
                 # rows' annotations need their sorts.
                 with connections[self.object_list.db].cursor() as cursor:
-                    cursor.execute("SET LOCAL enable_sort = off")
+                    dialect.walk_the_index(cursor)
                     pks = self._page_keys(bottom, top)
                     cursor.execute("RESET enable_sort")
             else:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db import connections
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length
 
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
+from checkpoints.store.registry import dialect_saver
 
 # How many children (or forks) of one checkpoint a page links to.
 CHILD_LINKS = 20
@@ -95,7 +95,7 @@ def forks_from(*, alias: str, thread_id: str) -> list[tuple[str, int, str]]:
     containment from the metadata GIN index, SQLite by reading the fork rows.
     """
     rows = Checkpoint.objects.using(alias).filter(source="fork")
-    if connections[alias].vendor == "postgresql":
+    if dialect_saver(alias).indexed_json_containment:
         rows = rows.filter(metadata__contains={"forked_from": {"thread_id": thread_id}})
     else:
         rows = rows.filter(metadata__forked_from__thread_id=thread_id)

@@ -18,11 +18,11 @@ from django.http import Http404
 
 from checkpoints.admin.value_cut import page_previews
 from checkpoints.codec.compression import reading_response
+from checkpoints.errors import CheckpointConfigError
 from checkpoints.models import Thread
-from checkpoints.store.registry import get_saver
+from checkpoints.store.registry import dialect_saver, get_saver
 
 PROVIDER_PARAM = "provider"
-ORM_VENDORS = {"postgresql": "postgres", "sqlite": "sqlite"}
 
 # The store the current admin request reads (a database alias), set by `with_store_choice`
 # around each admin view and its rendering; None means the deployment's own store.
@@ -46,7 +46,7 @@ def store_saver():
     chosen = _chosen.get()
     if chosen is None or chosen == deployment_alias():
         return get_saver()
-    return get_saver(ORM_VENDORS[connections[chosen].vendor], using=chosen)
+    return get_saver(dialect_saver(chosen).provider, using=chosen)
 
 
 def _has_tables(alias: str) -> bool:
@@ -74,8 +74,11 @@ def store_choices() -> list[tuple[str, str]]:
     aliases = ([own] if own else []) + [a for a in settings.DATABASES if a != own]
     choices = []
     for alias in aliases:
-        provider = ORM_VENDORS.get(connections[alias].vendor)
-        if provider is None or (alias != own and not _has_tables(alias)):
+        try:
+            provider = dialect_saver(alias).provider
+        except CheckpointConfigError:
+            continue  # a database no ORM saver speaks holds no store
+        if alias != own and not _has_tables(alias):
             continue
         choices.append((alias, f"{provider} ({alias})"))
     return choices

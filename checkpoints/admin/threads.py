@@ -454,8 +454,9 @@ class ThreadAdmin(
         )
 
     def changelist_view(self, request, extra_context=None):
-        provider = get_saver().provider
-        if provider not in ("postgres", "sqlite"):
+        saver = get_saver()
+        provider = saver.provider
+        if saver.db_alias is None:
             # Only the ORM providers keep these tables; say so instead of an empty page.
             self.message_user(
                 request,

@@ -84,6 +84,21 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
     # What the migrations do beyond the models' tables on this dialect: (app, migration,
     # attribute holding the statement), run after a new store's tables (`connect`).
     new_store_extra_sql: tuple[tuple[str, str, str], ...] = ()
+    # Dialect facts the console's own table queries ask for (pages, keyset walks, the forks
+    # of a thread), so no module outside the store compares database vendors.
+    # Whether a metadata containment test (``metadata__contains``) is served by an index.
+    indexed_json_containment = False
+    # Whether a deep keyset page is found faster by walking the index than by sorting.
+    prefers_index_walk = False
+
+    @classmethod
+    def tuned_reads(cls, alias: str) -> AbstractContextManager[None]:
+        """Around the console's heavier reads on database ``alias``: nothing by default."""
+        return nullcontext()
+
+    @classmethod
+    def walk_the_index(cls, cursor) -> None:
+        """Ask the planner, for the rest of the transaction, to walk an index, not sort."""
 
     def __init__(
         self, *, using: str = "default", serde=None, max_checkpoints=None, check_format=True

@@ -47,7 +47,7 @@ class Command(BaseCommand):
 
 
 def summary(report: dict) -> str:
-    if report["provider"] == "sqlite":
+    if "bytes_before" in report:  # the store gave the file's space back
         return (
             f"Compacted {report['path']}: {report['bytes_before']:,} -> "
             f"{report['bytes_after']:,} bytes (auto_vacuum {report['auto_vacuum_before']} -> "
