@@ -25,40 +25,34 @@ Owners: a thread keeps the owner its source records (a username: our ORM stores 
 it), which must be a user here; ``owner_from_metadata`` names a metadata key to take the
 owner from instead, when the source records none; ``owner`` owns the rest. A checkpoint's
 metadata never names the owner on its own: whoever writes a checkpoint chooses it.
+
+Modules that read the models (owners, presence) are imported inside the functions that use
+them: a plain script imports `copy_threads` before `from_conn_string` has set Django up.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from django.db import DataError, IntegrityError
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadExists
 from checkpoints.store.planning import check_thread_id
-from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.transfer.checks import check_thread
 from checkpoints.transfer.langgraph_tables import TableSource
 from checkpoints.transfer.records import (
     ThreadRecord,
     TransferFormatError,
-    header,
     refuse,
-    thread_lines,
 )
 from checkpoints.transfer.sources import FileSource, SaverSource, source_of
-
-
-class TransferVerifyError(CheckpointStoreError):
-    """A thread read back from the target differs from its source."""
-
-    code = "transfer_verify"
+from checkpoints.transfer.verify import verify_thread
+from checkpoints.transfer.writing import all_or_nothing, finish_interrupted_copy, write_thread
 
 
 @dataclass
@@ -164,7 +158,7 @@ def copy_threads(
         if dry_run:
             run = checked
         else:
-            with _all_or_nothing(target_saver, run.written):
+            with all_or_nothing(target_saver, run.written):
                 run.strict = True
                 run.copy(wanted, dry_run=False)
     else:
@@ -176,8 +170,6 @@ def copy_threads(
 def _target_refusals() -> tuple[type[BaseException], ...]:
     """What a target raises for a record it cannot store: refusals of that thread. The
     checks catch these first; this names any they miss rather than stop the import."""
-    from django.db import DataError, IntegrityError
-
     refusals: tuple[type[BaseException], ...] = (
         InvalidCheckpointInput,
         ValueError,
@@ -200,7 +192,7 @@ class _Run:
         self.on_conflict, self.verify, self.progress = on_conflict, verify, progress
         self.summary = TransferSummary()
         self.strict = False
-        # Threads this run wrote, for `_all_or_nothing` to take back.
+        # Threads this run wrote, for `all_or_nothing` to take back.
         self.written: list[ThreadRecord] = []
 
     def refuse(self, refusal: TransferFormatError) -> None:
@@ -229,7 +221,7 @@ class _Run:
             if problem is not None:
                 self.refuse(problem)
                 continue
-            if not dry_run and _finish_interrupted_copy(target, item, owner_pk):
+            if not dry_run and finish_interrupted_copy(target, item, owner_pk):
                 self.count(item)
                 continue
             if _presence(target, item.thread_id) is not None:
@@ -266,29 +258,6 @@ class _Run:
         self.summary.threads += 1
         self.summary.checkpoints += len(item.checkpoints)
         self.summary.writes += item.writes
-
-
-@contextmanager
-def _all_or_nothing(target, written: list[ThreadRecord]):
-    """Every thread written inside, or none: one transaction on the ORM stores; on the
-    others, the threads written are deleted when anything fails."""
-    using = getattr(target, "db_alias", None)
-    if using is not None:
-        from django.db import transaction
-
-        with transaction.atomic(using=using):
-            yield
-        return
-    try:
-        yield
-    except BaseException:
-        for thread in written:
-            target.delete_thread(thread.thread_id)
-            if thread.finished and hasattr(target, "unmark_finished"):
-                target.unmark_finished(thread.thread_id)
-            if thread.retention and hasattr(target, "set_thread_retention"):
-                target.set_thread_retention(thread.thread_id, ThreadRetention())
-        raise
 
 
 class _Owners:
@@ -350,26 +319,6 @@ class _Owners:
         return self._by_name[name]
 
 
-def _finish_interrupted_copy(target, thread: ThreadRecord, owner_pk: int | None) -> bool:
-    """Complete a thread a killed import had copied on Redis but not yet marked (its
-    staging copy is still there, see the module's docstring); True when it did."""
-    staging = _staging_id(target, thread.thread_id)
-    if staging is None:
-        return False
-    if target.thread_holdings(staging).empty or target.thread_holdings(thread.thread_id).empty:
-        return False
-    _after(target, thread, thread.thread_id, owner_pk)
-    target.delete_thread(staging)
-    return True
-
-
-def _staging_id(target, thread_id: str) -> str | None:
-    """Where the target stages a thread's import (`Capabilities.staging_id`); None for a
-    target whose writes of a thread are one transaction, or a saver that is not ours."""
-    staging_id = getattr(target, "staging_id", None)
-    return staging_id(thread_id) if staging_id is not None else None
-
-
 def _presence(saver, thread_id: str) -> str | None:
     if hasattr(saver, "thread_presence"):
         from checkpoints.threads import thread_presence
@@ -410,216 +359,4 @@ def _counting(target):
     return clone, counter
 
 
-# -- writing one thread -------------------------------------------------------------------
-def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -> None:
-    """Write the whole thread into the target as one unit (see the module's docstring)."""
-    staging = _staging_id(target, thread.thread_id)
-    if staging is not None:
-        target.delete_thread(staging)  # what a killed import left before its copy
-        try:
-            _put_thread(target, thread, staging)
-            if thread.retention:
-                target.set_thread_retention(staging, ThreadRetention(**thread.retention))
-            target.copy_thread(staging, thread.thread_id)
-        except BaseException:
-            target.delete_thread(staging)
-            raise
-        _after(target, thread, thread.thread_id, owner_pk)
-        target.delete_thread(staging)  # last: its absence says the thread is complete
-        return
-    with _unit(target, thread.thread_id):
-        _put_thread(target, thread, thread.thread_id)
-        if thread.retention:
-            target.set_thread_retention(thread.thread_id, ThreadRetention(**thread.retention))
-        _after(target, thread, thread.thread_id, owner_pk)
-
-
-@contextmanager
-def _unit(target, thread_id: str):
-    using = getattr(target, "db_alias", None)
-    if using is not None:
-        from django.db import transaction
-
-        with transaction.atomic(using=using):
-            yield
-        return
-    try:
-        yield
-    except BaseException:
-        if hasattr(target, "delete_thread"):
-            target.delete_thread(thread_id)
-        raise
-
-
-def _after(target, thread: ThreadRecord, thread_id: str, owner_pk: int | None) -> None:
-    if thread.finished and hasattr(target, "mark_finished"):
-        target.mark_finished(
-            thread_id,
-            datetime.fromisoformat(thread.finished["due_at"]),
-            thread.finished.get("owner") or "",
-        )
-    if owner_pk is not None and hasattr(target, "set_owner"):
-        target.set_owner(thread_id, owner_pk)
-
-
-def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
-    written: set[tuple[str, str, str]] = set()
-    puts, writes = [], []
-    for cp in thread.checkpoints:
-        # No user_id: the owner is set once, as resolved (`_Owners`), never by the put.
-        conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": cp.ns}
-        if cp.parent_id:
-            conf["checkpoint_id"] = cp.parent_id
-        versions = cp.checkpoint.get("channel_versions") or {}
-        new_versions = {}
-        for channel, version in versions.items():
-            key = (cp.ns, channel, str(version))
-            if key not in written:
-                written.add(key)
-                new_versions[channel] = version
-        puts.append(({"configurable": conf}, cp.checkpoint, cp.metadata, new_versions))
-        at = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": cp.ns,
-                "checkpoint_id": cp.checkpoint_id,
-            }
-        }
-        for task_id, path, group in _write_groups(cp.writes):
-            writes.append((at, group, task_id, path))
-    if hasattr(target, "put_many"):
-        # One unit, in as few round trips as the store can (PostgreSQL: one statement).
-        target.put_many(puts, writes)
-        return
-    for put in puts:
-        target.put(*put)
-    for write in writes:
-        target.put_writes(*write)
-
-
-def _write_groups(writes):
-    """(task_id, task_path, writes) per task, specials apart: put_writes gives the others
-    indexes 0, 1, ... in order and each special its own, as the source held them."""
-    groups: dict[tuple[str, str, bool], list] = {}
-    for w in writes:
-        special = w.idx is not None and w.idx < 0
-        groups.setdefault((w.task_id, w.task_path, special), []).append((w.channel, w.value))
-    for (task_id, path, _), group in groups.items():
-        yield task_id, path, group
-
-
-# -- verifying ----------------------------------------------------------------------------
-def _shape(thread: ThreadRecord | None, *, paths: bool) -> list:
-    if thread is None:
-        return []
-    out = []
-    for cp in thread.checkpoints:
-        body = dict(cp.checkpoint)
-        values = body.pop("channel_values", {}) or {}
-        out.append(
-            (
-                cp.ns,
-                cp.checkpoint_id,
-                cp.parent_id,
-                json.loads(json.dumps(cp.metadata, default=str)),
-                json.loads(json.dumps({k: body.get(k) for k in ("v", "ts", "channel_versions")})),
-                json.loads(json.dumps(body.get("versions_seen"), default=str)),
-                values,
-                [(w.task_id, w.task_path if paths else "", w.channel, w.value) for w in cp.writes],
-            )
-        )
-    return out
-
-
-def verify_thread(source: ThreadRecord | None, target: ThreadRecord | None) -> None:
-    """Raise TransferVerifyError naming the first checkpoint that differs."""
-    name = (source or target).thread_id if (source or target) else "?"
-    paths = source is not None and target is not None
-    a, b = _shape(source, paths=paths), _shape(target, paths=paths)
-    if len(a) != len(b):
-        raise TransferVerifyError(
-            f"thread {name!r}: the source holds {len(a)} checkpoint(s), the target {len(b)}"
-        )
-    parts = ("ns", "id", "parent", "metadata", "versions", "versions_seen", "values", "writes")
-    for left, right in zip(a, b, strict=True):
-        for part, x, y in zip(parts, left, right, strict=True):
-            if x != y:
-                raise TransferVerifyError(
-                    f"thread {name!r}: checkpoint {left[1]!r} (ns {left[0]!r}) differs in its "
-                    f"{part}: source {_short(x)}, target {_short(y)}"
-                )
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 200 else text[:200] + "..."
-
-
-# -- export -------------------------------------------------------------------------------
-def export_threads(
-    source: Any,
-    stream,
-    *,
-    thread_ids: Iterable[str] | None = None,
-    since: datetime | None = None,
-    progress: Callable[[TransferSummary], None] | None = None,
-) -> TransferSummary:
-    """Write the export format (`records`) of each thread to a binary ``stream``.
-
-    ``since``: only threads with a checkpoint written at or after it.
-    """
-    from checkpoints.codec.serde import store_serializer
-
-    src = as_source(source)
-    serde = store_serializer()
-    started = time.monotonic()
-    summary = TransferSummary()
-    wanted = None if thread_ids is None else [check_thread_id(t) for t in thread_ids]
-
-    def put(record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        summary.bytes += len(line)
-        stream.write(line)
-
-    put(header(source=getattr(src, "name", "")))
-    for item in src.threads(wanted):
-        if isinstance(item, TransferFormatError):
-            summary.refused += 1
-            summary.refusals.append(item.message)
-            continue
-        if since is not None:
-            try:
-                recent = any(
-                    datetime.fromisoformat(str(c.checkpoint.get("ts"))) >= since
-                    for c in item.checkpoints
-                )
-            except (TypeError, ValueError) as exc:  # a ts no ISO time, or without a zone
-                summary.refused += 1
-                summary.refusals.append(
-                    f"thread {item.thread_id!r}: a checkpoint's ts cannot be compared with "
-                    f"since ({exc}); the thread was not exported"
-                )
-                continue
-            if not recent:
-                summary.skipped += 1
-                continue
-        for record in thread_lines(serde, item):
-            put(record)
-        summary.threads += 1
-        summary.checkpoints += len(item.checkpoints)
-        summary.writes += item.writes
-        if progress is not None:
-            progress(summary)
-    summary.seconds = time.monotonic() - started
-    return summary
-
-
-__all__ = [
-    "TransferRefused",
-    "TransferSummary",
-    "TransferVerifyError",
-    "copy_threads",
-    "export_threads",
-    "verify_thread",
-    "write_thread",
-]
+__all__ = ["TransferRefused", "TransferSummary", "copy_threads"]

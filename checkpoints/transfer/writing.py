@@ -1,0 +1,135 @@
+"""Writing one thread into one of our stores, whole or not at all (see `copy` for what
+makes a thread whole on each kind of store)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from checkpoints.store.planning.retention import ThreadRetention
+from checkpoints.transfer.records import ThreadRecord
+
+
+def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -> None:
+    """Write the whole thread into the target as one unit (see the module's docstring)."""
+    staging = staging_id_of(target, thread.thread_id)
+    if staging is not None:
+        target.delete_thread(staging)  # what a killed import left before its copy
+        try:
+            _put_thread(target, thread, staging)
+            if thread.retention:
+                target.set_thread_retention(staging, ThreadRetention(**thread.retention))
+            target.copy_thread(staging, thread.thread_id)
+        except BaseException:
+            target.delete_thread(staging)
+            raise
+        give_marks(target, thread, thread.thread_id, owner_pk)
+        target.delete_thread(staging)  # last: its absence says the thread is complete
+        return
+    with all_or_nothing(target, [thread]):
+        _put_thread(target, thread, thread.thread_id)
+        if thread.retention:
+            target.set_thread_retention(thread.thread_id, ThreadRetention(**thread.retention))
+        give_marks(target, thread, thread.thread_id, owner_pk)
+
+
+def give_marks(target, thread: ThreadRecord, thread_id: str, owner_pk: int | None) -> None:
+    if thread.finished and hasattr(target, "mark_finished"):
+        target.mark_finished(
+            thread_id,
+            datetime.fromisoformat(thread.finished["due_at"]),
+            thread.finished.get("owner") or "",
+        )
+    if owner_pk is not None and hasattr(target, "set_owner"):
+        target.set_owner(thread_id, owner_pk)
+
+
+def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
+    written: set[tuple[str, str, str]] = set()
+    puts, writes = [], []
+    for cp in thread.checkpoints:
+        # No user_id: the owner is set once, as resolved (`_Owners`), never by the put.
+        conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": cp.ns}
+        if cp.parent_id:
+            conf["checkpoint_id"] = cp.parent_id
+        versions = cp.checkpoint.get("channel_versions") or {}
+        new_versions = {}
+        for channel, version in versions.items():
+            key = (cp.ns, channel, str(version))
+            if key not in written:
+                written.add(key)
+                new_versions[channel] = version
+        puts.append(({"configurable": conf}, cp.checkpoint, cp.metadata, new_versions))
+        at = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": cp.ns,
+                "checkpoint_id": cp.checkpoint_id,
+            }
+        }
+        for task_id, path, group in _write_groups(cp.writes):
+            writes.append((at, group, task_id, path))
+    if hasattr(target, "put_many"):
+        # One unit, in as few round trips as the store can (PostgreSQL: one statement).
+        target.put_many(puts, writes)
+        return
+    for put in puts:
+        target.put(*put)
+    for write in writes:
+        target.put_writes(*write)
+
+
+def _write_groups(writes):
+    """(task_id, task_path, writes) per task, specials apart: put_writes gives the others
+    indexes 0, 1, ... in order and each special its own, as the source held them."""
+    groups: dict[tuple[str, str, bool], list] = {}
+    for w in writes:
+        special = w.idx is not None and w.idx < 0
+        groups.setdefault((w.task_id, w.task_path, special), []).append((w.channel, w.value))
+    for (task_id, path, _), group in groups.items():
+        yield task_id, path, group
+
+
+@contextmanager
+def all_or_nothing(target, written: list[ThreadRecord]):
+    """Every thread written inside, or none: one transaction where the target's tables are a
+    database's (its ``db_alias``); on the others, the threads written are taken back (their
+    checkpoints, marks and declared retention) when anything fails."""
+    using = getattr(target, "db_alias", None)
+    if using is not None:
+        with transaction.atomic(using=using):
+            yield
+        return
+    try:
+        yield
+    except BaseException:
+        for thread in written:
+            target.delete_thread(thread.thread_id)
+            if thread.finished and hasattr(target, "unmark_finished"):
+                target.unmark_finished(thread.thread_id)
+            if thread.retention and hasattr(target, "set_thread_retention"):
+                target.set_thread_retention(thread.thread_id, ThreadRetention())
+        raise
+
+
+def finish_interrupted_copy(target, thread: ThreadRecord, owner_pk: int | None) -> bool:
+    """Complete a thread a killed import had copied on Redis but not yet marked (its
+    staging copy is still there, see the module's docstring); True when it did."""
+    staging = staging_id_of(target, thread.thread_id)
+    if staging is None:
+        return False
+    if target.thread_holdings(staging).empty or target.thread_holdings(thread.thread_id).empty:
+        return False
+    give_marks(target, thread, thread.thread_id, owner_pk)
+    target.delete_thread(staging)
+    return True
+
+
+def staging_id_of(target, thread_id: str) -> str | None:
+    """Where the target stages a thread's import (`Capabilities.staging_id`); None for a
+    target whose writes of a thread are one transaction, or a saver that is not ours."""
+    staging_id = getattr(target, "staging_id", None)
+    return staging_id(thread_id) if staging_id is not None else None
