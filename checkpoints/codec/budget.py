@@ -286,10 +286,32 @@ def _charge(data, measure) -> None:
         budget.left -= cost
 
 
+class UnreadableWhenStored(ValueError):
+    """A value to store whose read would be refused by the object budget (the saver names
+    where the value was)."""
+
+
+def refuse_unreadable(data: bytes) -> None:
+    """Refuse to store msgpack ``data`` that one value's read would refuse: a stored value
+    never trips its own read's bound."""
+    per_value = value_limit()
+    if per_value is None or len(data) * MAX_COST_PER_BYTE <= per_value:
+        return
+    cost = msgpack_cost(data, per_value)
+    if cost > per_value:
+        raise UnreadableWhenStored(
+            f"reading it back would build more than {per_value} bytes of objects (estimated "
+            f"{cost} so far), the most one value may build: {_limit_of('CODEC_MAX_BYTES')}"
+        )
+
+
+def _limit_of(key: str) -> str:
+    return f"{OBJECT_BUDGET_FACTOR} x {limit_text(key, setting(key))}"
+
+
 def _refusal(cost: int, key: str, limit: int, scope: str) -> ObjectBudgetExceeded:
     return ObjectBudgetExceeded(
         f"decoding it would build more than {limit} bytes of objects (estimated {cost} so "
-        f"far), the most {scope} may build: {OBJECT_BUDGET_FACTOR} x "
-        f"{limit_text(key, limit // OBJECT_BUDGET_FACTOR)}",
+        f"far), the most {scope} may build: {_limit_of(key)}",
         field=key,
     )

@@ -27,7 +27,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ormsgpack import OPT_NON_STR_KEYS, unpackb
 
 from checkpoints.codec import msgpack_read
-from checkpoints.codec.budget import charge_json, charge_msgpack
+from checkpoints.codec.budget import charge_json, charge_msgpack, refuse_unreadable
 from checkpoints.codec.envelope import (
     _lc_reviver,
     lone_surrogate_path,
@@ -107,6 +107,12 @@ class StoreSerializer(JsonPlusSerializer):
         return clone
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        typed = self._dumps_typed(obj)
+        if typed[0] == "msgpack":
+            refuse_unreadable(typed[1])
+        return typed
+
+    def _dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         if obj is not None and not isinstance(obj, (bytes, bytearray)):
             try:
                 # LangGraph's own bytes for most values, with no "?" left to look into.

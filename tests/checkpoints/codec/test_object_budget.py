@@ -23,7 +23,7 @@ from checkpoints.codec.budget import (
 )
 from checkpoints.codec.serde import store_serializer
 from checkpoints.conf import DEFAULTS
-from checkpoints.errors import UnreadableValue
+from checkpoints.errors import CheckpointCodecError, UnreadableValue
 from tests.checkpoints.codec.codec_helpers import empty_maps, legit_values
 from tests.reliability_fixtures import put_value
 from tests.store_helpers import corrupt_values
@@ -152,3 +152,14 @@ def test_realistic_values_are_stored_and_read_back_on_every_saver(store):
     config = put_value(store, "large", None, values)
     read = store.get_tuple(config)
     assert read.checkpoint["channel_values"] == values
+
+
+@pytest.mark.parametrize("provider", ["memory", "sqlite", "postgres"])
+def test_a_value_its_read_would_refuse_is_refused_when_stored(store, settings):
+    settings.CHECKPOINTS = SMALL_LIMITS
+    with pytest.raises(CheckpointCodecError) as refused:
+        put_value(store, "many", None, {"a": [{}] * BOMB_ITEMS})
+    message = refused.value.message
+    assert message.startswith("channel 'a' holds a list the serializer cannot store"), message
+    assert f"4 x CHECKPOINTS['CODEC_MAX_BYTES'] ({MiB} bytes)" in message, message
+    assert store.get_tuple({"configurable": {"thread_id": "many"}}) is None
