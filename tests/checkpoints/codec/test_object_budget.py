@@ -163,3 +163,19 @@ def test_a_value_its_read_would_refuse_is_refused_when_stored(store, settings):
     assert message.startswith("channel 'a' holds a list the serializer cannot store"), message
     assert f"4 x CHECKPOINTS['CODEC_MAX_BYTES'] ({MiB} bytes)" in message, message
     assert store.get_tuple({"configurable": {"thread_id": "many"}}) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_api_refuses_a_stored_bomb_with_409_naming_the_limit(clients, threads, settings):
+    from checkpoints.store.registry import get_saver
+
+    saver = get_saver()
+    corrupt_values(saver, "alice-1", ("msgpack", empty_maps(BOMB_ITEMS)))
+    settings.CHECKPOINTS = SMALL_LIMITS
+    for path in ("state", "history"):
+        response = clients["alice"].get(f"/api/threads/alice-1/{path}/?select=values")
+        assert response.status_code == 409, response.content
+        error = response.json()["error"]
+        assert error["code"] == "object_budget", error
+        assert f"4 x CHECKPOINTS['CODEC_MAX_BYTES'] ({MiB} bytes)" in error["message"], error
+        assert "in thread 'alice-1'" in error["message"], error
