@@ -10,10 +10,12 @@ and the value is refused once the estimate passes:
 
 * ``OBJECT_BUDGET_FACTOR`` x ``CODEC_MAX_BYTES`` for one value, and
 * ``OBJECT_BUDGET_FACTOR`` x ``MAX_CHECKPOINT_BYTES`` for the values read inside one
-  :class:`ObjectBudget` (one checkpoint of an import, one ``loads_many`` call).
+  :class:`ObjectBudget`: one checkpoint of an import (an export file's record, a LangGraph
+  table's rows). The store's own reads keep the per-value bound only (their byte budgets
+  bound the rest), and its serializer refuses to store a value its read would refuse.
 
 No byte builds more than `MAX_COST_PER_BYTE` in the estimate, so a value no longer than
-``limit / MAX_COST_PER_BYTE`` (4 MiB at the defaults) is never walked: the store's reads
+``limit / MAX_COST_PER_BYTE`` (3.7 MB at the defaults) is never walked: the store's reads
 of ordinary values pay one comparison. JSON text gets the same bound from a count of its
 structural characters (``{ [ , :``), made at C speed.
 """
