@@ -11,8 +11,9 @@ and the value is refused once the estimate passes:
 * ``OBJECT_BUDGET_FACTOR`` x ``CODEC_MAX_BYTES`` for one value, and
 * ``OBJECT_BUDGET_FACTOR`` x ``MAX_CHECKPOINT_BYTES`` for the values read inside one
   :class:`ObjectBudget`: one checkpoint of an import (an export file's record, a LangGraph
-  table's rows). The store's own reads keep the per-value bound only (their byte budgets
-  bound the rest), and its serializer refuses to store a value its read would refuse.
+  table's rows). The store's own reads apply the per-value bound only (a row of many
+  values, each under it, is bounded by 72 x its decompressed bytes alone), and its
+  serializer refuses to store a value its read would refuse.
 
 No byte builds more than `MAX_COST_PER_BYTE` in the estimate, so a value no longer than
 ``limit / MAX_COST_PER_BYTE`` (3.7 MB at the defaults) is never walked: the store's reads
