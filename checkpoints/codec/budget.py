@@ -294,13 +294,13 @@ class UnreadableWhenStored(ValueError):
     where the value was)."""
 
 
-def refuse_unreadable(data: bytes) -> None:
-    """Refuse to store msgpack ``data`` that one value's read would refuse: a stored value
-    never trips its own read's bound."""
+def refuse_unreadable(data: bytes, *, as_json: bool = False) -> None:
+    """Refuse to store msgpack (or, ``as_json``, JSON) ``data`` that one value's read would
+    refuse: a stored value never trips its own read's bound."""
     per_value = value_limit()
     if per_value is None or len(data) * MAX_COST_PER_BYTE <= per_value:
         return
-    cost = msgpack_cost(data, per_value)
+    cost = json_cost(data) if as_json else msgpack_cost(data, per_value)
     if cost > per_value:
         raise UnreadableWhenStored(
             f"reading it back would build more than {per_value} bytes of objects (estimated "

@@ -50,6 +50,7 @@ import copy
 import json
 from typing import Any
 
+from checkpoints.codec.budget import UnreadableWhenStored, charge_json, refuse_unreadable
 from checkpoints.codec.compression import (
     _FROM_SETTINGS,
     ZSTD_SUFFIX,
@@ -68,7 +69,7 @@ from checkpoints.codec.reader import _Reader
 from checkpoints.codec.serde import configured_msgpack_allowlist
 from checkpoints.codec.writer import _Writer
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointCodecError
+from checkpoints.errors import CheckpointCodecError, UnreadableValue
 
 JSON_TYPE = "json"
 """The type tag of an uncompressed payload; a compressed one adds ``ZSTD_SUFFIX``."""
@@ -167,6 +168,10 @@ class FaithfulJSONCodec:
                 f"cannot store {where}: {LONE_SURROGATE_REASON}", field=where
             ) from None
         refuse_large_value(len(payload), path)
+        try:
+            refuse_unreadable(payload, as_json=True)
+        except UnreadableWhenStored as exc:
+            raise CheckpointCodecError(f"cannot store {path}: {exc}", field=path) from None
         return payload
 
     def loads(self, data: bytes | bytearray | memoryview | str, *, path: str = DEFAULT_PATH) -> Any:
@@ -184,8 +189,11 @@ class FaithfulJSONCodec:
                 raise _Refusal(
                     f"{len(raw)} bytes is over {limit_text('CODEC_MAX_BYTES', max_bytes)}"
                 )
+            charge_json(raw)  # before the parser builds what the text describes
             parsed = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
             return reader.value(parsed, 0)
+        except UnreadableValue:
+            raise
         except _Refusal as refusal:
             raise refusal.error("read", path) from refusal.__cause__
         except RecursionError:
