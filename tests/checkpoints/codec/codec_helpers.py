@@ -4,6 +4,7 @@ round trips and refusals, and the exact comparison of types and values."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import zoneinfo
@@ -13,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 import pytest
+import zstandard
 from django.test import override_settings
 from hypothesis import HealthCheck, settings
 from langgraph.types import Send
@@ -21,6 +23,9 @@ from pydantic import BaseModel
 from checkpoints.codec import CheckpointedException, FaithfulJSONCodec
 from checkpoints.conf import DEFAULTS
 from checkpoints.errors import CheckpointCodecError
+from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
+from checkpoints.store.memory import MemorySaver
+from checkpoints.store.redis.keys import ns_hex, thread_prefix
 from tests.checkpoints.codec import codec_samples as samples
 
 ALLOWED = [*DEFAULTS["CODEC_ALLOWED_MODULES"], samples.__name__]
@@ -144,3 +149,65 @@ def legit_values() -> dict[str, Any]:
         "document": {"title": "report", "body": "lorem ipsum dolor sit amet " * 9_500},
         "numbers": list(range(1_000_000)),
     }
+
+
+# -- read budgets: small frames of large values -----------------------------------------------
+# Each frame expands to 60 MiB, under the 64 MiB per-value cap (CODEC_MAX_BYTES); four of
+# them are 240 MiB from one row of a few KiB.
+BOMB_VALUE_BYTES = 60 * (1 << 20)
+
+
+@functools.cache
+def bomb(tag: str, sized: bool = True) -> tuple[str, bytes]:
+    """One small frame of a valid value (a 60 MiB string) in ``tag``'s format; ``sized``:
+    the frame states its size (as ours do), else it is read chunk by chunk."""
+    if tag == "json":
+        plain = b'"' + b"a" * (BOMB_VALUE_BYTES - 2) + b'"'
+    else:  # msgpack str32
+        body = BOMB_VALUE_BYTES - 5
+        plain = b"\xdb" + body.to_bytes(4, "big") + b"a" * body
+    compressor = zstandard.ZstdCompressor(level=3, write_content_size=sized)
+    if sized:
+        frame = compressor.compress(plain)
+    else:
+        stream = compressor.compressobj()
+        frame = stream.compress(plain) + stream.flush()
+    assert len(frame) < 8 * 1024
+    return f"{tag}+zstd", frame
+
+
+def budget_saver(store):
+    if store.provider == "memory":
+        # The memory saver stores nothing compressed with LangGraph's serializer; with the
+        # JSON codec its values are json+zstd frames, read through the same decompression.
+        return MemorySaver(serde=FaithfulJSONCodec(), store=store.store)
+    return store
+
+
+def bomb_for(saver, sized: bool = True) -> tuple[str, bytes]:
+    return bomb("json" if isinstance(saver.serde, FaithfulJSONCodec) else "msgpack", sized)
+
+
+def stored_rows(saver, thread_id: str):
+    """Everything stored for the thread, to show a refused read changed nothing."""
+    if saver.provider in ("sqlite", "postgres"):
+        using = saver.db_alias
+        return (
+            sorted(
+                (c, v, t, bytes(b))
+                for c, v, t, b in ChannelBlob.objects.using(using)
+                .filter(thread__thread_id=thread_id)
+                .values_list("channel", "version", "type", "blob")
+            ),
+            sorted(
+                (c, bytes(b))
+                for c, b in Checkpoint.objects.using(using)
+                .filter(thread__thread_id=thread_id)
+                .values_list("checkpoint_id", "checkpoint")
+            ),
+            PendingWrite.objects.using(using).filter(thread__thread_id=thread_id).count(),
+        )
+    if saver.provider == "memory":
+        return sorted((k, v) for k, v in saver.store.blobs.items() if k[0] == thread_id)
+    client = saver.client
+    return sorted(client.hgetall(f"{thread_prefix(thread_id)}b:{ns_hex('')}").items())

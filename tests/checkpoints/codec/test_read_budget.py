@@ -7,7 +7,6 @@ saver, in the API (409) and in the admin (the "cannot decode" panel)."""
 
 from __future__ import annotations
 
-import functools
 import random
 import tracemalloc
 
@@ -18,42 +17,24 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from checkpoints.codec import FaithfulJSONCodec, decompress_typed
+from checkpoints.codec import decompress_typed
 from checkpoints.codec.compression import FRAMES, reading_checkpoint, reading_response
 from checkpoints.conf import DEFAULTS
 from checkpoints.errors import UnreadableValue
-from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
-from checkpoints.store.memory import MemorySaver
-from checkpoints.store.redis.keys import ns_hex, thread_prefix
+from checkpoints.models import Checkpoint, PendingWrite
+from tests.checkpoints.codec.codec_helpers import (
+    bomb,
+    bomb_for,
+    budget_saver,
+    stored_rows,
+)
 from tests.reliability_fixtures import put_value
 from tests.store_helpers import corrupt_values
 
 MiB = 1 << 20
-# Each frame expands to 60 MiB, under the 64 MiB per-value cap (CODEC_MAX_BYTES); four of
-# them are 240 MiB from one row of a few KiB.
-BOMB_VALUE_BYTES = 60 * MiB
 CHANNELS = ("a", "b", "c", "d")
 # Far above what a refused read may cost, far below what reading the bomb costs.
 PEAK_BOUND = 200 * MiB
-
-
-@functools.cache
-def bomb(tag: str, sized: bool = True) -> tuple[str, bytes]:
-    """One small frame of a valid value (a 60 MiB string) in ``tag``'s format; ``sized``:
-    the frame states its size (as ours do), else it is read chunk by chunk."""
-    if tag == "json":
-        plain = b'"' + b"a" * (BOMB_VALUE_BYTES - 2) + b'"'
-    else:  # msgpack str32
-        body = BOMB_VALUE_BYTES - 5
-        plain = b"\xdb" + body.to_bytes(4, "big") + b"a" * body
-    compressor = zstandard.ZstdCompressor(level=3, write_content_size=sized)
-    if sized:
-        frame = compressor.compress(plain)
-    else:
-        stream = compressor.compressobj()
-        frame = stream.compress(plain) + stream.flush()
-    assert len(frame) < 8 * 1024
-    return f"{tag}+zstd", frame
 
 
 def put_steps(saver, thread_id: str, steps: list[dict]) -> dict:
@@ -70,43 +51,6 @@ def put_steps(saver, thread_id: str, steps: list[dict]) -> dict:
         checkpoint["channel_versions"] = dict(versions)
         config = saver.put(config, checkpoint, {"source": "loop", "step": 1}, dict(versions))
     return config
-
-
-def _saver(store):
-    if store.provider == "memory":
-        # The memory saver stores nothing compressed with LangGraph's serializer; with the
-        # JSON codec its values are json+zstd frames, read through the same decompression.
-        return MemorySaver(serde=FaithfulJSONCodec(), store=store.store)
-    return store
-
-
-def _bomb_for(saver, sized: bool = True) -> tuple[str, bytes]:
-    return bomb("json" if isinstance(saver.serde, FaithfulJSONCodec) else "msgpack", sized)
-
-
-def stored_rows(saver, thread_id: str):
-    """Everything stored for the thread, to show a refused read changed nothing."""
-    if saver.provider in ("sqlite", "postgres"):
-        using = saver.db_alias
-        return (
-            sorted(
-                (c, v, t, bytes(b))
-                for c, v, t, b in ChannelBlob.objects.using(using)
-                .filter(thread__thread_id=thread_id)
-                .values_list("channel", "version", "type", "blob")
-            ),
-            sorted(
-                (c, bytes(b))
-                for c, b in Checkpoint.objects.using(using)
-                .filter(thread__thread_id=thread_id)
-                .values_list("checkpoint_id", "checkpoint")
-            ),
-            PendingWrite.objects.using(using).filter(thread__thread_id=thread_id).count(),
-        )
-    if saver.provider == "memory":
-        return sorted((k, v) for k, v in saver.store.blobs.items() if k[0] == thread_id)
-    client = saver.client
-    return sorted(client.hgetall(f"{thread_prefix(thread_id)}b:{ns_hex('')}").items())
 
 
 def _peak_of(call) -> tuple[object, int]:
@@ -131,10 +75,10 @@ def _limit_text(key: str) -> str:
 
 # -- the saver -----------------------------------------------------------------------------
 def test_a_bomb_row_is_refused_before_it_expands_on_every_saver(store):
-    saver = _saver(store)
+    saver = budget_saver(store)
     config = put_value(saver, "bomb", None, {c: f"small {c}" for c in CHANNELS})
     checkpoint_id = config["configurable"]["checkpoint_id"]
-    corrupt_values(saver, "bomb", _bomb_for(saver))
+    corrupt_values(saver, "bomb", bomb_for(saver))
     before = stored_rows(saver, "bomb")
 
     outcome, peak = _peak_of(lambda: saver.get_tuple({"configurable": {"thread_id": "bomb"}}))
@@ -156,9 +100,9 @@ def test_a_bomb_row_is_refused_before_it_expands_on_every_saver(store):
 def test_a_bomb_of_frames_stating_no_size_stops_at_the_limit(store):
     # Nothing to count up front: the read charges what each frame expands to as it goes,
     # so it stops once MAX_CHECKPOINT_BYTES is spent, before the third frame is read.
-    saver = _saver(store)
+    saver = budget_saver(store)
     put_value(saver, "unsized", None, {c: f"small {c}" for c in CHANNELS})
-    corrupt_values(saver, "unsized", _bomb_for(saver, sized=False))
+    corrupt_values(saver, "unsized", bomb_for(saver, sized=False))
     outcome, peak = _peak_of(lambda: saver.get_tuple({"configurable": {"thread_id": "unsized"}}))
     assert isinstance(outcome, UnreadableValue), outcome
     assert _limit_text("MAX_CHECKPOINT_BYTES") in outcome.message
@@ -170,10 +114,10 @@ def test_a_bomb_of_frames_stating_no_size_stops_at_the_limit(store):
 # The Redis saver packs a task's writes in one record; its channel values carry the bomb.
 @pytest.mark.parametrize("provider", ["memory", "sqlite", "postgres"])
 def test_a_bomb_in_pending_writes_is_refused(store):
-    saver = _saver(store)
+    saver = budget_saver(store)
     config = put_value(saver, "bomb-w", None, {"x": 1})
     saver.put_writes(config, [(c, f"w {c}") for c in CHANNELS], "task-1")
-    typed = _bomb_for(saver)
+    typed = bomb_for(saver)
     if saver.provider in ("sqlite", "postgres"):
         PendingWrite.objects.using(saver.db_alias).update(type=typed[0], blob=typed[1])
     else:
@@ -188,8 +132,8 @@ def test_a_bomb_in_pending_writes_is_refused(store):
 
 
 def test_a_second_frame_or_trailing_bytes_are_refused(store):
-    saver = _saver(store)
-    tag = _bomb_for(saver)[0]
+    saver = budget_saver(store)
+    tag = bomb_for(saver)[0]
     one = saver.serde.dumps_typed("first")
     plain = one[1] if not one[0].endswith("+zstd") else decompress_typed(one)[1]
     first = zstandard.ZstdCompressor().compress(plain)
@@ -219,7 +163,7 @@ def _document(size: int) -> str:
 
 
 def test_legitimate_large_values_still_read(store):
-    saver = _saver(store)
+    saver = budget_saver(store)
     document = _document(1024 * 1024)
     messages = [f"message {i}: " + _document(300 + i % 200) for i in range(3000)]
     put_steps(

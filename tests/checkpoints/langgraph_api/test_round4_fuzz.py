@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.checkpoints.langgraph_api.test_bounds_and_owners import call
+from tests.checkpoints.langgraph_api.calls import call
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

@@ -10,7 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from checkpoints.api.serializers import MAX_SUPERSTEPS
-from tests.checkpoints.langgraph_api.test_bounds_and_owners import call, refused
+from tests.checkpoints.langgraph_api.calls import call, refused
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 

@@ -18,7 +18,7 @@ from django.test import override_settings
 from checkpoints.codec.compression import plain_size
 from checkpoints.errors import UnreadableValue, ValueTooLarge
 from tests.api_fixtures import assert_error, url
-from tests.checkpoints.codec.test_read_budget import _bomb_for, _saver, stored_rows
+from tests.checkpoints.codec.codec_helpers import bomb_for, budget_saver, stored_rows
 from tests.reliability_fixtures import put_value
 from tests.store_helpers import config_for, corrupt_values
 
@@ -137,11 +137,11 @@ def _past_the_cap(tag: str, sized: bool) -> tuple[str, bytes]:
 
 @pytest.mark.parametrize("sized", [True, False], ids=["declared", "streamed"])
 def test_a_stored_value_past_the_cap_reads_as_unreadable_naming_the_limit(store, sized):
-    saver = _saver(store)
+    saver = budget_saver(store)
     config = put_value(saver, "old", None, {"a": "small", "b": "other"})
     put_value(saver, "fine", None, {"c": 1})
     checkpoint_id = config["configurable"]["checkpoint_id"]
-    tag = _bomb_for(saver)[0].removesuffix("+zstd")
+    tag = bomb_for(saver)[0].removesuffix("+zstd")
     corrupt_values(saver, "old", _past_the_cap(tag, sized), channel="a")
     before = stored_rows(saver, "old")
     for read in (

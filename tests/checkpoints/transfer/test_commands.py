@@ -20,6 +20,7 @@ from checkpoints.store.capabilities import STAGING_PREFIX
 from checkpoints.transfer import SaverSource
 from checkpoints.transfer.records import header, thread_lines
 from tests.checkpoints.transfer.graphs import THREADS, seed
+from tests.checkpoints.transfer.records_helpers import HELD, deployment, held
 from tests.services import need_service, redis_tools_unavailable
 from tests.store_helpers import make_saver
 
@@ -82,24 +83,6 @@ def test_import_command_from_a_saver_factory(lg_sqlite, sqlite_store, capsys, mo
     assert f"Imported {len(THREADS) - 1} thread(s)" in out and "1 skipped" in out
 
 
-def deployment(db: Path, tmp_path: Path, **extra: str) -> tuple[list[str], dict[str, str]]:
-    """manage.py and the environment of a service whose store is the SQLite file ``db``
-    (unless ``extra`` names another), migrated: the commands run as a deployment runs
-    them, in processes of their own."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": f"sqlite:///{db}",
-        "LLM_PROVIDER_CHECKPOINT": "sqlite",
-        "CHECKPOINTS_DATA_DIR": str(tmp_path),
-        **extra,
-    }
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=tmp_path)
-    return manage, env
-
-
 DEVELOPMENT_STORE = """
 import sqlite3, sys
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -133,7 +116,7 @@ def test_import_command_from_a_store_of_ours(lg_sqlite, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "Imported 2 thread(s)" in done.stdout and "0 refused" in done.stdout
-    assert set(_held(db)) == {"t-done", "t-big"}
+    assert set(held(db)) == {"t-done", "t-big"}
 
 
 def test_export_to_stdout_of_chosen_threads_and_since(lg_sqlite, sqlite_store, capsys):
@@ -236,18 +219,6 @@ def _many_threads_file(lg_sqlite, path: Path, copies: int) -> tuple[dict[str, in
     return counts, marked
 
 
-_HELD = (
-    "SELECT t.thread_id, COUNT(c.id) FROM checkpoints_thread t "
-    "LEFT JOIN checkpoints_checkpoint c ON c.thread_id = t.id GROUP BY t.thread_id"
-)
-
-
-def _held(db: Path) -> dict[str, int]:
-    """Thread -> checkpoints of a SQLite store of ours."""
-    with sqlite3.connect(db) as conn:
-        return dict(conn.execute(_HELD).fetchall())
-
-
 class KillTarget:
     """The deployment store an import is killed in: its environment, what it holds."""
 
@@ -284,13 +255,13 @@ class KillTarget:
     def held(self) -> dict[str, int]:
         """Thread -> checkpoints of every thread the store holds (staging copies aside)."""
         if self.kind == "sqlite":
-            return _held(self.db)
+            return held(self.db)
         if self.kind == "postgres":
             import psycopg
 
             url = f"postgresql://postgres@127.0.0.1:5432/{self.pg_name}"
             with psycopg.connect(url) as conn:
-                return dict(conn.execute(_HELD).fetchall())
+                return dict(conn.execute(HELD).fetchall())
         saver = self.saver()
         return {
             t: saver.thread_holdings(t).checkpoints

@@ -15,13 +15,13 @@ import json
 import tracemalloc
 from pathlib import Path
 
-import ormsgpack
 import pytest
 import zstandard
 from django.core.management import CommandError, call_command
 from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.transfer.records import header
+from tests.checkpoints.transfer.records_helpers import thread_records, write_export
 
 
 @pytest.fixture
@@ -31,45 +31,6 @@ def target(store, monkeypatch):
         "checkpoints.management.commands.import_checkpoints.get_saver", lambda: store
     )
     return store
-
-
-def typed(value) -> dict[str, str]:
-    return {"type": "msgpack", "data": base64.b64encode(ormsgpack.packb(value)).decode()}
-
-
-def thread_records(thread_id: str, spoil=None) -> list[dict]:
-    """A thread of one checkpoint and one pending write, ``spoil(thread, checkpoint)``ed."""
-    body = empty_checkpoint()
-    thread = {"kind": "thread", "thread_id": thread_id, "owner": "", "retention": None}
-    checkpoint = {
-        "kind": "checkpoint",
-        "ns": "",
-        "id": "1f0c0000-0000-6000-8000-000000000001",
-        "parent": None,
-        "metadata": {"source": "input", "step": -1, "parents": {}},
-        "v": body["v"],
-        "ts": body["ts"],
-        "channel_versions": {"a": "00000000000000000000000000000001.5"},
-        "versions_seen": {"__input__": {}},
-        "updated_channels": ["a"],
-        "values": {"a": typed({"n": 1})},
-        "writes": [{"task_id": "t1", "task_path": "", "idx": 0, "channel": "a", "value": typed(2)}],
-    }
-    if spoil is not None:
-        spoil(thread, checkpoint)
-    end = {"kind": "end", "thread_id": thread["thread_id"], "checkpoints": 1}
-    return [thread, checkpoint, end | {"writes": len(checkpoint["writes"])}]
-
-
-def write_export(path: Path, threads: list[list[dict]]) -> dict[str, int]:
-    """The export file of ``threads``; the line each thread's checkpoint record is on."""
-    lines, at = [header()], {}
-    for records in threads:
-        at[records[0]["thread_id"]] = len(lines) + 2
-        lines.extend(records)
-    # ensure_ascii keeps a lone surrogate as its \\ud800 escape, as a crafted file would.
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return at
 
 
 def _write(**change):

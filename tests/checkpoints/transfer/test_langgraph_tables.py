@@ -26,6 +26,7 @@ from langgraph.types import Send
 from checkpoints.transfer import SaverSource, TableSource, source_of
 from checkpoints.transfer.records import header
 from tests.checkpoints.transfer.graphs import THREADS, seed
+from tests.checkpoints.transfer.records_helpers import deployment, held
 
 EVIL = "evil"
 EVIL_ID = "1f0a0000-0000-6000-8000-000000000001"
@@ -259,7 +260,6 @@ execute_from_command_line(["manage.py", "import_checkpoints", *sys.argv[1:]])
 
 
 def test_the_tables_are_read_without_langgraphs_saver_packages(peer, peer_url, tmp_path):
-    from tests.checkpoints.transfer.test_commands import _held, deployment
 
     seed(peer)
     db = tmp_path / "deployment.sqlite3"
@@ -273,4 +273,4 @@ def test_the_tables_are_read_without_langgraphs_saver_packages(peer, peer_url, t
     )
     assert done.returncode == 0, done.stderr
     assert f"Imported {len(THREADS)} thread(s)" in done.stdout
-    assert set(_held(db)) == set(THREADS)
+    assert set(held(db)) == set(THREADS)

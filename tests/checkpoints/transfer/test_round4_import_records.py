@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.checkpoints.transfer.test_import_checks import thread_records, write_export
+from tests.checkpoints.transfer.records_helpers import thread_records, write_export
 
 
 @pytest.fixture
