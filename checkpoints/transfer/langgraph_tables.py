@@ -29,6 +29,7 @@ import json
 import os
 import random
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -117,6 +118,14 @@ class TableSource:
             return self._read(thread_id)
         except _Unreadable as exc:
             return refuse(exc.why, thread_id=thread_id, checkpoint=exc.checkpoint)
+        except RecursionError:
+            # JSON (a JSONB column as the driver parses it, SqliteSaver's metadata) nested
+            # deeper than Python's parser recurses: this thread's, not the import's, failure.
+            return refuse(
+                f"its stored JSON nests deeper than {sys.getrecursionlimit()} levels, more "
+                "than can be read",
+                thread_id=thread_id,
+            )
 
     # -- one thread -----------------------------------------------------------------------
     def _read(self, thread_id: str) -> ThreadRecord | None:

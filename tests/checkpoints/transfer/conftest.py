@@ -54,3 +54,20 @@ def peer(request):
     return request.getfixturevalue(
         "lg_postgres" if request.param == "PostgresSaver" else "lg_sqlite"
     )
+
+
+@pytest.fixture
+def peer_url(peer, request) -> str:
+    """The peer's database as an import SOURCE."""
+    if type(peer).__name__ == "SqliteSaver":
+        return f"langgraph+sqlite:///{peer.path}"
+    return f"langgraph+{request.getfixturevalue('lg_postgres_url')}"
+
+
+@pytest.fixture
+def target(store, monkeypatch):
+    """The store the import command writes into: each provider in turn."""
+    monkeypatch.setattr(
+        "checkpoints.management.commands.import_checkpoints.get_saver", lambda: store
+    )
+    return store

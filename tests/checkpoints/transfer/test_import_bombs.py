@@ -35,23 +35,6 @@ BOMB_THREAD = "bomb"
 BOMB_ID = "1f0c0000-0000-6000-8000-000000000001"
 
 
-@pytest.fixture
-def target(store, monkeypatch):
-    """The store the command imports into: each provider in turn."""
-    monkeypatch.setattr(
-        "checkpoints.management.commands.import_checkpoints.get_saver", lambda: store
-    )
-    return store
-
-
-@pytest.fixture
-def peer_url(peer, request) -> str:
-    """The peer's database as an import source."""
-    if type(peer).__name__ == "SqliteSaver":
-        return f"langgraph+sqlite:///{peer.path}"
-    return f"langgraph+{request.getfixturevalue('lg_postgres_url')}"
-
-
 def typed(data: bytes) -> dict[str, str]:
     return {"type": "msgpack", "data": base64.b64encode(data).decode()}
 

@@ -24,15 +24,6 @@ from checkpoints.transfer.records import header
 from tests.checkpoints.transfer.records_helpers import thread_records, write_export
 
 
-@pytest.fixture
-def target(store, monkeypatch):
-    """The store the commands import into: each provider in turn."""
-    monkeypatch.setattr(
-        "checkpoints.management.commands.import_checkpoints.get_saver", lambda: store
-    )
-    return store
-
-
 def _write(**change):
     def spoil(thread, checkpoint):
         checkpoint["writes"][0].update(change)
@@ -183,13 +174,6 @@ def test_a_database_source_names_the_thread_and_checkpoint(peer, peer_url, targe
         "'minus one'" in err
     )
     assert target.get_tuple({"configurable": {"thread_id": "fine"}}) is not None
-
-
-@pytest.fixture
-def peer_url(peer, request) -> str:
-    if type(peer).__name__ == "SqliteSaver":
-        return f"langgraph+sqlite:///{peer.path}"
-    return f"langgraph+{request.getfixturevalue('lg_postgres_url')}"
 
 
 def test_missing_sources_and_folders_are_refused(target, tmp_path):

@@ -51,23 +51,6 @@ def markers(tmp_path):
     return folder
 
 
-@pytest.fixture
-def target(store, monkeypatch):
-    """The store the commands import into: each provider in turn."""
-    monkeypatch.setattr(
-        "checkpoints.management.commands.import_checkpoints.get_saver", lambda: store
-    )
-    return store
-
-
-@pytest.fixture
-def peer_url(peer, request) -> str:
-    """The peer's database as an import SOURCE."""
-    if type(peer).__name__ == "SqliteSaver":
-        return f"langgraph+sqlite:///{peer.path}"
-    return f"langgraph+{request.getfixturevalue('lg_postgres_url')}"
-
-
 def plant(peer, found: dict[str, ormsgpack.Ext]) -> None:
     """Thread EVIL: one checkpoint whose channels hold the payloads, and pending writes of
     them, written into the peer's tables as its saver lays them out."""

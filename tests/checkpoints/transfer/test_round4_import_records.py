@@ -5,17 +5,9 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import CommandError, call_command
+from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.checkpoints.transfer.records_helpers import thread_records, write_export
-
-
-@pytest.fixture
-def target(store, monkeypatch):
-    """The store the command imports into: each provider in turn."""
-    monkeypatch.setattr(
-        "checkpoints.management.commands.import_checkpoints.get_saver", lambda: store
-    )
-    return store
 
 
 def _write(**change):
@@ -85,3 +77,56 @@ def test_more_crafted_records_refuse_only_their_thread(target, tmp_path, capsys)
         found = target.get_tuple({"configurable": {"thread_id": name}})
         if found is not None:
             list(target.list({"configurable": {"thread_id": name}}))
+
+
+# -- a LangGraph database source whose JSON nests deeper than Python's parser recurses ------
+DEEP = "[" * 5000 + "]" * 5000
+
+
+def _deep_and_fine(peer) -> None:
+    for thread_id in ("deep", "fine"):
+        peer.put(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}},
+            empty_checkpoint(),
+            {"source": "input", "step": -1},
+            {},
+        )
+
+
+def _refuses_deep_imports_fine(peer_url, target, capsys) -> None:
+    with pytest.raises(CommandError, match="1 thread"):
+        call_command("import_checkpoints", peer_url)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err, captured.err[-2000:]
+    assert "thread 'deep'" in captured.err and "nests deeper" in captured.err, captured.err
+    assert target.get_tuple({"configurable": {"thread_id": "deep"}}) is None
+    assert target.get_tuple({"configurable": {"thread_id": "fine"}}) is not None
+
+
+def test_deep_metadata_in_a_database_source_refuses_its_thread(peer, peer_url, target, capsys):
+    _deep_and_fine(peer)
+    if type(peer).__name__ == "SqliteSaver":
+        peer.conn.execute(
+            "UPDATE checkpoints SET metadata = ? WHERE thread_id = 'deep'", ('{"x": ' + DEEP + "}",)
+        )
+        peer.conn.commit()
+    else:
+        peer.conn.execute(
+            "UPDATE checkpoints SET metadata = jsonb_set(metadata, '{x}', %s::jsonb) "
+            "WHERE thread_id = 'deep'",
+            (DEEP,),
+        )
+    _refuses_deep_imports_fine(peer_url, target, capsys)
+
+
+def test_a_deep_jsonb_body_in_a_postgres_source_refuses_its_thread(
+    lg_postgres, lg_postgres_url, target, capsys
+):
+    # SqliteSaver keeps the body as a typed blob; PostgresSaver's is JSONB the driver parses.
+    _deep_and_fine(lg_postgres)
+    lg_postgres.conn.execute(
+        "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values,x}', "
+        "%s::jsonb) WHERE thread_id = 'deep'",
+        (DEEP,),
+    )
+    _refuses_deep_imports_fine(f"langgraph+{lg_postgres_url}", target, capsys)
