@@ -276,7 +276,7 @@ def test_a_huge_step_in_a_filter_over_http_is_a_4xx(store, provider, settings, s
         content_type="application/json",
     )
     assert lg.status_code == 422, lg.content[:300]
-    assert "filter step" in lg.content.decode()
+    assert "filter.step" in lg.content.decode()
 
 
 def test_nul_in_metadata_keys_and_values_is_dropped_alike_on_every_provider(store):

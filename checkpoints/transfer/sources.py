@@ -20,9 +20,11 @@ from django.utils.module_loading import import_string
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, writes_sort_key
 from langgraph.constants import TASKS
 
+from checkpoints.dburl import parse_database_url
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.capabilities import STAGING_PREFIX
 from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
+from checkpoints.transfer.langgraph_tables import postgres_tables, sqlite_tables, tables_of
 from checkpoints.transfer.records import CheckpointRecord, ThreadRecord, WriteRecord, read_export
 
 PAGE = 1000
@@ -43,9 +45,9 @@ class SaverSource:
             ids = saver.threads()
             yield from (t for t in ids if not t.startswith(STAGING_PREFIX))
             return
-        kind = _lg_kind(saver)
-        if kind is not None:
-            yield from _keyset_ids(saver, kind)
+        tables = tables_of(saver)
+        if tables is not None:  # LangGraph's PostgresSaver or SqliteSaver: pages of its ids
+            yield from (str(thread_id) for thread_id in tables.thread_ids())
             return
         seen: set[str] = set()  # any other saver: its list of everything, ids kept once
         for tup in saver.list(None):
@@ -132,8 +134,6 @@ def _owner_name(saver, thread_id: str) -> str:
 def source_of(saver: BaseCheckpointSaver, name: str = ""):
     """The source for a saver object: LangGraph's PostgresSaver and SqliteSaver by their
     tables (`langgraph_tables`), any other through its own ``list``."""
-    from checkpoints.transfer.langgraph_tables import tables_of
-
     tables = tables_of(saver)
     if tables is not None:
         if name:
@@ -185,24 +185,6 @@ def _query(saver, kind: str, sql: str, args: tuple) -> list[tuple]:
     with saver.cursor(transaction=False) as cur:
         cur.execute(sql.replace("%s", "?"), args)
         return [tuple(r) for r in cur.fetchall()]
-
-
-def _keyset_ids(saver, kind: str) -> Iterator[str]:
-    # Pages of ids by the primary key's order: memory stays flat however many threads.
-    last = ""
-    while True:
-        rows = _query(
-            saver,
-            kind,
-            "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > %s "
-            f"ORDER BY thread_id LIMIT {PAGE}",
-            (last,),
-        )
-        if not rows:
-            return
-        for (thread_id,) in rows:
-            yield str(thread_id)
-        last = rows[-1][0]
 
 
 def _write_rows(saver, thread_id: str) -> list[tuple] | None:
@@ -287,14 +269,10 @@ def open_source(
         raise CheckpointConfigError("name a SOURCE or --saver module:callable", field="source")
     scheme = source.split("://", 1)[0].lower() if "://" in source else ""
     if scheme in ("langgraph+postgresql", "langgraph+postgres"):
-        from checkpoints.transfer.langgraph_tables import postgres_tables
-
         with postgres_tables(source.split("+", 1)[1], _safe(source)) as tables:
             yield tables
         return
     if scheme == "langgraph+sqlite":
-        from checkpoints.transfer.langgraph_tables import sqlite_tables
-
         with sqlite_tables(_sqlite_path(source.split("+", 1)[1]), source) as tables:
             yield tables
         return
@@ -356,7 +334,6 @@ def _check_postgres_store(url: str) -> None:
     """Refuse, naming why, a PostgreSQL source that cannot be opened or holds no store."""
     import psycopg
 
-    from checkpoints.dburl import parse_database_url
     from checkpoints.models import Checkpoint, Thread
 
     try:
@@ -392,7 +369,6 @@ def _check_postgres_store(url: str) -> None:
 
 
 def _sqlite_path(url: str) -> str:
-    from checkpoints.dburl import parse_database_url
 
     try:
         return str(parse_database_url(url)["NAME"])

@@ -139,3 +139,14 @@ def stored_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig
 # metadata["step"] is kept in a 32-bit column (PostgreSQL's integer); every store refuses
 # what one could not keep.
 STEP_MIN, STEP_MAX = -(2**31), 2**31 - 1
+
+
+def check_step(step: Any, field: str) -> None:
+    """Refuse an int step no store could keep (a stored step, or one a filter compares with
+    the step column: past 64 bits SQLite's driver overflows instead of matching nothing)."""
+    if type(step) is int and not STEP_MIN <= step <= STEP_MAX:
+        raise InvalidCheckpointInput(
+            f"{field} {step} is outside the 32-bit range a step is stored in "
+            f"({STEP_MIN} to {STEP_MAX})",
+            field=field,
+        )

@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import (
 from checkpoints.errors import (
     InvalidCheckpointInput,
 )
-from checkpoints.store.planning import STEP_MAX, STEP_MIN, _utf8_size
+from checkpoints.store.planning import _utf8_size, check_step
 from checkpoints.store.planning.records import MISSING
 
 
@@ -36,15 +36,7 @@ def validate_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     # filter means the same on every store and never reaches a driver that would choke.
     cleaned = _clean_json(dict(filter), "filter")
     _utf8_size(json.dumps(cleaned, ensure_ascii=False), "filter")
-    step = cleaned.get("step")
-    # Stores compare a step filter with their step column; past what a step may be stored
-    # as, the driver overflows (SQLite at 64 bits) instead of matching nothing.
-    if type(step) is int and not STEP_MIN <= step <= STEP_MAX:
-        raise InvalidCheckpointInput(
-            f"filter step {step} is outside the 32-bit range a step is stored in "
-            f"({STEP_MIN} to {STEP_MAX})",
-            field="filter.step",
-        )
+    check_step(cleaned.get("step"), "filter.step")
     return cleaned
 
 

@@ -17,7 +17,7 @@ from checkpoints.codec.compression import refuse_large_checkpoint
 from checkpoints.errors import (
     InvalidCheckpointInput,
 )
-from checkpoints.store.planning import STEP_MAX, STEP_MIN, check_key, config_keys
+from checkpoints.store.planning import check_key, check_step, config_keys
 from checkpoints.store.planning.metadata import json_metadata
 from checkpoints.store.planning.records import MISSING
 
@@ -91,13 +91,7 @@ def plan_put(
     if isinstance(stored_versions, Mapping) and stored_versions is not new_versions:
         _check_names(stored_versions, "channel")
     cleaned = json_metadata(config, metadata)
-    step = cleaned.get("step")
-    if type(step) is int and not STEP_MIN <= step <= STEP_MAX:
-        raise InvalidCheckpointInput(
-            f"metadata.step is {step}, outside the 32-bit range a step is stored in "
-            f"({STEP_MIN} to {STEP_MAX})",
-            field="metadata.step",
-        )
+    check_step(cleaned.get("step"), "metadata.step")
     owner = (config.get("configurable") or {}).get("user_id")
     return PutPlan(
         thread_id=thread_id,
