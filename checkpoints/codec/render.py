@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from checkpoints.codec.envelope import ENVELOPE_KEY
 from checkpoints.codec.exception import CheckpointedException
 from checkpoints.codec.json import FaithfulJSONCodec
+from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 
 __all__ = [
@@ -163,8 +164,6 @@ class MessagePage:
 def message_page(items: Sequence[Any], before: int | None = None, size: int | None = None):
     """The last ``size`` items before position ``before`` (the end when None)."""
     if size is None:
-        from checkpoints.conf import setting
-
         size = setting("MESSAGES_PAGE_SIZE")
     total = len(items)
     end = total if before is None else max(0, min(before, total))

@@ -99,6 +99,8 @@ def _retention(retention: Any) -> None:
             f"its retention names {', '.join(sorted(map(repr, unknown)))}; it holds only "
             "waiting_minutes and finished_minutes"
         )
+    # At call time: the retention app builds on this one, and an import record's retention
+    # is checked by its rule (the API's bounds) only when a record declares one.
     from retention.policy import validate_retention
 
     try:

@@ -40,6 +40,7 @@ from langgraph.checkpoint.base import writes_sort_key
 from langgraph.constants import TASKS
 
 from checkpoints.codec.budget import ObjectBudget
+from checkpoints.codec.serde import store_serializer
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
 from checkpoints.transfer.records import (
@@ -72,8 +73,6 @@ class TableSource:
     """Threads read from LangGraph's saver tables, each value by the store's reader."""
 
     def __init__(self, tables: _Tables, name: str, serde=None) -> None:
-        from checkpoints.codec.serde import store_serializer
-
         self.tables = tables
         self.name = name
         self.serde = serde or store_serializer()

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpoints.codec.budget import ObjectBudget, ObjectBudgetExceeded
+from checkpoints.conf import DEFAULTS, setting
 from checkpoints.errors import InvalidCheckpointInput
 
 FORMAT_NAME = "checkpoint-store-export"
@@ -270,8 +271,6 @@ class _Unclosed(io.RawIOBase):
 
 def max_line_bytes() -> int:
     """The longest line an import reads: a checkpoint at the store's read bound, in base64."""
-    from checkpoints.conf import DEFAULTS, setting
-
     per_checkpoint = setting("MAX_CHECKPOINT_BYTES") or DEFAULTS["MAX_CHECKPOINT_BYTES"]
     return per_checkpoint * 4 // 3 + LINE_ENVELOPE_BYTES
 

@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, writes_sort_key
 from langgraph.constants import TASKS
 
+from checkpoints.codec.serde import store_serializer
 from checkpoints.dburl import parse_database_url
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.capabilities import STAGING_PREFIX
@@ -210,8 +211,6 @@ class FileSource:
     """Threads read from an export file, one at a time."""
 
     def __init__(self, path: str, serde=None, *, max_bytes: int | None = None) -> None:
-        from checkpoints.codec.serde import store_serializer
-
         if not os.path.isfile(path):
             raise CheckpointConfigError(f"export file {path!r} does not exist", field="source")
         self.path = path

@@ -2,6 +2,7 @@
 
 import os
 import sys
+from contextlib import nullcontext
 from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand, CommandError
@@ -9,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.management.commands.import_checkpoints import _progress
 from checkpoints.store.registry import get_saver
-from checkpoints.transfer import export_threads, open_source
+from checkpoints.transfer import SaverSource, export_threads, open_source
 from checkpoints.transfer.records import open_output
 
 
@@ -65,8 +66,4 @@ def _output(output, stdout):
 def _source(source):
     if source:
         return open_source(source)
-    from contextlib import nullcontext
-
-    from checkpoints.transfer import SaverSource
-
     return nullcontext(SaverSource(get_saver()))

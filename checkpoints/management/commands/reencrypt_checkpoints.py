@@ -3,6 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from checkpoints.errors import CheckpointStoreError
+from checkpoints.store.registry import get_saver, orm_saver
 
 
 class Command(BaseCommand):
@@ -19,8 +20,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, batch_size: int, database: str, redis_url: str | None, **options):
-        from checkpoints.store.registry import get_saver, orm_saver
-
         if batch_size < 1:
             raise CommandError(f"--batch-size must be at least 1, got {batch_size}")
         try:
