@@ -52,13 +52,6 @@ class CheckpointNotFound(CheckpointStoreError, LookupError):
     status = 404
 
 
-class GraphNotRegistered(CheckpointStoreError):
-    """The call needs the thread's graph, and CHECKPOINTS["GRAPHS"] holds none for it."""
-
-    code = "graph_not_registered"
-    status = 422
-
-
 class ThreadExists(CheckpointStoreError):
     """A thread id that must be new already holds checkpoints."""
 
