@@ -154,7 +154,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         {
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
-            # synchronous comes from CHECKPOINTS["SQLITE_SYNCHRONOUS"] (checkpoints.store.sqlite.connection).
+            # synchronous comes from CHECKPOINTS["SQLITE_SYNCHRONOUS"]
+            # (checkpoints.store.sqlite.connection).
             "init_command": "PRAGMA journal_mode=WAL;",
         }
     )
