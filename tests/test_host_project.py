@@ -110,6 +110,12 @@ def test_host_project_walk_finds_no_problem(host):
     assert len(summary["sweep_command"]) == 2
     pages = summary["admin_pages"]
     assert all(status == 200 for status in pages.values()), pages
+    # The value download names its value in the query: bare, it is a 400 in words.
+    assert (
+        [url for url, status in summary["refused_pages"].items() if status == 400]
+        == [url for url in summary["refused_pages"] if url.endswith("/value/")]
+        != []
+    ), summary["refused_pages"]
     for custom in ("/changes/", "/rollback/", "/fork/", "/sweep/", "/history/"):
         assert any(page.endswith(custom) for page in pages), (custom, sorted(pages))
     assert "System check identified no issues" in summary["check"], summary["check"]
