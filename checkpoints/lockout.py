@@ -17,20 +17,20 @@ import time
 from django.core.cache import cache
 from rest_framework import exceptions
 from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
 
 from checkpoints.audit import client_address
 from checkpoints.errors import CheckpointConfigError
 
 SCOPE = "checkpoints.token_failures"
-PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
-    """("30/min") -> (30 failures, 60 seconds); CheckpointConfigError names a malformed rate."""
-    count, _, period = str(rate).partition("/")
+    """("30/min") -> (30 failures, 60 seconds), read as DRF reads its throttles' rates;
+    CheckpointConfigError names a malformed rate."""
     try:
-        limit, seconds = int(count), PERIODS[period.strip()[:1]]
-    except (ValueError, KeyError):
+        limit, seconds = SimpleRateThrottle.parse_rate(None, str(rate).replace(" ", ""))
+    except (ValueError, KeyError, IndexError):
         raise CheckpointConfigError(
             f'REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["{SCOPE}"] is {rate!r}; expected '
             "a count per s, min, hour or day such as '30/min'"

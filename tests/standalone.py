@@ -116,3 +116,17 @@ def fresh_postgres_database(tag: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def service_setting(tmp_path, name: str, **env: str) -> subprocess.CompletedProcess:
+    """``manage.py shell`` printing ``settings.<name>`` as the service reads its environment
+    (``service_env`` and ``env``)."""
+    code = f"from django.conf import settings; print(settings.{name})"
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=service_env(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from axes.models import AccessAttempt, AccessFailureLog
 from django.conf import settings
@@ -13,7 +10,7 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 
 from tests.services import need_service
-from tests.standalone import ROOT, service_env
+from tests.standalone import service_setting
 
 pytestmark = pytest.mark.django_db(databases=["default", "pg"])
 
@@ -157,18 +154,6 @@ def test_hostile_headers_and_query_are_recorded_not_an_error(admin_user, records
     attempt = AccessAttempt.objects.using(records).get(username="admin")
     assert attempt.failures_since_start == settings.AXES_FAILURE_LIMIT - 1
     assert "\x00" not in attempt.get_data and len(attempt.user_agent) <= 255
-
-
-def service_setting(tmp_path, name: str, **env) -> subprocess.CompletedProcess:
-    code = f"from django.conf import settings; print(settings.{name})"
-    return subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=service_env(tmp_path, **env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_the_environment_sets_the_limit_and_the_wait(tmp_path):

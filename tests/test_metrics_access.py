@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 from django.test import Client, override_settings
 
-from tests.standalone import ROOT, service_env
+from tests.standalone import service_setting
 
 TOKEN = "scrape-" + "k3y" * 12
 PROMETHEUS_TEXT = b"# TYPE django_http_exceptions_total_by_view_total counter"
@@ -71,15 +70,7 @@ def test_a_token_and_an_allow_list_both_apply():
 
 def settings_of(tmp_path, **env) -> subprocess.CompletedProcess:
     """``manage.py shell`` printing METRICS_ALLOW, with the service's environment and ``env``."""
-    code = "from django.conf import settings; print(settings.METRICS_ALLOW)"
-    return subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=service_env(tmp_path, **env),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return service_setting(tmp_path, "METRICS_ALLOW", **env)
 
 
 def test_the_environment_sets_the_defaults_and_refuses_a_bad_address(tmp_path):

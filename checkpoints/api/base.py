@@ -24,6 +24,7 @@ from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning import check_key
 from checkpoints.store.planning import check_thread_id as store_check_thread_id
 from checkpoints.store.registry import get_saver
+from checkpoints.timetravel.planning import STORE_WRITTEN_KEYS
 
 
 class StoreAPIView(GenericAPIView):
@@ -120,7 +121,7 @@ def check_thread_id(thread_id: str, field: str = "thread_id") -> str:
 # imported with (``user_id``), the durability stamp, what a rollback, a fork or a bulk update
 # records. An HTTP client's metadata never holds them; LangGraph's own keys (run_id, step,
 # source, parents, writes, thread_id...) are a graph's data and pass.
-STORE_METADATA_KEYS = ("user_id", "_durability", "rollback", "forked_from", "written_by")
+STORE_METADATA_KEYS = ("user_id", *STORE_WRITTEN_KEYS)
 
 
 def client_metadata(value, field: str = "metadata") -> dict:

@@ -112,16 +112,19 @@ def checkpoint_of(data: dict, name: str = "checkpoint") -> dict:
     return value
 
 
+def _at_most(items: list, where: str, what: str, bound: str) -> None:
+    if len(items) > MAX_SUPERSTEPS:
+        raise InvalidCheckpointInput(
+            f"{where} holds {len(items)} {what}; {bound} at most {MAX_SUPERSTEPS}",
+            field="supersteps",
+        )
+
+
 def updates_of(supersteps) -> list[list[StateUpdate]]:
     if not isinstance(supersteps, list):
         raise InvalidCheckpointInput("supersteps must be a list", field="supersteps")
     # The REST API's bulk update bound: each superstep is a checkpoint written.
-    if len(supersteps) > MAX_SUPERSTEPS:
-        raise InvalidCheckpointInput(
-            f"supersteps holds {len(supersteps)} supersteps; one request writes at most "
-            f"{MAX_SUPERSTEPS}",
-            field="supersteps",
-        )
+    _at_most(supersteps, "supersteps", "supersteps", "one request writes")
     steps = []
     for i, step in enumerate(supersteps):
         updates = step.get("updates") if isinstance(step, dict) else None
@@ -129,12 +132,7 @@ def updates_of(supersteps) -> list[list[StateUpdate]]:
             raise InvalidCheckpointInput(
                 f"supersteps[{i}] must be an object with an updates list", field="supersteps"
             )
-        if len(updates) > MAX_SUPERSTEPS:
-            raise InvalidCheckpointInput(
-                f"supersteps[{i}] holds {len(updates)} updates; a superstep holds at most "
-                f"{MAX_SUPERSTEPS}",
-                field="supersteps",
-            )
+        _at_most(updates, f"supersteps[{i}]", "updates", "a superstep holds")
         row = []
         for j, update in enumerate(updates):
             where = f"supersteps[{i}].updates[{j}]"

@@ -37,7 +37,10 @@ from checkpoints.timetravel.snapshot import (
 )
 
 # Metadata our own checkpoints must not inherit from the checkpoint they copy.
-NOT_INHERITED = ("_durability", "run_id", "rollback", "forked_from", "written_by")
+# The keys the store itself writes into a checkpoint's metadata: the durability stamp and
+# what a rollback, a fork or a bulk update records.
+STORE_WRITTEN_KEYS = ("_durability", "rollback", "forked_from", "written_by")
+NOT_INHERITED = ("run_id", *STORE_WRITTEN_KEYS)
 
 NextVersion = Callable[[Any, Any], Any]
 

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import json
 import math
+import tracemalloc
 import zoneinfo
 from datetime import datetime, time, tzinfo
 from decimal import Decimal
@@ -21,6 +22,7 @@ from langgraph.types import Send
 from pydantic import BaseModel
 
 from checkpoints.codec import CheckpointedException, FaithfulJSONCodec
+from checkpoints.codec.compression import FRAMES
 from checkpoints.conf import DEFAULTS
 from checkpoints.errors import CheckpointCodecError
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
@@ -211,3 +213,20 @@ def stored_rows(saver, thread_id: str):
         return sorted((k, v) for k, v in saver.store.blobs.items() if k[0] == thread_id)
     client = saver.client
     return sorted(client.hgetall(f"{thread_prefix(thread_id)}b:{ns_hex('')}").items())
+
+
+def peak_of(call) -> tuple[object, int]:
+    """(what ``call`` raised or returned, the peak of Python's allocations above the start),
+    with no decompressed frame cached beforehand."""
+    FRAMES.clear()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        try:
+            outcome = call()
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            outcome = exc
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    return outcome, peak

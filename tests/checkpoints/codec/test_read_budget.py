@@ -8,7 +8,6 @@ saver, in the API (409) and in the admin (the "cannot decode" panel)."""
 from __future__ import annotations
 
 import random
-import tracemalloc
 
 import pytest
 import zstandard
@@ -26,6 +25,7 @@ from tests.checkpoints.codec.codec_helpers import (
     bomb,
     bomb_for,
     budget_saver,
+    peak_of,
     stored_rows,
 )
 from tests.reliability_fixtures import put_value
@@ -53,22 +53,6 @@ def put_steps(saver, thread_id: str, steps: list[dict]) -> dict:
     return config
 
 
-def _peak_of(call) -> tuple[object, int]:
-    """(what ``call`` raised or returned, the peak of Python's allocations above the start)."""
-    FRAMES.clear()
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        try:
-            outcome = call()
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            outcome = exc
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    return outcome, peak
-
-
 def _limit_text(key: str) -> str:
     return f"CHECKPOINTS['{key}'] ({DEFAULTS[key]} bytes)"
 
@@ -81,7 +65,7 @@ def test_a_bomb_row_is_refused_before_it_expands_on_every_saver(store):
     corrupt_values(saver, "bomb", bomb_for(saver))
     before = stored_rows(saver, "bomb")
 
-    outcome, peak = _peak_of(lambda: saver.get_tuple({"configurable": {"thread_id": "bomb"}}))
+    outcome, peak = peak_of(lambda: saver.get_tuple({"configurable": {"thread_id": "bomb"}}))
     assert isinstance(outcome, UnreadableValue), outcome
     message = outcome.message
     assert _limit_text("MAX_CHECKPOINT_BYTES") in message
@@ -90,7 +74,7 @@ def test_a_bomb_row_is_refused_before_it_expands_on_every_saver(store):
     assert outcome.where["checkpoint_id"] == checkpoint_id
     assert peak < PEAK_BOUND, f"{peak / MiB:.0f} MiB allocated to refuse the row"
 
-    outcome, peak = _peak_of(lambda: list(saver.list({"configurable": {"thread_id": "bomb"}})))
+    outcome, peak = peak_of(lambda: list(saver.list({"configurable": {"thread_id": "bomb"}})))
     assert isinstance(outcome, UnreadableValue), outcome
     assert _limit_text("MAX_CHECKPOINT_BYTES") in outcome.message
     assert peak < PEAK_BOUND, f"{peak / MiB:.0f} MiB allocated to refuse the list"
@@ -103,7 +87,7 @@ def test_a_bomb_of_frames_stating_no_size_stops_at_the_limit(store):
     saver = budget_saver(store)
     put_value(saver, "unsized", None, {c: f"small {c}" for c in CHANNELS})
     corrupt_values(saver, "unsized", bomb_for(saver, sized=False))
-    outcome, peak = _peak_of(lambda: saver.get_tuple({"configurable": {"thread_id": "unsized"}}))
+    outcome, peak = peak_of(lambda: saver.get_tuple({"configurable": {"thread_id": "unsized"}}))
     assert isinstance(outcome, UnreadableValue), outcome
     assert _limit_text("MAX_CHECKPOINT_BYTES") in outcome.message
     assert "channel '" in outcome.message and "in thread 'unsized'" in outcome.message
@@ -124,7 +108,7 @@ def test_a_bomb_in_pending_writes_is_refused(store):
         for bucket in saver.store.writes.values():
             for key, (task, channel, _, path) in list(bucket.items()):
                 bucket[key] = (task, channel, typed, path)
-    outcome, peak = _peak_of(lambda: saver.get_tuple(config))
+    outcome, peak = peak_of(lambda: saver.get_tuple(config))
     assert isinstance(outcome, UnreadableValue), outcome
     assert _limit_text("MAX_CHECKPOINT_BYTES") in outcome.message
     assert "in thread 'bomb-w'" in outcome.message
@@ -277,7 +261,7 @@ def test_the_api_refuses_a_bomb_with_409_naming_the_limit(clients, threads):
     corrupt_values(saver, "alice-1", bomb("msgpack"))
     before = stored_rows(saver, "alice-1")
     for path in ("state", "history"):
-        response, peak = _peak_of(
+        response, peak = peak_of(
             lambda path=path: clients["alice"].get(f"/api/threads/alice-1/{path}/")
         )
         assert response.status_code == 409, response.content
@@ -334,7 +318,7 @@ def test_the_admin_shows_the_panel_for_a_bomb(admin_client, threads):
         "/admin/checkpoints/thread/",
         f"/admin/checkpoints/checkpoint/?thread__id__exact={row.thread_id}",
     ):
-        page, peak = _peak_of(lambda url=url: admin_client.get(url, follow=True))
+        page, peak = peak_of(lambda url=url: admin_client.get(url, follow=True))
         assert page.status_code == 200, url
         assert peak < PEAK_BOUND, f"{url}: {peak / MiB:.0f} MiB"
         body = page.content.decode()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import tracemalloc
 
 import pytest
 import zstandard
@@ -19,7 +18,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.conf import DEFAULTS
 from checkpoints.transfer.records import header
-from tests.checkpoints.codec.codec_helpers import empty_maps, legit_values
+from tests.checkpoints.codec.codec_helpers import empty_maps, legit_values, peak_of
 from tests.checkpoints.transfer.graphs import THREADS, seed
 
 MiB = 1 << 20
@@ -70,21 +69,6 @@ def export(path, threads: dict[str, dict[str, bytes]]):
     text = "".join(json.dumps(line) + "\n" for line in lines).encode()
     path.write_bytes(zstandard.ZstdCompressor(level=19).compress(text))
     return path
-
-
-def peak_of(call) -> tuple[object, int]:
-    """(what ``call`` raised or returned, the peak of Python's allocations above the start)."""
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        try:
-            outcome = call()
-        except Exception as exc:  # noqa: BLE001 - the test looks at it
-            outcome = exc
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    return outcome, peak
 
 
 def test_a_bomb_in_an_export_file_refuses_its_thread_and_imports_the_others(
