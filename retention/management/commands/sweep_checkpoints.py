@@ -49,6 +49,8 @@ def summary(result, *, style) -> str:
         f"  {verb} {result.swept_count} thread(s): {result.finished_swept} finished, "
         f"{result.waiting_swept} waiting",
     ]
+    if result.dry_run:
+        lines.extend(_would_delete(result.deleted_ids))
     if result.skipped:
         lines.append(f"  waiting horizon skipped: {result.skipped}")
     lines.append(f"  spared {len(result.spared)} thread(s)")
@@ -59,3 +61,19 @@ def summary(result, *, style) -> str:
             )
         )
     return "\n".join(lines)
+
+
+# A dry run over a large store names this many per horizon; --json names every one.
+LISTED = 100
+
+
+def _would_delete(deleted_ids: dict[str, list[str]]) -> list[str]:
+    """The ids a dry run would delete, per horizon: what an operator checks before the
+    real run."""
+    lines = []
+    for horizon, ids in deleted_ids.items():
+        for thread_id in ids[:LISTED]:
+            lines.append(f"    {thread_id}  horizon={horizon}")
+        if len(ids) > LISTED:
+            lines.append(f"    ... and {len(ids) - LISTED} more {horizon} (--json names all)")
+    return lines
