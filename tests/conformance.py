@@ -54,6 +54,16 @@ class SyncDriven(BaseCheckpointSaver):
     async def aprune(self, thread_ids, *, strategy="keep_latest"):
         return await _sync(lambda: self.inner.prune(thread_ids, strategy=strategy))
 
+    # The ninth capability (delta_channel_history, on LangGraph's main branch): detected by
+    # this override, so a wrapper without it would be reported as not implementing it.
+    def get_delta_channel_history(self, *, config, channels):
+        return self.inner.get_delta_channel_history(config=config, channels=channels)
+
+    async def aget_delta_channel_history(self, *, config, channels):
+        return await _sync(
+            lambda: self.inner.get_delta_channel_history(config=config, channels=channels)
+        )
+
 
 def run_suite(store, provider: str, path: str) -> None:
     """Run the whole suite on ``store`` (``path``: "async" or "sync"); every capability must
