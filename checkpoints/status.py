@@ -1,4 +1,4 @@
-"""A thread's status at a glance: what the next sweep will do with it first.
+"""One subject: a thread's status (what the next sweep does with it first) and its markers.
 
 One rule, in its two forms side by side: `thread_status` (one thread, with the detail that
 goes with it: the admin list, the thread page and the API) and `status_condition` (the same
@@ -12,6 +12,11 @@ it. Then what claims it or needs a person: an operator's hold, an interrupt wait
 human, an error, a park; then a finished mark (due later, or written since: the sweep's run
 rule spares it), then recent and idle. A thread past its horizon but claimed shows the
 claim and says it is past its horizon too.
+
+Beside the one status, `thread_markers` and `marker_condition` give every marker that is
+true of a thread, each on its own (failed, waiting on a human, past its horizon, due, held,
+parked, finished): the console shows them together and its filters select by them, so a
+failed thread that is also due or held is still found under "Failed".
 
 The claims the rule knows are the shipped ones: a pending interrupt at the head (the
 ``interrupts`` filter), a park and a hold. A live-thread filter of a deployment's own is
@@ -49,6 +54,16 @@ KINDS = {
     "recent": "Recently written",
     "idle": "Idle",
 }
+# Facts that may hold together, in the order the console shows them.
+MARKERS = {
+    "failed": "Failed",
+    "waiting_on_human": "Waiting on a human",
+    "due": "Due for deletion",
+    "past_horizon": "Past its horizon",
+    "held": "Held",
+    "parked": "Parked",
+    "finished": "Finished",
+}
 # The kinds most threads are in: their pages walk the write-order index (admin/paging.py).
 MANY = ("recent", "idle")
 # The kinds a registered claim source gives (retention's holds and parks).
@@ -63,6 +78,16 @@ class ThreadStatus:
     @property
     def label(self) -> str:
         return KINDS[self.kind]
+
+
+@dataclass(frozen=True)
+class Marker:
+    kind: str
+    detail: str = ""
+
+    @property
+    def label(self) -> str:
+        return MARKERS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -228,6 +253,96 @@ def thread_status(
     return ThreadStatus("idle", f"due in {timeuntil(due, now)}")
 
 
+def thread_markers(
+    *,
+    now: datetime,
+    last_write_at: datetime | None,
+    waiting_minutes: int,
+    mark_due: datetime | None = None,
+    marked_at: datetime | None = None,
+    claims: Mapping[str, Claim] | None = None,
+    interrupted: bool = False,
+    interrupt_written: bool | None = None,
+    question: str = "",
+    node: str = "",
+    error: str = "",
+    idle_swept: bool = True,
+) -> list[Marker]:
+    """Every marker true of a thread, in `MARKERS` order, each with its own detail; the
+    arguments are `thread_status`'s. A thread with none is only recent or idle."""
+    claims = claims or {}
+    held, parked = claims.get("held"), claims.get("parked")
+    if interrupt_written is None:
+        interrupt_written = interrupted
+    past = past_horizon(
+        now=now,
+        last_write_at=last_write_at,
+        waiting_minutes=waiting_minutes,
+        mark_due=mark_due,
+        marked_at=marked_at,
+        idle_swept=idle_swept,
+    )
+    found = []
+    if error:
+        found.append(Marker("failed", error))
+    if interrupted:
+        waited = f", waiting {timesince(last_write_at, now)}" if last_write_at else ""
+        found.append(Marker("waiting_on_human", asked(question, node) + waited))
+    spared_by = [
+        text
+        for text, claims_it in (
+            ("held", held),
+            ("parked", parked),
+            ("its head holds an interrupt write", interrupt_written),
+        )
+        if claims_it
+    ]
+    if past and not spared_by:
+        found.append(Marker("due", "the next sweep deletes it"))
+    if past:
+        spares = f"; the sweep spares it: {', '.join(spared_by)}" if spared_by else ""
+        found.append(Marker("past_horizon", past + spares))
+    if held:
+        found.append(Marker("held", held.detail))
+    if parked:
+        found.append(Marker("parked", parked.detail))
+    if mark_due is not None:
+        if written_since(marked_at, last_write_at):
+            detail = f"written {when(last_write_at)}, after its mark at {when(marked_at)}"
+        else:
+            detail = f"due at {when(mark_due)}"
+        found.append(Marker("finished", detail))
+    return found
+
+
+def _row_facts(row: Any, claims, question: str, node: str, error: str) -> dict:
+    return {
+        "last_write_at": row.last_write_at,
+        "waiting_minutes": ThreadRetention(row.waiting_minutes).in_force().waiting_minutes,
+        "mark_due": row.finished_due_at,
+        "marked_at": row.finished_marked_at,
+        "claims": claims,
+        "interrupted": row.has_interrupt and not row.has_resume,
+        "interrupt_written": row.has_interrupt,
+        "question": question,
+        "node": node,
+        "error": error or ("the last task failed" if row.has_error else ""),
+    }
+
+
+def row_markers(
+    row: Any,
+    *,
+    now: datetime,
+    claims: Mapping[str, Claim] | None = None,
+    question: str = "",
+    node: str = "",
+    error: str = "",
+) -> list[Marker]:
+    """`thread_markers` of a Thread row annotated by `with_status_facts` (see `row_status`)."""
+    return thread_markers(now=now, **_row_facts(row, claims, question, node, error))
+
+
 def row_status(
     row: Any,
     *,
@@ -240,19 +355,7 @@ def row_status(
     """`thread_status` of a Thread row annotated by `with_status_facts`; ``question``,
     ``node`` and ``error`` are what the caller read of the head's writes, if anything;
     ``claims`` what `claims_of` found for it."""
-    return thread_status(
-        now=now,
-        last_write_at=row.last_write_at,
-        waiting_minutes=ThreadRetention(row.waiting_minutes).in_force().waiting_minutes,
-        mark_due=row.finished_due_at,
-        marked_at=row.finished_marked_at,
-        claims=claims,
-        interrupted=row.has_interrupt and not row.has_resume,
-        interrupt_written=row.has_interrupt,
-        question=question,
-        node=node,
-        error=error or ("the last task failed" if row.has_error else ""),
-    )
+    return thread_status(now=now, **_row_facts(row, claims, question, node, error))
 
 
 # -- the facts both forms read -----------------------------------------------------------
@@ -349,6 +452,31 @@ def status_condition(kind: str, now: datetime, *, saver=None) -> Q:
     # threads read ~5,000 of them first: 106 ms).
     quiet = Q(last_write_at__lt=now - min(RECENT, shortest))
     return quiet & ((~idle_past & ~recent) | answered) & unmarked & unclaimed
+
+
+def marker_condition(kind: str, now: datetime, *, saver=None) -> Q:
+    """The condition on rows annotated by `with_status_facts` that `thread_markers` gives
+    the marker ``kind``, whatever else is true of the thread; ValueError naming the
+    markers for one it does not know."""
+    if kind not in MARKERS:
+        raise ValueError(f"marker {kind!r} is not one of {', '.join(MARKERS)}")
+    if kind == "due":
+        # The one status a marker equals: due only where nothing claims the thread.
+        return status_condition("due", now, saver=saver)
+    if saver is None:
+        saver = get_saver()
+    if kind == "finished":
+        return Q(is_marked())
+    if kind == "waiting_on_human":
+        interrupts = _holding(INTERRUPT)
+        return Q(_AmongIds("pk", interrupts)) & Q(has_interrupt=True) & Q(has_resume=False)
+    if kind == "failed":
+        return Q(_AmongIds("pk", _holding(ERROR))) & Q(has_error=True)
+    alias = saver.db_alias or "default"
+    if kind in CLAIM_KINDS:
+        return _claimed(kind, saver.provider, alias, now)[1]
+    finished_due, idle_past, _shortest = _past_horizon(alias, now)
+    return finished_due | idle_past
 
 
 def _holding(channel: str):

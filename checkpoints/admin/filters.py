@@ -69,23 +69,27 @@ class FinishedFilter(admin.SimpleListFilter):
 
 
 class StatusFilter(admin.SimpleListFilter):
-    """Filter by the status column's rule: its SQL form (`status.status_condition`)."""
+    """Filter by a marker the status column shows (`status.marker_condition`): each finds
+    every thread it names, whatever else is true of it. "Recently written" and "Idle" are
+    the rule's own kinds (`status.status_condition`) for the threads with no marker."""
 
     title = "status"
     parameter_name = "status"
+    # The status rule's kinds that are not markers: what a thread is when nothing is marked.
+    ACTIVITY = ("recent", "idle")
 
     def lookups(self, request, model_admin):
-        return list(status.KINDS.items())
+        return [*status.MARKERS.items(), *((k, status.KINDS[k]) for k in self.ACTIVITY)]
 
     def queryset(self, request, queryset):
         value = self.value()
         if value is None:
             return queryset
-        try:
-            condition = status.status_condition(value, utcnow(), saver=store_saver())
-        except ValueError as exc:
-            raise IncorrectLookupParameters(str(exc)) from exc
-        return queryset.filter(condition)
+        known = dict(self.lookup_choices)
+        if value not in known:
+            raise IncorrectLookupParameters(f"status {value!r} is not one of {', '.join(known)}")
+        rule = status.status_condition if value in self.ACTIVITY else status.marker_condition
+        return queryset.filter(rule(value, utcnow(), saver=store_saver()))
 
 
 class ChoiceListFilter(admin.SimpleListFilter):

@@ -282,6 +282,13 @@ class ThreadAdmin(
         return found
 
     def status_of(self, obj, *, detailed: bool) -> status.ThreadStatus:
+        return status.row_status(obj, now=utcnow(), **self._facts(obj, detailed=detailed))
+
+    def markers_of(self, obj, *, detailed: bool) -> list[status.Marker]:
+        return status.row_markers(obj, now=utcnow(), **self._facts(obj, detailed=detailed))
+
+    def _facts(self, obj, *, detailed: bool) -> dict:
+        """What the rule reads beside the row: claims, the head's question or error."""
         if detailed:
             details = self.head_details(obj)
         else:
@@ -293,31 +300,62 @@ class ThreadAdmin(
             }
         if not hasattr(obj, "claims"):
             self.read_claims([obj])
-        return status.row_status(
-            obj,
-            now=utcnow(),
-            claims=obj.claims,
-            question=details.get("question", ""),
-            node=details.get("node", ""),
-            error=details.get("error", ""),
-        )
-
-    def _status_html(self, found: status.ThreadStatus):
-        return format_html(
-            '<span class="cs-status cs-status-{}">{}</span> <span class="cs-muted">{}</span>',
-            found.kind,
-            found.label,
-            found.detail,
-        )
+        return {
+            "claims": obj.claims,
+            "question": details.get("question", ""),
+            "node": details.get("node", ""),
+            "error": details.get("error", ""),
+        }
 
     @admin.display(description="status")
     def status(self, obj):
-        return self._status_html(self.status_of(obj, detailed=False))
+        """Every marker as a badge (its detail on hover), then one line of words: the
+        question a waiting thread asks, else the first marker's detail, else how recent."""
+        markers = self.markers_of(obj, detailed=False)
+        if not markers:
+            found = self.status_of(obj, detailed=False)
+            markers, line = [status.Marker(found.kind, found.detail)], found.detail
+        else:
+            asks = [m for m in markers if m.kind == "waiting_on_human"]
+            line = (asks or markers)[0].detail
+        return format_html(
+            '{}<span class="cs-oneline cs-muted" title="{}">{}</span>',
+            self._badges(markers),
+            line,
+            line,
+        )
+
+    @staticmethod
+    def _badges(markers):
+        return format_html_join(
+            "",
+            '<span class="cs-status cs-status-{}" title="{}">{}</span> ',
+            (
+                (m.kind, m.detail, status.MARKERS.get(m.kind) or status.KINDS[m.kind])
+                for m in markers
+            ),
+        )
 
     @admin.display(description="status")
     def status_detail(self, obj):
-        # The thread page also reads the interrupt's question and node, or the error.
-        return self._status_html(self.status_of(obj, detailed=True))
+        # The thread page also reads the interrupt's question and node, or the error; each
+        # marker on its own line, with its whole detail.
+        markers = self.markers_of(obj, detailed=True)
+        if not markers:
+            found = self.status_of(obj, detailed=True)
+            markers = [status.Marker(found.kind, found.detail)]
+        return format_html(
+            '<ul class="cs-markers">{}</ul>',
+            format_html_join(
+                "",
+                '<li><span class="cs-status cs-status-{}">{}</span> '
+                '<span class="cs-muted">{}</span></li>',
+                (
+                    (m.kind, status.MARKERS.get(m.kind) or status.KINDS[m.kind], m.detail)
+                    for m in markers
+                ),
+            ),
+        )
 
     @admin.display(description="last write", ordering="last_write_at")
     def last_write_seconds(self, obj):
