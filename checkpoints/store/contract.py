@@ -65,6 +65,7 @@ from checkpoints.store.requests import (
     PruneThread,
     StoreBatch,
     StoreCheckpoint,
+    StoreHead,
     StoreRequest,
     StoreWrites,
 )
@@ -154,6 +155,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 return self._store_checkpoint(plan)
             case StoreWrites(plan):
                 return self._store_writes(plan)
+            case StoreHead(plan, expected):
+                return self._store_head(plan, expected)
             case StoreBatch(plans, writes):
                 return self._store_batch(plans, writes)
             case DurabilityOf(thread_id, ns, checkpoint_id):
@@ -303,6 +306,46 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
 
     def _store_checkpoint(self, plan: PutPlan) -> None:
         """Write the checkpoint, its new blobs and its stamped metadata as one unit."""
+        raise NotImplementedError
+
+    # -- a rollback's put: the new head and the version bump as one unit -------------------
+    def _flow_put_as_head(self, config, checkpoint, metadata, new_versions, expected) -> Flow:
+        plan = plan_put(config, checkpoint, metadata, new_versions)
+        yield StoreHead(plan, expected)
+        return self._acknowledge(plan)
+
+    def put_as_head(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+        *,
+        expected_version: int | None = None,
+    ) -> RunnableConfig:
+        """``put``, and bump the thread's version (its ETag), as one unit of work.
+
+        With ``expected_version``, a thread at another version raises ThreadVersionConflict
+        and nothing is written; a put the store refuses leaves the version where it was.
+        No other write to the thread lands between the two (a rollback's guarantee).
+        """
+        flow = self._flow_put_as_head(config, checkpoint, metadata, new_versions, expected_version)
+        return self._run(flow)
+
+    async def aput_as_head(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+        *,
+        expected_version: int | None = None,
+    ) -> RunnableConfig:
+        flow = self._flow_put_as_head(config, checkpoint, metadata, new_versions, expected_version)
+        return await self._arun(flow)
+
+    def _store_head(self, plan: PutPlan, expected: int | None) -> None:
+        """`_store_checkpoint` and the version bump in one unit of work (`StoreHead`)."""
         raise NotImplementedError
 
     def _acknowledge(self, plan: PutPlan) -> RunnableConfig:

@@ -135,6 +135,15 @@ class MemorySaver(StoreSaver):
             if self.max_checkpoints:
                 self._prune_locked(plan.thread_id, self.max_checkpoints, only_ns=plan.ns)
 
+    def _store_head(self, plan: PutPlan, expected: int | None) -> None:
+        # Under the store's lock (re-entrant) no other write lands between the check, the
+        # put and the bump; the put refuses before it changes anything, if it refuses.
+        with self.store.lock:
+            if expected is not None and self.thread_version(plan.thread_id) != expected:
+                self.bump_thread_version(plan.thread_id, expected=expected)  # the refusal
+            self._store_checkpoint(plan)
+            self.bump_thread_version(plan.thread_id, expected=expected)
+
     def _durability_of(
         self, thread_id: str, ns: str, checkpoint_id: str | None
     ) -> dict[str, str] | None:

@@ -31,6 +31,16 @@ class StoreCheckpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreHead:
+    """Write a checkpoint as the thread's new head and bump the thread's version, as one
+    unit (a rollback): with ``expected`` set, a thread at another version refuses with
+    ThreadVersionConflict and nothing is written; a refused put leaves the version."""
+
+    plan: PutPlan
+    expected: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoreWrites:
     """Store a task's writes (and move the thread's last write) as one unit."""
 
@@ -100,6 +110,7 @@ class CountThread:
 StoreRequest = (
     DurabilityOf
     | StoreCheckpoint
+    | StoreHead
     | StoreWrites
     | StoreBatch
     | DeleteRound

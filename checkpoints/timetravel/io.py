@@ -8,16 +8,12 @@ async forms of every operation run the same steps in the same order.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 
 from checkpoints.signals import thread_forked
-from checkpoints.store.orm.aio import off_loop, on_loop_thread
 from checkpoints.threads import record_owner, refuse_existing
 from checkpoints.timetravel.snapshot import StateSnapshot
 
@@ -62,11 +58,11 @@ class Put:
 
 
 @dataclass(frozen=True)
-class BumpAndPut:
-    """Store ``put`` and bump the thread's version as one unit (`one_unit`): a refused put
-    leaves the version where it was, and a refused bump writes nothing."""
+class PutAsHead:
+    """Store ``put`` as the thread's new head and bump its version, as one unit of the
+    store's (`StoreSaver.put_as_head`): a refused put leaves the version where it was, and
+    a version other than ``expected`` writes nothing."""
 
-    thread_id: str
     expected: int | None
     put: Put
 
@@ -102,41 +98,11 @@ Request = (
     | GetDurability
     | DeltaHistory
     | Put
-    | BumpAndPut
+    | PutAsHead
     | OpenList
     | NextRow
     | FireForked
 )
-
-
-@contextmanager
-def one_unit(saver) -> Iterator[None]:
-    """The store's unit of work around several calls: a transaction where the store's
-    tables are a database's (its ``db_alias``), the store's lock on memory; Redis offers
-    none across two calls."""
-    alias = getattr(saver, "db_alias", None)
-    if isinstance(alias, str):
-        with transaction.atomic(using=alias):
-            yield
-        return
-    lock = getattr(getattr(saver, "store", None), "lock", None)
-    with lock if lock is not None else nullcontext():
-        yield
-
-
-def bump_and_put(saver, request: BumpAndPut) -> Any:
-    """The put, then the version bump, in the store's unit of work (`one_unit`)."""
-    put, thread_id, expected = request.put, request.thread_id, request.expected
-    with one_unit(saver):
-        if expected is not None and saver.thread_version(thread_id) != expected:
-            # Refused in the store's own words, before anything is written.
-            saver.bump_thread_version(thread_id, expected=expected)
-        # Put first: a refused put leaves the version alone even where the store has no
-        # unit around both (Redis); there only a bump racing in between could still
-        # refuse after the put.
-        stored = saver.put(put.config, put.checkpoint, put.metadata, put.new_versions)
-        saver.bump_thread_version(thread_id, expected=expected)
-        return stored
 
 
 def perform(saver, request: Request) -> Any:
@@ -155,12 +121,10 @@ def perform(saver, request: Request) -> Any:
             return saver.get_delta_channel_history(config=config, channels=channels)
         case Put(config, checkpoint, metadata, new_versions):
             return saver.put(config, checkpoint, metadata, new_versions)
-        case BumpAndPut():
-            if isinstance(getattr(saver, "db_alias", None), str) and on_loop_thread():
-                # An ORM saver called from a loop's thread runs its calls on the off-loop
-                # thread: the transaction must be opened there, around both of them.
-                return off_loop(bump_and_put, saver, request)
-            return bump_and_put(saver, request)
+        case PutAsHead(expected, Put(config, checkpoint, metadata, new_versions)):
+            return saver.put_as_head(
+                config, checkpoint, metadata, new_versions, expected_version=expected
+            )
         case OpenList(config, options):
             return iter(saver.list(config, **options))
         case NextRow(cursor):
@@ -188,9 +152,10 @@ async def aperform(saver, request: Request) -> Any:
             return await saver.aget_delta_channel_history(config=config, channels=channels)
         case Put(config, checkpoint, metadata, new_versions):
             return await saver.aput(config, checkpoint, metadata, new_versions)
-        case BumpAndPut():
-            # The unit is a database transaction or a lock, both held by one thread.
-            return await sync_to_async(perform, thread_sensitive=True)(saver, request)
+        case PutAsHead(expected, Put(config, checkpoint, metadata, new_versions)):
+            return await saver.aput_as_head(
+                config, checkpoint, metadata, new_versions, expected_version=expected
+            )
         case OpenList(config, options):
             return saver.alist(config, **options).__aiter__()
         case NextRow(cursor):

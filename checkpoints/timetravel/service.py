@@ -5,8 +5,8 @@ One subject: the time-travel operations, each written once as a flow (see
 ``planning``, what they show in ``snapshot``, and the I/O they yield is fulfilled in ``io``.
 
 Everything goes through the saver's public interface (get_tuple, list, put,
-get_delta_channel_history, get_next_version, bump_thread_version), so it works the same on
-every provider. Entrances apply updates through :mod:`checkpoints.timetravel.updates`,
+get_delta_channel_history, get_next_version, put_as_head), so it works the same on every
+provider. Entrances apply updates through :mod:`checkpoints.timetravel.updates`,
 which picks the graph or this class's graph-less replay and audits the change once.
 """
 
@@ -24,7 +24,6 @@ from checkpoints import audit, tracing
 from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.flows import Emit, Flow, arun, astream, run, stream
 from checkpoints.timetravel.io import (
-    BumpAndPut,
     DeltaHistory,
     FireForked,
     GetDurability,
@@ -32,6 +31,7 @@ from checkpoints.timetravel.io import (
     NextRow,
     OpenList,
     Put,
+    PutAsHead,
     RefuseExisting,
     SetOwner,
     aperform,
@@ -399,9 +399,7 @@ class TimeTravel:
         rebuilt = yield from self._rebuilt(target, self._specs(), required=True)
         plan = rollback_plan(head, target, rebuilt, self.saver.get_next_version)
         # The target's pending writes stay behind: see planning._copy_plan.
-        yield BumpAndPut(
-            thread_id, expected, Put(thread_config(thread_id, checkpoint_id, ns), *plan)
-        )
+        yield PutAsHead(expected, Put(thread_config(thread_id, checkpoint_id, ns), *plan))
         return (yield from self._get_state(thread_id, plan.checkpoint["id"], ns))
 
     def _fork(

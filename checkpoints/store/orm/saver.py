@@ -269,6 +269,14 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
         }
         return row, blobs
 
+    def _store_head(self, plan: PutPlan, expected: int | None) -> None:
+        # One transaction: the bump first (its UPDATE holds the thread row until the
+        # commit, and refuses a stale version before anything is encoded), then the
+        # dialect's put, which joins it; a put refused rolls the bump back.
+        with transaction.atomic(using=self.using):
+            self.bump_thread_version(plan.thread_id, expected=expected)
+            self._store_checkpoint(plan)
+
     def _stamp_row(self, row: dict, plan: PutPlan, level: str | None = None) -> None:
         # The stamp's time is the row's created_at: the store keeps it once, as a column.
         now = utcnow()

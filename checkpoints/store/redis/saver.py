@@ -52,7 +52,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from checkpoints.codec import FaithfulJSONCodec, compress_typed, decompress_typed
 from checkpoints.codec.encryption import Place, open_typed, seal_typed
-from checkpoints.errors import StoreUnavailable
+from checkpoints.errors import StoreUnavailable, ThreadVersionConflict
 from checkpoints.store.contract import StoreSaver
 from checkpoints.store.planning.put import PutPlan
 from checkpoints.store.planning.records import (
@@ -92,6 +92,7 @@ from checkpoints.store.redis.reading import RedisReading
 from checkpoints.store.redis.scripts import (
     DELETE_UNWRITTEN,
     PUT,
+    PUT_HEAD,
     PUT_WRITES,
 )
 from checkpoints.store.redis.sealing import RedisReseal
@@ -107,6 +108,7 @@ from checkpoints.store.requests import (
     PruneThread,
     StoreBatch,
     StoreCheckpoint,
+    StoreHead,
     StoreRequest,
     StoreWrites,
 )
@@ -184,6 +186,8 @@ class RedisSaver(
                 return self._io_store_checkpoint(plan)
             case StoreWrites(plan):
                 return self._io_store_writes(plan)
+            case StoreHead(plan, expected):
+                return self._io_store_head(plan, expected)
             case StoreBatch(plans, writes):
                 return self._io_store_batch(plans, writes)
             case DurabilityOf(thread_id, ns, checkpoint_id):
@@ -273,7 +277,8 @@ class RedisSaver(
         return ThreadRetention.platform().waiting_minutes * 60000
 
     # -- writes ---------------------------------------------------------------------------
-    def _io_store_checkpoint(self, plan: PutPlan):
+    def _put_args(self, plan: PutPlan) -> tuple[tuple, list[bytes]]:
+        """The scripts' arguments of a put: the fixed ones (ARGV[2..8]) and the blob pairs."""
         thread_id, ns, parent_id = plan.thread_id, plan.ns, plan.parent_id
         checkpoint_id = plan.checkpoint_id
         plan.plain_bytes = 0
@@ -305,31 +310,46 @@ class RedisSaver(
             "" if run_id is None else str(run_id),
             json.dumps(self._stamp(plan), separators=(",", ":")),
         )
-        owner = plan.owner
-        now = now_ms()
+        fixed = (
+            self._default_ttl_ms(),
+            ns_hex(ns),
+            checkpoint_id,
+            record,
+            now_ms(),
+            enc(thread_id),
+            plan.owner,
+        )
+        return fixed, blob_args
+
+    def _io_store_checkpoint(self, plan: PutPlan):
+        fixed, blob_args = self._put_args(plan)
+        thread_id, now = plan.thread_id, fixed[4]
         size, _ = yield Batch(
             [
-                Eval(
-                    PUT,
-                    thread_id,
-                    (
-                        self._default_ttl_ms(),
-                        ns_hex(ns),
-                        checkpoint_id,
-                        record,
-                        now,
-                        enc(thread_id),
-                        owner,
-                        *blob_args,
-                    ),
-                ),
+                Eval(PUT, thread_id, (*fixed, *blob_args)),
                 # The registry is store-wide (another slot on a cluster), so it is not part
                 # of the thread's script; a lost update heals at the thread's next put.
                 cmd("ZADD", REGISTRY_KEY, now, enc(thread_id)),
             ]
         )
         if self.max_checkpoints and int(size) > self.max_checkpoints:
-            yield from self._io_prune_thread(thread_id, self.max_checkpoints, only_ns=ns)
+            yield from self._io_prune_thread(thread_id, self.max_checkpoints, only_ns=plan.ns)
+
+    def _io_store_head(self, plan: PutPlan, expected: int | None):
+        fixed, blob_args = self._put_args(plan)
+        thread_id, now = plan.thread_id, fixed[4]
+        arg = "" if expected is None else str(int(expected))
+        # The check, the put and the bump: one script (`scripts.PUT_HEAD`).
+        ((written, size, *_),) = yield Batch([Eval(PUT_HEAD, thread_id, (*fixed, arg, *blob_args))])
+        if not int(written):
+            raise ThreadVersionConflict(
+                f"thread {thread_id!r} is at version {int(size)}, not {expected}: "
+                "it changed since it was read"
+            )
+        # The registry and the prune follow as a put's do, once the script wrote.
+        yield Batch([cmd("ZADD", REGISTRY_KEY, now, enc(thread_id))])
+        if self.max_checkpoints and int(size) > self.max_checkpoints:
+            yield from self._io_prune_thread(thread_id, self.max_checkpoints, only_ns=plan.ns)
 
     def _io_store_batch(self, plans: list[PutPlan], writes: list[WritesPlan]):
         for plan in plans:

@@ -75,20 +75,44 @@ end
 """
 )
 
-# ARGV: prefix, default ttl ms, ns, checkpoint id, record, now ms, thread id, owner,
-# then (blob field, blob value) pairs. Returns how many checkpoints the namespace holds.
-_LUA_PUT = r"""
-local p, nh, cid = ARGV[1], ARGV[3], ARGV[4]
-touch_meta(p, ARGV[7], ARGV[6])
-redis.call('HSET', p .. META, 'lw', ARGV[6])
-if ARGV[8] ~= '' then redis.call('HSETNX', p .. META, 'o', ARGV[8]) end
-redis.call('SADD', p .. NAMESPACES, nh)
-redis.call('ZADD', p .. INDEX .. nh, 0, cid)
-redis.call('HSET', p .. RECORDS .. nh, cid, ARGV[5])
-for j = 9, #ARGV, 2 do redis.call('HSETNX', p .. BLOBS .. nh, ARGV[j], ARGV[j + 1]) end
-expire_all(p, ttl_for(p, ARGV[2]))
-return redis.call('ZCARD', p .. INDEX .. nh)
+# ARGV: prefix, default ttl ms, ns, checkpoint id, record, now ms, thread id, owner, then
+# (blob field, blob value) pairs from ARGV[first]. Returns how many checkpoints the
+# namespace holds.
+_LUA_PUT_CHECKPOINT = r"""
+local function put_checkpoint(first)
+  local p, nh, cid = ARGV[1], ARGV[3], ARGV[4]
+  touch_meta(p, ARGV[7], ARGV[6])
+  redis.call('HSET', p .. META, 'lw', ARGV[6])
+  if ARGV[8] ~= '' then redis.call('HSETNX', p .. META, 'o', ARGV[8]) end
+  redis.call('SADD', p .. NAMESPACES, nh)
+  redis.call('ZADD', p .. INDEX .. nh, 0, cid)
+  redis.call('HSET', p .. RECORDS .. nh, cid, ARGV[5])
+  for j = first, #ARGV, 2 do redis.call('HSETNX', p .. BLOBS .. nh, ARGV[j], ARGV[j + 1]) end
+  expire_all(p, ttl_for(p, ARGV[2]))
+  return redis.call('ZCARD', p .. INDEX .. nh)
+end
 """
+
+_LUA_PUT = _LUA_PUT_CHECKPOINT + "return put_checkpoint(9)\n"
+
+# A rollback's put: PUT's ARGV, the expected version (or '') at ARGV[9], blob pairs from
+# ARGV[10]. The version is checked before anything is written and bumped after the put, in
+# this one script, so no other write to the thread lands between them (the version of a
+# thread without meta is 0, as `thread_version` reads it). Returns {0, version} when the
+# version is not the expected one (nothing written), else {1, checkpoints in the
+# namespace, the new version}.
+_LUA_PUT_HEAD = (
+    _LUA_PUT_CHECKPOINT
+    + r"""
+local m = ARGV[1] .. META
+if ARGV[9] ~= '' then
+  local v = redis.call('HGET', m, 'v') or '0'
+  if v ~= ARGV[9] then return {0, tonumber(v)} end
+end
+local size = put_checkpoint(10)
+return {1, size, redis.call('HINCRBY', m, 'v', 1)}
+"""
+)
 
 # ARGV: prefix, default ttl ms, ns, now ms, thread id, then (field, value, overwrite) triples.
 _LUA_PUT_WRITES = r"""
@@ -264,6 +288,7 @@ class Script:
 
 
 PUT = Script(_LUA_PUT)
+PUT_HEAD = Script(_LUA_PUT_HEAD)
 PUT_WRITES = Script(_LUA_PUT_WRITES)
 READ = Script(_LUA_READ)
 COUNT = Script(_LUA_COUNT)
