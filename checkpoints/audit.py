@@ -26,6 +26,8 @@ ACTIONS = (
     "fork",
     "bulk_update",
     "delete_thread",
+    # delete_for_runs through the store service: checkpoints of runs, across threads.
+    "delete_runs",
     "prune",
     "copy_thread",
     "mark_finished",

@@ -76,6 +76,9 @@ DEFAULTS: dict[str, Any] = {
     # Characters of a value's indented JSON the admin shows before cutting it (with a link to
     # download it whole): a few MiB rendered as a tree makes a page of tens of MB.
     "ADMIN_VALUE_PREVIEW_BYTES": 256 * 1024,
+    # Calls one token may make to the store service (/store/v1/, the remote saver's), in
+    # DRF's rate form ("5000/s"); None: no limit. Generous: a worker makes a few per step.
+    "STORE_SERVICE_RATE": "5000/s",
 }
 
 _cache: dict[str, Any] | None = None

@@ -12,7 +12,8 @@ by its migrations. Inside a configured Django project the URL's database is the 
 when it names one of its DATABASES (its tables come from ``manage.py migrate``), else it is
 added as a database of its own and its tables are created on first use.
 
-Django is imported only when a saver is asked for, so ``import checkpoints`` stays light.
+Django is imported only when a saver is asked for, so ``import checkpoints`` stays light;
+a store service URL (``checkpoints+https://``) is recognised before, and never loads it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from checkpoints.dburl import DATABASE_SCHEMES, SCHEMES, parse_database_url
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreFormatError
+from checkpoints.remote.client import RemoteSaver, is_remote_url
 
 # The apps a standalone process needs: the store, retention (finish marks, parks, the
 # sweep) and what their models point at: the thread owner and the audit trail's user are
@@ -430,7 +432,15 @@ def from_conn_string(conn_string: str, **options: Any) -> Iterator[Any]:
 
     ``options`` go to the saver (``max_checkpoints``, ``serde``). Works with or without a
     configured Django; see the module's docstring.
+
+    ``checkpoints+https://host[/prefix]`` (``+http`` for local use) opens the remote saver
+    on the store service there (``api_key=TOKEN``, ``timeout``, ``retry_seconds``): no
+    Django, no database connection in this process.
     """
+    if is_remote_url(conn_string):
+        with RemoteSaver(conn_string, **options) as saver:
+            yield saver
+        return
     # Imported at first use, as Django is (the module's docstring).
     from checkpoints.store.orm.aio import off_loop, on_loop_thread
 
@@ -447,6 +457,10 @@ def from_conn_string(conn_string: str, **options: Any) -> Iterator[Any]:
 @asynccontextmanager
 async def afrom_conn_string(conn_string: str, **options: Any) -> AsyncIterator[Any]:
     """``from_conn_string`` for async code: the set-up runs off the event loop."""
+    if is_remote_url(conn_string):
+        async with RemoteSaver(conn_string, **options) as saver:
+            yield saver
+        return
     from asgiref.sync import sync_to_async
 
     saver, alias = await sync_to_async(_open, thread_sensitive=True)(conn_string, options)

@@ -31,6 +31,11 @@ class Thread(models.Model):
 
     class Meta:
         ordering = ["-last_write_at"]
+        # The store service's token kinds (`checkpoints.store_service.access`).
+        permissions = [
+            ("store_worker_write", "Can read and write any thread through /store/v1/"),
+            ("store_name_owner", "Can name a thread's owner in configurable.user_id"),
+        ]
         # Lists order by last write, ties broken by id: one index serves both, so a deep
         # page is an index walk, never a sort of every thread.
         # Ordered by owner, the ties follow the same direction (ThreadChangeList), so one

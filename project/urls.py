@@ -19,6 +19,8 @@ urlpatterns = [
     path("", include("checkpoints.urls")),
     # LangGraph Platform's threads API, for langgraph-sdk's client.
     path("langgraph/", include("checkpoints.langgraph_api.urls")),
+    # The store as a service: the remote saver's calls (checkpoints.remote.RemoteSaver).
+    path("store/v1/", include("checkpoints.store_service.urls")),
     # Prometheus's scrape, for the addresses and token the settings name (project.metrics).
     path("metrics", metrics, name="prometheus-django-metrics"),
 ]

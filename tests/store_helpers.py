@@ -58,7 +58,35 @@ def make_saver(request, provider: str, **options):
         from checkpoints.store.registry import get_saver
 
         return get_saver("redis", conn_string=url, **options)
+    if provider == "remote":
+        return remote_saver(request, **options)
     raise ValueError(provider)
+
+
+def service_token(user) -> str:
+    """A DRF token of ``user`` for the store service (made once per user)."""
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def remote_saver(request, *, user=None, **options):
+    """The remote saver on the service on a live port (its store: the test database's
+    SQLite saver), as a superuser's token unless ``user`` is given."""
+    request.getfixturevalue("transactional_db")
+    live = request.getfixturevalue("live_server")
+    from django.contrib.auth.models import User
+
+    from checkpoints.remote import RemoteSaver
+    from checkpoints.store.orm.ledger import forget_format_checks
+
+    forget_format_checks()
+    if user is None:
+        user = User.objects.filter(username="store-service-admin").first()
+        user = user or User.objects.create_superuser("store-service-admin", "", "pw")
+    saver = RemoteSaver(live.url, api_key=service_token(user), retry_seconds=5, **options)
+    request.addfinalizer(saver.close)
+    return saver
 
 
 def config_for(
