@@ -100,6 +100,8 @@ WHAT: dict[str, str] = {
     "API show at once.",
     "ADMIN_VALUE_PREVIEW_BYTES": "Characters of a value's indented JSON the admin shows "
     "before cutting it (with a link to download it whole); `None` shows every value whole.",
+    "STORE_SERVICE_RATE": "Calls one token may make to `/store/v1/` (the remote saver's), "
+    "in DRF's rate form; `None` lifts it. Generous: a worker makes a few calls a step.",
     # --- Django and the service --------------------------------------------------------------
     "CHECKPOINTS_DATA_DIR": "Where the service keeps its files: the embedded SQLite "
     "database and the collected static files.",

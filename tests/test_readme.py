@@ -5,8 +5,8 @@ that opens the store at ``sqlite:///checkpoints.sqlite3`` runs again on a fresh 
 database. The ``# settings.py`` and ``# urls.py`` blocks of "Embedding in your Django project"
 become a host project's files (with the rest of what `startproject` writes), which is then
 migrated and asked for the admin, the API and its docs. A block talking to the running
-service through ``langgraph_sdk`` runs against a live server with a user's token in the
-environment.
+service (through ``langgraph_sdk``, or the remote saver's ``checkpoints+http`` URL) runs
+against a live server with a user's token in the environment.
 
 A block that cannot run as it stands (it names a module of the reader's own project) is
 marked by the line ``<!-- not run: <why> -->`` right above it; nothing else is left out.
@@ -73,7 +73,8 @@ def _unique(blocks: list[Block]) -> list[Block]:
 RUN = _unique([b for b in BLOCKS if b.not_run is None])
 HOST_BLOCKS = [b for b in RUN if b.code.startswith(HOST_FILES)]
 SDK_SCRIPTS = [b for b in RUN if "langgraph_sdk" in b.code]
-SCRIPTS = [b for b in RUN if b not in HOST_BLOCKS + SDK_SCRIPTS]
+REMOTE_SCRIPTS = [b for b in RUN if "checkpoints+http" in b.code]
+SCRIPTS = [b for b in RUN if b not in HOST_BLOCKS + SDK_SCRIPTS + REMOTE_SCRIPTS]
 STORE_SCRIPTS = [b for b in SCRIPTS if STORE_URL in b.code]
 
 
@@ -118,6 +119,30 @@ def test_sdk_block_runs_against_the_service(block, tmp_path, live_server, settin
     env = plain_env(LANGGRAPH_URL=f"{live_server.url}/langgraph", LANGGRAPH_API_KEY=token)
     done = run_python(["example.py"], cwd=tmp_path, env=env)
     assert '"channel_values"' in done.stdout.replace("'", '"')
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("block", REMOTE_SCRIPTS, ids=ids(REMOTE_SCRIPTS))
+def test_remote_block_runs_against_the_service(block, tmp_path, live_server, settings):
+    """A worker on the remote saver, the service on a live server (its SQLite store): the
+    thread lands in the service's store, owned by the token's user, and the worker's
+    process never loaded Django."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    from checkpoints.models import Thread
+
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PROVIDER": "sqlite", "CONN_STRING": None}
+    user = User.objects.create_user("worker")
+    token = Token.objects.create(user=user).key
+    url = live_server.url.replace("http://", "checkpoints+http://", 1)
+    (tmp_path / "example.py").write_text(
+        block.code + "\nimport sys\nprint('loaded django:', 'django' in sys.modules)\n"
+    )
+    env = plain_env(CHECKPOINTS_URL=url, CHECKPOINTS_API_KEY=token)
+    done = run_python(["example.py"], cwd=tmp_path, env=env)
+    assert "loaded django: False" in done.stdout
+    assert Thread.objects.filter(owner=user).exists(), "the worker's thread is not stored"
 
 
 @pytest.mark.postgres
