@@ -1,5 +1,8 @@
 """The saver on PostgreSQL: its put and writes, sync and async side by side, and how its
-statements (`sql`) are run, through libpq (`wire`) on pooled connections (`pool`).
+statements (`sql`, which also holds their libpq path) are run on pooled connections (`pool`).
+
+A put reads in three files: this one (`_store_checkpoint`, `_write`), `sql` (PUT, its
+parameters and `sql.run`) and `pool` (the connection it runs on).
 
 Each write and read is one statement on a pooled connection; the async hot paths (aput,
 aput_writes, aget_tuple, alist, adelete_thread) run on psycopg's AsyncConnectionPool (one
@@ -29,7 +32,8 @@ from checkpoints.store.planning.parent_sends import needs_parent_sends
 from checkpoints.store.planning.put import PutPlan
 from checkpoints.store.planning.records import ThreadHoldings
 from checkpoints.store.planning.writes import WritesPlan
-from checkpoints.store.postgres import schema, space, wire
+from checkpoints.store.postgres import schema, space
+from checkpoints.store.postgres import sql as pgsql
 from checkpoints.store.postgres.pool import (
     aprepared_statements_allowed,
     async_statement_connection,
@@ -71,9 +75,9 @@ _LOST_PREPARED = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.Inva
 # The statements a graph step writes, sent through libpq without psycopg's cursor where
 # the connection allows (`_write`); PUT's row is the thread's key and the stamped level.
 _DIRECT = {
-    PUT: wire.Statement(PUT, columns=(int, bytes.decode)),
-    PUT_WRITES_KEEP: wire.Statement(PUT_WRITES_KEEP),
-    PUT_WRITES_REPLACE: wire.Statement(PUT_WRITES_REPLACE),
+    PUT: pgsql.Statement(PUT, columns=(int, bytes.decode)),
+    PUT_WRITES_KEEP: pgsql.Statement(PUT_WRITES_KEEP),
+    PUT_WRITES_REPLACE: pgsql.Statement(PUT_WRITES_REPLACE),
 }
 
 
@@ -243,19 +247,19 @@ class PostgresStore(OrmSaver):
     def _write(self, sql: str, params: dict):
         """Run one of the `_DIRECT` statements; its first row, if it returns rows.
 
-        Through libpq (`wire`) on an idle autocommit connection; on a cursor inside a
-        caller's transaction, or for a parameter `wire` does not encode.
+        Through libpq (`sql.run`) on an idle autocommit connection; on a cursor inside a
+        caller's transaction, or for a parameter `sql.encode` does not encode.
         """
         statement = _DIRECT[sql]
         with statement_connection(self.using, pooled=self.pooled) as (conn, _):
-            encoded = wire.encode(statement, params) if wire.usable(conn) else None
+            encoded = pgsql.encode(statement, params) if pgsql.usable(conn) else None
             if encoded is None:
                 with psycopg.Cursor(conn) as cur:
                     self._execute(cur, sql, params)
                     return cur.fetchone() if statement.columns else None
             prepare = prepared_statements_allowed(self.using, self.prepare_mode, conn)
             return self._retried(
-                conn, prepare, lambda prepare: wire.run(conn, statement, encoded, prepare=prepare)
+                conn, prepare, lambda prepare: pgsql.run(conn, statement, encoded, prepare=prepare)
             )
 
     def _retried(self, conn, prepare: bool, send):
@@ -283,14 +287,14 @@ class PostgresStore(OrmSaver):
         """`_write` on the async pool (no standby bound: `OrmAsync` checks it is unset)."""
         statement = _DIRECT[sql]
         async with async_statement_connection(self.using) as conn:
-            encoded = wire.encode(statement, params) if wire.usable(conn) else None
+            encoded = pgsql.encode(statement, params) if pgsql.usable(conn) else None
             if encoded is None:
                 async with psycopg.AsyncCursor(conn) as cur:
                     await self._aexecute(cur, sql, params)
                     return (await cur.fetchone()) if statement.columns else None
             prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, conn)
             return await self._aretried(
-                conn, prepare, lambda again: wire.arun(conn, statement, encoded, prepare=again)
+                conn, prepare, lambda again: pgsql.arun(conn, statement, encoded, prepare=again)
             )
 
     async def _aretried(self, conn, prepare: bool, send):
@@ -304,7 +308,7 @@ class PostgresStore(OrmSaver):
     def _lost_prepared(self, conn, prepare: bool, exc: Exception) -> None:
         """A pooler lost a prepared statement: return when it can run again unprepared."""
         forbid_prepared(self.using)
-        wire.forget_prepared(conn)
+        pgsql.forget_prepared(conn)
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         if not prepare or not idle:
             raise StoreUnavailable(
@@ -410,9 +414,9 @@ class PostgresStore(OrmSaver):
             chunk = ids[start : start + 1000]
             present = [t for t in chunk if judged[t] is not None]
             params = {
-                "ids": wire.TextArray(present),
-                "writes": wire.TextArray(judged[t].isoformat() for t in present),
-                "absent": wire.TextArray(t for t in chunk if judged[t] is None),
+                "ids": pgsql.TextArray(present),
+                "writes": pgsql.TextArray(judged[t].isoformat() for t in present),
+                "absent": pgsql.TextArray(t for t in chunk if judged[t] is None),
             }
             with self._raw_cursor(DELETE_UNWRITTEN) as cur:
                 self._execute(cur, DELETE_UNWRITTEN, params)

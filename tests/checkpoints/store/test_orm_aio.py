@@ -183,7 +183,7 @@ def test_asyncio_run_returns_while_the_pool_is_still_opening_a_connection(tmp_pa
 def sent(pg, monkeypatch) -> list[str]:
     """The statements the saver sends (sync and async, on its cursors and through
     `pgwire`), in order."""
-    from checkpoints.store.postgres import wire as pgwire
+    from checkpoints.store.postgres import sql as pgwire
 
     seen: list[str] = []
     execute, aexecute = pg._execute, pg._aexecute

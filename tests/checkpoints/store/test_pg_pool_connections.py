@@ -130,7 +130,7 @@ def test_the_pools_hand_out_the_connection_used_last(pg):
 
 def test_a_pooled_connection_keeps_a_cursor_per_statement_and_no_result_between(pg):
     """Reads in turn reuse the cursor their statement ran on before (its transformer and
-    loaders kept); the put and the writes take none (`postgres.wire`); and an idle connection
+    loaders kept); the put and the writes take none (`postgres.sql`); and an idle connection
     holds nothing a statement returned: a read of a large value leaves no copy of it
     behind in the pool."""
     from checkpoints.store.postgres.pool import _async_pool_for, _pool_for

@@ -8,7 +8,7 @@ import pytest
 from django.db import connections
 
 from checkpoints.store.postgres.pool import _conninfo
-from checkpoints.store.postgres.wire import ByteaArray, Int4Array, TextArray
+from checkpoints.store.postgres.sql import ByteaArray, Int4Array, TextArray
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", "pg"])]
 

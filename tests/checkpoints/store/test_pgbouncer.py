@@ -175,7 +175,7 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
     assert forced.prepare_mode == "on"
     checkpoint = empty_checkpoint()
     forced.put({"configurable": {"thread_id": "clash", "checkpoint_ns": ""}}, checkpoint, {}, {})
-    # The read goes through psycopg's cursor (the put does not: the wire module names its own).
+    # The read goes through psycopg's cursor (the put does not: `postgres.sql` names its own).
     assert forced.get_tuple({"configurable": {"thread_id": "clash"}}) is not None
     url = bounced_url(pgbouncer_port)
     params = {"thread_id": "clash", "ns": "", "checkpoint_id": None}
@@ -242,7 +242,7 @@ def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
 def test_a_put_rides_out_its_own_prepared_statement_the_pooler_lost(
     bounced, pgbouncer_port, settings, lost, flavour
 ):
-    """The put and the writes prepare under names of their own (`postgres.wire`), so the clash
+    """The put and the writes prepare under names of their own (`postgres.sql`), so the clash
     there takes other shapes: the server connection PgBouncer hands over already holds the
     name ("taken": another client prepared it), or no longer holds what this client
     prepared ("gone": DEALLOCATE ALL ran there). Either way the call lands, unprepared,

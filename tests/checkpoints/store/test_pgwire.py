@@ -1,5 +1,5 @@
 """The put and the writes go to PostgreSQL through libpq without psycopg's cursor
-(`checkpoints.store.postgres.wire`). What the server receives must be what psycopg's cursor
+(`checkpoints.store.postgres.sql`). What the server receives must be what psycopg's cursor
 would have sent, a failure must be psycopg's own exception, and whatever it does not
 encode goes to the cursor instead."""
 
@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 from psycopg.types.json import Jsonb
 
-from checkpoints.store.postgres import wire as pgwire
+from checkpoints.store.postgres import sql as pgwire
 from checkpoints.store.postgres.pool import _conninfo
-from checkpoints.store.postgres.wire import ByteaArray, Int4Array, TextArray
+from checkpoints.store.postgres.sql import ByteaArray, Int4Array, TextArray
 from tests.store_helpers import config_for, make_saver
 
 pytestmark = [
