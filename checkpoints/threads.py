@@ -32,6 +32,12 @@ def thread_presence(*, saver, thread_id: str) -> str | None:
     found = saver.thread_presence(thread_id)
     if found is not None:
         return found
+    return registered_presence(saver=saver, thread_id=thread_id)
+
+
+def registered_presence(*, saver, thread_id: str) -> str | None:
+    """How ``thread_id`` is taken outside the store (the registered checks), or None: for
+    a caller that asked the store itself in bulk (an import's batched presence check)."""
     for check in list(_presence_checks.values()):
         found = check(saver, str(thread_id))
         if found is not None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.store.planning import check_key, check_thread_id
+from checkpoints.transfer.extras import check_extras
 from checkpoints.transfer.records import (
     CheckpointRecord,
     ThreadRecord,
@@ -65,6 +66,9 @@ def _thread(thread: ThreadRecord) -> None:
         _key(thread.owner, "its owner")
     _retention(thread.retention)
     _finished(thread.finished)
+    why = check_extras(thread.extras)
+    if why is not None:
+        raise _Bad(why)
     seen: set[tuple[str, str]] = set()
     for cp in thread.checkpoints:
         try:

@@ -26,6 +26,17 @@ it), which must be a user here; ``owner_from_metadata`` names a metadata key to 
 owner from instead, when the source records none; ``owner`` owns the rest. A checkpoint's
 metadata never names the owner on its own: whoever writes a checkpoint chooses it.
 
+Retention clocks: an imported thread's created and last-write times are the import's, so
+its waiting horizon counts from now (the summary counts the threads whose newest checkpoint
+is older than their waiting horizon: the ones an import keeping the source's times would
+hand to the next sweep). ``keep_source_times`` keeps the source's instead: created at the
+oldest checkpoint's ``ts``, last written at the newest's, so those threads fall to the
+next sweep by policy; it needs a target whose threads are rows of a database (`db_alias`).
+
+Extras (`extras`): the thread metadata and holds an export carries are restored with the
+thread; ``thread_metadata`` lifts the named checkpoint metadata keys into the thread
+metadata the threads API searches.
+
 Modules that read the models (owners, presence) are imported inside the functions that use
 them: a plain script imports `copy_threads` before `from_conn_string` has set Django up.
 """
@@ -34,16 +45,25 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import Any
 
 from django.db import DataError, IntegrityError
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadExists
-from checkpoints.store.planning import check_thread_id
+from checkpoints.errors import (
+    CheckpointConfigError,
+    CheckpointStoreError,
+    InvalidCheckpointInput,
+    ThreadExists,
+)
+from checkpoints.store.planning import check_thread_id, utcnow
+from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.transfer.checks import check_thread
+from checkpoints.transfer.extras import lift_metadata, restore_extras
 from checkpoints.transfer.langgraph_tables import TableSource
 from checkpoints.transfer.records import (
     ThreadRecord,
@@ -66,6 +86,38 @@ class TransferSummary:
     refused: int = 0
     seconds: float = 0.0
     refusals: list[str] = field(default_factory=list)
+    # Threads imported whose newest checkpoint is older than their waiting horizon in force.
+    past_waiting: int = 0
+    # The platform's waiting horizon the count was made against (minutes).
+    waiting_minutes: int = 0
+    kept_source_times: bool = False
+    # Threads the source holds, when it can tell (for an estimate of the time left).
+    total: int | None = None
+
+    def add(self, other: TransferSummary) -> None:
+        """Count ``other`` (a part of the same import, run elsewhere) into this one."""
+        for name in ("threads", "checkpoints", "writes", "bytes", "skipped", "refused"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.past_waiting += other.past_waiting
+        self.refusals.extend(other.refusals)
+
+    def clock(self) -> str:
+        """What the import did to the threads' retention clocks, in words."""
+        if self.kept_source_times:
+            return (
+                "Retention: each thread kept its source's times (created at its oldest "
+                f"checkpoint, last written at its newest); {self.past_waiting} of them are "
+                f"older than their waiting horizon ({self.waiting_minutes} min unless the "
+                "thread declares its own), so the next sweep deletes them unless a hold, a "
+                "finished mark's horizon or a live-thread filter keeps them."
+            )
+        return (
+            "Retention: each thread's clock restarted at this import (created and last "
+            f"written now), so it lives a full waiting horizon ({self.waiting_minutes} min "
+            f"unless the thread declares its own) from today; {self.past_waiting} of them "
+            "were last written longer ago than that and would fall to the next sweep with "
+            "--keep-source-times."
+        )
 
     def __str__(self) -> str:
         return (
@@ -115,6 +167,8 @@ def copy_threads(
     strict: bool = False,
     dry_run: bool = False,
     progress: Callable[[TransferSummary], None] | None = None,
+    keep_source_times: bool = False,
+    thread_metadata: Sequence[str] = (),
 ) -> TransferSummary:
     """Copy every thread (or ``thread_ids``) of the source into ``target_saver``.
 
@@ -125,12 +179,14 @@ def copy_threads(
     file's line or the checkpoint); the others are imported, unless ``strict``: then
     TransferRefused, and nothing is written. Owners: see the module's docstring.
     ``verify`` reads each imported thread back from both sides and raises
-    TransferVerifyError at the first difference.
+    TransferVerifyError at the first difference. ``keep_source_times``,
+    ``thread_metadata``: see the module's docstring.
     """
     if on_conflict not in ("skip", "fail"):
         raise InvalidCheckpointInput(
             f"on_conflict must be 'skip' or 'fail', got {on_conflict!r}", field="on_conflict"
         )
+    refuse_source_times(target_saver, keep_source_times)
     source = as_source(source_saver)
     wanted = None if thread_ids is None else [check_thread_id(t) for t in thread_ids]
     owners = _Owners(
@@ -141,16 +197,17 @@ def copy_threads(
         # Refused before anything is written: an import that would take a thread over
         # writes none.
         for thread_id in wanted if wanted is not None else source.thread_ids():
-            found = _presence(target_saver, thread_id)
+            found = presence(target_saver, thread_id)
             if found is not None:
                 raise ThreadExists(
                     f"cannot import thread {thread_id!r}: the target already holds it "
                     f"({found}); nothing was imported",
                     field="thread_id",
                 )
-    run = _Run(source, target_saver, owners, on_conflict, verify, progress)
+    shape = _Shape(keep_source_times, tuple(thread_metadata))
+    run = _Run(source, target_saver, owners, on_conflict, verify, progress, shape)
     if strict:
-        checked = _Run(source, target_saver, owners, on_conflict, False, None)
+        checked = _Run(source, target_saver, owners, on_conflict, False, None, shape)
         checked.copy(wanted, dry_run=True)
         if checked.summary.refused:
             checked.summary.seconds = time.monotonic() - started
@@ -184,13 +241,56 @@ def _target_refusals() -> tuple[type[BaseException], ...]:
     return (*refusals, psycopg.DataError, psycopg.IntegrityError)
 
 
+def refuse_source_times(target, keep_source_times: bool) -> None:
+    """Refuse ``keep_source_times`` on a target whose threads are no database rows, before
+    anything is read."""
+    if keep_source_times and getattr(target, "db_alias", None) is None:
+        raise CheckpointConfigError(
+            f"--keep-source-times sets each thread's created and last-write times, which the "
+            f"{getattr(target, 'provider', '') or type(target).__name__} store keeps itself; "
+            "import without it (the threads' clocks then start at the import)",
+            field="keep_source_times",
+        )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What an import makes of each thread beyond its records."""
+
+    keep_source_times: bool = False
+    thread_metadata: tuple[str, ...] = ()
+
+
+def source_times(thread: ThreadRecord) -> tuple[datetime, datetime] | None:
+    """(oldest, newest) checkpoint ``ts`` of a checked thread, naive ones read as UTC."""
+    moments = []
+    for cp in thread.checkpoints:
+        when = datetime.fromisoformat(cp.checkpoint["ts"])
+        moments.append(when if when.tzinfo is not None else when.replace(tzinfo=UTC))
+    return (min(moments), max(moments)) if moments else None
+
+
+def _keep_times(target, thread_id: str, times: tuple[datetime, datetime]) -> None:
+    from checkpoints.models import Thread  # see the module's docstring
+
+    Thread.objects.using(target.db_alias).filter(thread_id=thread_id).update(
+        created_at=times[0], last_write_at=times[1]
+    )
+
+
 class _Run:
     """One pass over the source: checks, owners, conflicts, writes, and the summary."""
 
-    def __init__(self, source, target, owners, on_conflict, verify, progress) -> None:
+    def __init__(
+        self, source, target, owners, on_conflict, verify, progress, shape=_Shape()
+    ) -> None:
         self.source, self.target, self.owners = source, target, owners
         self.on_conflict, self.verify, self.progress = on_conflict, verify, progress
-        self.summary = TransferSummary()
+        self.shape = shape
+        self.summary = TransferSummary(kept_source_times=shape.keep_source_times)
+        self.platform = ThreadRetention.platform()
+        self.summary.waiting_minutes = self.platform.waiting_minutes
+        self.now = utcnow()
         self.strict = False
         # Threads this run wrote, for `all_or_nothing` to take back.
         self.written: list[ThreadRecord] = []
@@ -205,10 +305,19 @@ class _Run:
         target, summary = self.target, self.summary
         counting, counter = _counting(target)
         refused_by_target = _target_refusals()
-        for item in self.source.threads(wanted):
+        for item in self.items(wanted):
+            if isinstance(item, _Present):
+                if self.on_conflict == "fail":
+                    raise ThreadExists(
+                        f"cannot import thread {item.thread_id!r}: the target already holds it",
+                        field="thread_id",
+                    )
+                summary.skipped += 1
+                continue
             if isinstance(item, TransferFormatError):
                 self.refuse(item)
                 continue
+            lift_metadata(item, self.shape.thread_metadata)
             problem = check_thread(item)
             owner_pk = None
             if problem is None:
@@ -221,10 +330,11 @@ class _Run:
             if problem is not None:
                 self.refuse(problem)
                 continue
-            if not dry_run and finish_interrupted_copy(target, item, owner_pk):
+            finish = self.finisher(item)
+            if not dry_run and finish_interrupted_copy(target, item, owner_pk, finish):
                 self.count(item)
                 continue
-            if _presence(target, item.thread_id) is not None:
+            if not item.absent and presence(target, item.thread_id) is not None:
                 if self.on_conflict == "fail":
                     raise ThreadExists(
                         f"cannot import thread {item.thread_id!r}: the target already holds it",
@@ -234,7 +344,7 @@ class _Run:
                 continue
             if not dry_run:
                 try:
-                    write_thread(counting, item, owner_pk=owner_pk)
+                    write_thread(counting, item, owner_pk=owner_pk, finish=finish)
                 except refused_by_target as exc:
                     # The thread's unit of work rolled back, so nothing of it is there.
                     why = exc.message if isinstance(exc, CheckpointStoreError) else str(exc)
@@ -254,10 +364,50 @@ class _Run:
             if self.progress is not None:
                 self.progress(summary)
 
+    def items(self, wanted) -> Iterator[ThreadRecord | TransferFormatError | _Present]:
+        """The source's threads, those the target holds already as `_Present` without
+        reading them: asked in batches where the target's threads are database rows and
+        the source reads a thread by its id (a resumed import skips what is there at the
+        cost of a query per batch); one by one, as they are read, elsewhere."""
+        source, target = self.source, self.target
+        if getattr(target, "db_alias", None) is None or isinstance(source, FileSource):
+            yield from source.threads(wanted)
+            return
+        ids = iter(wanted if wanted is not None else source.thread_ids())
+        while chunk := list(islice(ids, PRESENCE_BATCH)):
+            found = present_among(target, chunk)
+            yield from (_Present(t) for t in chunk if t in found)
+            for item in source.threads([t for t in chunk if t not in found]):
+                if isinstance(item, ThreadRecord):
+                    item.absent = True
+                yield item
+
+    def finisher(self, item: ThreadRecord) -> Callable[[str], None] | None:
+        """What `write_thread` adds to the written thread: its extras, its source's times."""
+        times = source_times(item) if self.shape.keep_source_times else None
+        if not item.extras and times is None:
+            return None
+        target = self.target
+
+        def finish(thread_id: str) -> None:
+            restore_extras(target, thread_id, item.extras)
+            if times is not None:
+                _keep_times(target, thread_id, times)
+
+        return finish
+
     def count(self, item: ThreadRecord) -> None:
         self.summary.threads += 1
         self.summary.checkpoints += len(item.checkpoints)
         self.summary.writes += item.writes
+        times = source_times(item)
+        if times is not None:
+            declared = item.retention or {}
+            waiting = ThreadRetention(declared.get("waiting_minutes")).waiting_in_force(
+                self.platform.waiting_minutes
+            )
+            if times[1] < self.now - timedelta(minutes=waiting):
+                self.summary.past_waiting += 1
 
 
 class _Owners:
@@ -319,9 +469,44 @@ class _Owners:
         return self._by_name[name]
 
 
-def _presence(saver, thread_id: str) -> str | None:
+# Thread ids asked of the target in one query (`present_among`).
+PRESENCE_BATCH = 200
+
+
+@dataclass(frozen=True)
+class _Present:
+    """A thread of the source the target holds already."""
+
+    thread_id: str
+
+
+def present_among(target, thread_ids: list) -> dict[str, str]:
+    """thread id -> how the target already holds it, for those of ``thread_ids`` it does:
+    a thread row (checkpoints, pending writes or a declared retention) or a finished
+    mark, in two queries, then what apps registered (`threads.registered_presence`)."""
+    from checkpoints.models import FinishedMark, Thread  # see the module's docstring
+    from checkpoints.threads import registered_presence
+
+    ids = [t for t in thread_ids if isinstance(t, str)]
+    alias = target.db_alias
+    found = dict.fromkeys(
+        Thread.objects.using(alias).filter(thread_id__in=ids).values_list("thread_id", flat=True),
+        "a thread record",
+    )
+    rest = [t for t in ids if t not in found]
+    marked = FinishedMark.objects.using(alias).filter(thread_id__in=rest)
+    found.update(dict.fromkeys(marked.values_list("thread_id", flat=True), "a finished mark"))
+    for thread_id in ids:
+        if thread_id not in found:
+            other = registered_presence(saver=target, thread_id=thread_id)
+            if other is not None:
+                found[thread_id] = other
+    return found
+
+
+def presence(saver, thread_id: str) -> str | None:
     if hasattr(saver, "thread_presence"):
-        from checkpoints.threads import thread_presence
+        from checkpoints.threads import thread_presence  # see the module's docstring
 
         return thread_presence(saver=saver, thread_id=thread_id)
     found = saver.get_tuple({"configurable": {"thread_id": thread_id}})

@@ -92,6 +92,10 @@ class TableSource:
                 yield thread_id
             last = rows[-1][0]
 
+    def count_threads(self) -> int:
+        """How many threads the tables hold (one index scan; for progress)."""
+        return int(self.tables.query("SELECT count(DISTINCT thread_id) FROM checkpoints", ())[0][0])
+
     def threads(self, thread_ids=None) -> Iterator[ThreadRecord | TransferFormatError]:
         for thread_id in thread_ids if thread_ids is not None else self.thread_ids():
             if not isinstance(thread_id, str):

@@ -3,8 +3,10 @@
 An export is UTF-8 JSON, one record a line (zstd-compressed when the name ends in .zst):
 
 - line 1, the header: ``{"format": "checkpoint-store-export", "version": 1, ...}``;
-- per thread, a ``{"kind": "thread", "thread_id", "owner", "retention", "finished"}``
-  record, then its checkpoints oldest first (``"kind": "checkpoint"``: ns, id, parent,
+- per thread, a ``{"kind": "thread", "thread_id", "owner", "retention", "finished",
+  "extras"}`` record (``extras``: what registered apps keep per thread, such as its thread
+  metadata and holds, `extras`; absent in files written before it, read as none), then its
+  checkpoints oldest first (``"kind": "checkpoint"``: ns, id, parent,
   metadata, the body's v/ts/channel_versions/versions_seen/updated_channels, ``values``
   and its ``writes`` in read order), then ``{"kind": "end", "thread_id", "checkpoints",
   "writes"}``: a thread without its end record (a truncated file) is refused.
@@ -115,6 +117,11 @@ class ThreadRecord:
     # The export line the thread's record starts at, and the file (files only).
     line: int | None = None
     path: str = ""
+    # Registered extras by name (`extras`): thread metadata, holds. Unchecked until
+    # `checks.check_thread`, as read from a file.
+    extras: Any = field(default_factory=dict)
+    # Set by an import that found the target without it just before reading it.
+    absent: bool = field(default=False, compare=False)
 
     @property
     def writes(self) -> int:
@@ -162,6 +169,7 @@ def thread_lines(serde, thread: ThreadRecord) -> Iterator[dict[str, Any]]:
         "owner": thread.owner,
         "retention": thread.retention,
         "finished": thread.finished,
+        **({"extras": thread.extras} if thread.extras else {}),
     }
     for cp in thread.checkpoints:
         body = cp.checkpoint
@@ -408,6 +416,7 @@ def read_export(
                         owner="" if owner is None else owner,
                         retention=rec.get("retention"),
                         finished=rec.get("finished"),
+                        extras=rec.get("extras", {}),
                         line=number,
                         path=path,
                     )

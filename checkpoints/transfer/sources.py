@@ -25,6 +25,7 @@ from checkpoints.dburl import parse_database_url
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.capabilities import STAGING_PREFIX
 from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
+from checkpoints.transfer.extras import read_extras
 from checkpoints.transfer.langgraph_tables import postgres_tables, sqlite_tables, tables_of
 from checkpoints.transfer.records import CheckpointRecord, ThreadRecord, WriteRecord, read_export
 
@@ -34,9 +35,12 @@ PAGE = 1000
 class SaverSource:
     """Threads read from a BaseCheckpointSaver."""
 
-    def __init__(self, saver: BaseCheckpointSaver, name: str = "") -> None:
+    def __init__(self, saver: BaseCheckpointSaver, name: str = "", *, extras: bool = False) -> None:
         self.saver = saver
         self.name = name or type(saver).__name__
+        # Read each thread's registered extras (`extras`): only for the deployment's own
+        # store, whose thread metadata and holds live in this deployment's database.
+        self.extras = extras
 
     # -- thread ids -----------------------------------------------------------------------
     def thread_ids(self) -> Iterator[str]:
@@ -100,6 +104,8 @@ class SaverSource:
         # The owner the store records, never one a checkpoint's metadata claims: anyone
         # writing a checkpoint chooses its metadata.
         record.owner = _owner_name(self.saver, thread_id)
+        if self.extras:
+            record.extras = read_extras(self.saver, thread_id)
         return record
 
     def threads(self, thread_ids=None) -> Iterator[ThreadRecord]:
@@ -235,10 +241,13 @@ class FileSource:
 
 
 # -- SOURCE strings -----------------------------------------------------------------------
+# The one source kind read by a package the service does not install (the extra of that
+# name in pyproject.toml installs it).
+REDIS_EXTRA = "langgraph-redis"
 REDIS_MISSING = (
     "langgraph+redis:// reads a langgraph-checkpoint-redis store, which needs the "
-    "langgraph-checkpoint-redis package (pip install langgraph-checkpoint-redis) and a "
-    "Redis with the RedisJSON and RediSearch modules"
+    f'langgraph-checkpoint-redis package (pip install "checkpoint-store[{REDIS_EXTRA}]") '
+    "and a Redis with the RedisJSON and RediSearch modules"
 )
 
 # Its JSON layout is read only by the package itself, whose serializer revives the classes a

@@ -3,6 +3,7 @@ makes a thread whole on each kind of store)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -13,8 +14,19 @@ from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.transfer.records import ThreadRecord
 
 
-def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -> None:
-    """Write the whole thread into the target as one unit (see the module's docstring)."""
+def write_thread(
+    target,
+    thread: ThreadRecord,
+    *,
+    owner_pk: int | None = None,
+    finish: Callable[[str], None] | None = None,
+) -> None:
+    """Write the whole thread into the target as one unit (see the module's docstring).
+
+    ``finish(thread_id)``: what the import adds to a written thread (its extras, its
+    source's times), inside the thread's transaction on the ORM stores; on Redis before
+    the staging copy goes, so a resumed import runs it again.
+    """
     staging = staging_id_of(target, thread.thread_id)
     if staging is not None:
         target.delete_thread(staging)  # what a killed import left before its copy
@@ -27,6 +39,8 @@ def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -
             target.delete_thread(staging)
             raise
         give_marks(target, thread, thread.thread_id, owner_pk)
+        if finish is not None:
+            finish(thread.thread_id)
         target.delete_thread(staging)  # last: its absence says the thread is complete
         return
     with all_or_nothing(target, [thread]):
@@ -34,6 +48,8 @@ def write_thread(target, thread: ThreadRecord, *, owner_pk: int | None = None) -
         if thread.retention:
             target.set_thread_retention(thread.thread_id, ThreadRetention(**thread.retention))
         give_marks(target, thread, thread.thread_id, owner_pk)
+        if finish is not None:
+            finish(thread.thread_id)
 
 
 def give_marks(target, thread: ThreadRecord, thread_id: str, owner_pk: int | None) -> None:
@@ -115,7 +131,12 @@ def all_or_nothing(target, written: list[ThreadRecord]):
         raise
 
 
-def finish_interrupted_copy(target, thread: ThreadRecord, owner_pk: int | None) -> bool:
+def finish_interrupted_copy(
+    target,
+    thread: ThreadRecord,
+    owner_pk: int | None,
+    finish: Callable[[str], None] | None = None,
+) -> bool:
     """Complete a thread a killed import had copied on Redis but not yet marked (its
     staging copy is still there, see the module's docstring); True when it did."""
     staging = staging_id_of(target, thread.thread_id)
@@ -124,6 +145,8 @@ def finish_interrupted_copy(target, thread: ThreadRecord, owner_pk: int | None) 
     if target.thread_holdings(staging).empty or target.thread_holdings(thread.thread_id).empty:
         return False
     give_marks(target, thread, thread.thread_id, owner_pk)
+    if finish is not None:
+        finish(thread.thread_id)
     target.delete_thread(staging)
     return True
 

@@ -1,7 +1,6 @@
 """Export threads of the deployment's store (or SOURCE) to the documented JSONL format."""
 
 import os
-import sys
 from contextlib import nullcontext
 from datetime import UTC, datetime
 
@@ -39,7 +38,8 @@ class Command(BaseCommand):
             folder = os.path.dirname(os.path.abspath(output))
             if not os.path.isdir(folder):
                 raise CommandError(f"--output {output!r}: the folder {folder!r} does not exist")
-        progress = _progress(self.stderr) if output != "-" and sys.stderr.isatty() else None
+        # With the export on stdout, the terminal shows its bytes: no bar drawn over them.
+        progress = _progress(self.stderr) if output != "-" else None
         try:
             with _source(source) as src, _output(output, self.stdout) as stream:
                 summary = export_threads(
@@ -48,7 +48,7 @@ class Command(BaseCommand):
         except CheckpointStoreError as exc:
             raise CommandError(exc.message) from exc
         if progress is not None:
-            self.stderr.write("")
+            progress.end()
         for refusal in summary.refusals:
             self.stderr.write(f"refused: {refusal}")
         (self.stderr if output == "-" else self.stdout).write(f"Exported {summary}")
@@ -66,4 +66,5 @@ def _output(output, stdout):
 def _source(source):
     if source:
         return open_source(source)
-    return nullcontext(SaverSource(get_saver()))
+    # The deployment's own store: its threads' metadata and holds go with them.
+    return nullcontext(SaverSource(get_saver(), extras=True))

@@ -1,0 +1,187 @@
+"""import_checkpoints --jobs N: threads in parallel processes from LangGraph's tables.
+
+The sources are real PostgresSaver and SqliteSaver stores: the threads of real graphs
+(interrupts, a subgraph, sends), their rows copied under more ids in SQL. ``--jobs 2``
+leaves exactly what ``--jobs 1`` leaves; an import killed part-way leaves whole threads
+and a second run completes it, skipping what is there; progress is shown as a bar on a
+terminal and as plain lines elsewhere; what needs one process refuses ``--jobs``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from checkpoints.management.commands.import_checkpoints import Progress
+from checkpoints.transfer import SaverSource, verify_thread
+from checkpoints.transfer.records import header
+from tests.checkpoints.transfer.graphs import THREADS, seed
+from tests.checkpoints.transfer.records_helpers import deployment, held
+
+COPIES = 10
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def provider(request):
+    return request.param
+
+
+def copy_rows(peer, copies: int, skip: str = "t-big") -> dict[str, int]:
+    """Copy every seeded thread's rows but ``skip``'s under ``copies`` new ids each, in SQL
+    on the peer's own tables: thread -> its checkpoints."""
+    sqlite = type(peer).__name__ == "SqliteSaver"
+    if sqlite:
+        tables = ("checkpoints", "writes")
+        cols = {t: [r[1] for r in peer.conn.execute(f"PRAGMA table_info({t})")] for t in tables}
+        series = (
+            "(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ?) "
+            "SELECT n FROM s) AS g"
+        )
+        mark = "?"
+    else:
+        tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        found = "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+        cols = {
+            t: [r["column_name"] for r in peer.conn.execute(found, (t,)).fetchall()] for t in tables
+        }
+        series, mark = "generate_series(1, %s) AS g(n)", "%s"
+    for table in tables:
+        rest = ", ".join(c for c in cols[table] if c != "thread_id")
+        peer.conn.execute(
+            f"INSERT INTO {table} (thread_id, {rest}) SELECT 'c' || g.n || '-' || thread_id, "
+            f"{rest} FROM {table}, {series} WHERE thread_id <> {mark}",
+            (copies, skip),
+        )
+    if sqlite:
+        peer.conn.commit()
+    rows = peer.conn.execute(
+        "SELECT thread_id, count(*) AS n FROM checkpoints GROUP BY thread_id"
+    ).fetchall()
+    return dict(rows) if sqlite else {r["thread_id"]: r["n"] for r in rows}
+
+
+def run(*args, stderr=None) -> str:
+    out = io.StringIO()
+    call_command("import_checkpoints", *args, stdout=out, stderr=stderr or io.StringIO())
+    return out.getvalue()
+
+
+def snapshot(store) -> dict:
+    source = SaverSource(store)
+    return {t: source.thread(t) for t in sorted(source.thread_ids())}
+
+
+def test_two_jobs_leave_what_one_job_leaves(peer, peer_url, target):
+    seed(peer)
+    counts = copy_rows(peer, COPIES)
+    assert len(counts) == len(THREADS) + COPIES * (len(THREADS) - 1)
+    out = run(peer_url, "--jobs", "1")
+    assert f"Imported {len(counts)} thread(s), {sum(counts.values())} checkpoint(s)" in out
+    one = snapshot(target)
+    target.reset_store()
+    out = run(peer_url, "--jobs", "2")
+    assert f"Imported {len(counts)} thread(s), {sum(counts.values())} checkpoint(s)" in out
+    assert "0 skipped, 0 refused" in out
+    assert "Retention: each thread's clock restarted" in out
+    two = snapshot(target)
+    assert list(two) == list(one)
+    for thread_id, thread in one.items():
+        verify_thread(thread, two[thread_id])
+    # A second run finds every thread there, in batches, and reads none of them.
+    again = run(peer_url, "--jobs", "2")
+    assert "Imported 0 thread(s), 0 checkpoint(s)" in again
+    assert f"{len(counts)} skipped" in again
+
+
+def test_progress_is_a_bar_on_a_terminal_and_plain_lines_elsewhere(
+    peer, peer_url, target, monkeypatch
+):
+    seed(peer)
+    counts = copy_rows(peer, 4)
+    monkeypatch.setattr(Progress, "PLAIN_EVERY", 0.0)
+    plain = io.StringIO()
+    run(peer_url, "--jobs", "2", stderr=plain)
+    lines = plain.getvalue().splitlines()
+    assert lines[-1].startswith(f"progress: {len(counts)}/{len(counts)} threads")
+    assert "threads/s" in lines[-1] and "ETA 0:00:00" in lines[-1]
+    assert "\r" not in plain.getvalue()
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    target.reset_store()
+    bar = Terminal()
+    run(peer_url, stderr=bar)
+    drawn = bar.getvalue()
+    assert drawn.count("\r[") == len(counts)
+    assert f"\r[{'#' * Progress.WIDTH}] {len(counts)}/{len(counts)} threads" in drawn
+    assert drawn.endswith("\n")
+
+
+def test_what_needs_one_process_refuses_jobs(peer, peer_url, target, tmp_path):
+    seed(peer)
+    export = tmp_path / "empty.jsonl"
+    export.write_text(json.dumps(header()) + "\n")
+    with pytest.raises(CommandError, match="an export file is read in order"):
+        run(str(export), "--jobs", "2")
+    with pytest.raises(CommandError, match="--jobs 2 with --strict"):
+        run(peer_url, "--jobs", "2", "--strict")
+    with pytest.raises(CommandError, match="--jobs 0 must be at least 1"):
+        run(peer_url, "--jobs", "0")
+    run(peer_url, "--thread", "t-done")
+    with pytest.raises(CommandError, match="cannot import thread 't-done'"):
+        run(peer_url, "--jobs", "2", "--on-conflict", "fail")
+    assert set(SaverSource(target).thread_ids()) == {"t-done"}
+
+
+def test_a_killed_parallel_import_leaves_whole_threads_and_a_rerun_completes(lg_sqlite, tmp_path):
+    seed(lg_sqlite)
+    counts = copy_rows(lg_sqlite, 300)
+    db = tmp_path / "target.sqlite3"
+    manage, env = deployment(db, tmp_path)
+    source = f"langgraph+sqlite:///{lg_sqlite.path}"
+    importer = subprocess.Popen(
+        [*manage, "import_checkpoints", source, "--jobs", "2"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its workers in its process group, killed with it
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and importer.poll() is None:
+            try:
+                if len(held(db)) >= 40:
+                    break
+            except sqlite3.OperationalError:
+                pass  # a worker holds the write lock
+            time.sleep(0.05)
+        assert importer.poll() is None, "the import finished before it could be killed"
+        os.killpg(importer.pid, signal.SIGKILL)
+    finally:
+        importer.wait()
+    assert importer.returncode == -signal.SIGKILL
+    there = held(db)
+    assert 40 <= len(there) < len(counts)
+    assert {t: counts[t] for t in there} == there  # whole threads or none
+    rerun = subprocess.run(
+        [*manage, "import_checkpoints", source, "--jobs", "2"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert held(db) == counts
+    assert f"{len(there)} skipped, 0 refused" in rerun.stdout
+    assert f"Imported {len(counts) - len(there)} thread(s)" in rerun.stdout
