@@ -4,7 +4,7 @@ from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.signals import connection_created
 
-from checkpoints import checks, signals  # noqa: F401  (registers checks and signals)
+from checkpoints import checks, graph_checks, signals  # noqa: F401  (registers checks, signals)
 from checkpoints.store.sqlite.connection import tune_sqlite
 
 

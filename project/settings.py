@@ -12,6 +12,7 @@ import django
 from django.core.exceptions import ImproperlyConfigured
 
 from checkpoints.dburl import parse_database_url
+from checkpoints.graph_sources import GRAPHS_ENV, graphs_from_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("CHECKPOINTS_DATA_DIR", BASE_DIR / "var"))
@@ -270,6 +271,8 @@ CHECKPOINTS = {
         if os.environ.get("CHECKPOINTS_ALLOWED_MSGPACK_MODULES") is not None
         else None
     ),
+    # A langgraph.json's path, or name=pkg.module:graph pairs (checkpoints.graph_sources).
+    "GRAPHS": graphs_from_env(os.environ.get(GRAPHS_ENV)),
 }
 
 

@@ -1,10 +1,50 @@
-"""The Platform's JSON shapes (langgraph-sdk's ``schema.py``) built from what is stored."""
+"""The Platform's JSON shapes (langgraph-sdk's ``schema.py``) built from what is stored.
+
+Values (state, history, a thread's and a search's ``values``, interrupts, metadata, a copy's
+answer) are written as LangGraph Server writes them (its orjson encoder and that encoder's
+fallback, `server_json`), from the values the store's strict reader decoded: nothing a
+stored byte names is imported or called to build them. Where that differs from the REST API
+(``/api/``, which keeps the faithful codec's plain form, :func:`checkpoints.codec.render.to_plain`):
+
+- a LangChain message is its fields (``model_dump()``: ``{"type": "human", "content": ...,
+  "id": ..., "additional_kwargs": {}, ...}``), not ``{"lc": 1, "type": "constructor", ...}``;
+  any pydantic model is its ``model_dump()``, a named tuple its fields by name;
+- bytes are base64 text (the REST API keeps a ``{"$type": "bytes"}`` envelope); a timedelta
+  is its seconds, a time zone its name, a Decimal a number (an int when it has no
+  fraction), big integers numbers (the REST API writes those three as strings);
+- an exception is ``{"error": class name, "message": ...}``, the message kept only for the
+  kinds LangGraph's server shows (ValueError, TypeError, ... its own graph errors);
+- ``Send`` is ``{"node": ..., "args": ...}``; a value with no JSON form at all is null;
+- NaN and infinities are null; a NUL character in text is U+FFFD.
+"""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import math
+import re
+from collections import deque
+from collections.abc import Mapping
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from decimal import Decimal
+from enum import Enum
+from ipaddress import (
+    IPv4Address,
+    IPv4Interface,
+    IPv4Network,
+    IPv6Address,
+    IPv6Interface,
+    IPv6Network,
+)
+from pathlib import PurePath
 from typing import Any
+from uuid import UUID
 
-from checkpoints.codec.render import plain_mapping, to_plain
+from langgraph.types import Send
+
+from checkpoints.codec.exception import CheckpointedException
+from checkpoints.codec.render import to_plain
 from checkpoints.errors import (
     CheckpointCodecError,
     CheckpointEncryptionError,
@@ -58,8 +98,149 @@ def checkpoint_ref(config: dict | None) -> dict | None:
     }
 
 
+def update_body(config: dict) -> dict:
+    """update_state's answer as LangGraph's server gives it: the new checkpoint (no map),
+    the same as ``configurable``, and its id again at the top."""
+    ref = checkpoint_ref(config)
+    checkpoint = {key: ref[key] for key in ("thread_id", "checkpoint_ns", "checkpoint_id")}
+    return {
+        "checkpoint": checkpoint,
+        "configurable": dict(checkpoint),
+        "checkpoint_id": checkpoint["checkpoint_id"],
+    }
+
+
 def _interrupt(item: dict) -> dict:
-    return {"value": to_plain(item.get("value"), path="interrupts"), "id": item.get("id")}
+    return {"value": server_json(item.get("value")), "id": item.get("id")}
+
+
+# --- values as LangGraph Server writes them ------------------------------------------------
+# The exceptions whose message LangGraph's server shows (by class name: a stored exception
+# is read back as a record naming its class, never as the class); any other is
+# "An internal error occurred", as there.
+SHOWN_ERRORS = frozenset(
+    {
+        "ValueError",
+        "TypeError",
+        "KeyError",
+        "AttributeError",
+        "RuntimeError",
+        "RecursionError",
+        "TimeoutError",
+        "InvalidUpdateError",
+        "GraphBubbleUp",
+        "GraphInterrupt",
+        "NodeInterrupt",
+        "ParentCommand",
+        "GraphRecursionError",
+        "EmptyInputError",
+        "TaskNotFound",
+        "HTTPException",
+        "UserInterrupt",
+    }
+)
+HIDDEN_ERROR = "An internal error occurred"
+# Written as their str().
+_TEXT_TYPES = (
+    IPv4Address,
+    IPv4Interface,
+    IPv4Network,
+    IPv6Address,
+    IPv6Interface,
+    IPv6Network,
+    PurePath,
+)
+
+
+def server_values(values: Mapping[str, Any] | None, path: str = "values") -> dict[str, Any]:
+    """Each entry as `server_json` writes it, on its own: an entry that cannot be written so
+    is the REST API's plain form (with its ``unrenderable`` marker), never a failed answer."""
+    out = {}
+    for key, value in (values or {}).items():
+        try:
+            out[str(key)] = server_json(value)
+        except Exception:  # a rebuilt model's own model_dump() failed: that entry alone
+            out[str(key)] = to_plain(value, path=f"{path}.{key}")
+    return out
+
+
+def server_json(value: Any) -> Any:
+    """``value`` (as the store's reader decoded it) as the JSON data LangGraph's server
+    writes for it: orjson's own types as orjson writes them, then its encoder's fallback."""
+    if value is None or isinstance(value, (bool, int)) and not isinstance(value, Enum):
+        return value
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Enum):
+        return server_json(value.value)
+    if isinstance(value, Mapping) and not _has_fields(value):
+        return {_key(k): server_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_asdict"):
+        return [server_json(item) for item in value]
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: server_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return server_json(value.tolist())
+    return server_json(_fallback(value))
+
+
+def _has_fields(value: Any) -> bool:
+    # A mapping that is also a model (rare) is written by its model_dump, as there.
+    return hasattr(value, "model_dump") and not isinstance(value, dict)
+
+
+def _key(key: Any) -> str:
+    """A key as orjson's OPT_NON_STR_KEYS writes it."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    if isinstance(key, Enum):
+        return _key(key.value)
+    if isinstance(key, (datetime, date, time)):
+        return key.isoformat()
+    return str(key)
+
+
+def _fallback(value: Any) -> Any:
+    """What LangGraph's server encoder answers for a type orjson does not write itself."""
+    if isinstance(value, Send):
+        return {"node": value.node, "args": value.arg}
+    if isinstance(value, type):
+        return None
+    for method in ("model_dump", "dict", "_asdict"):
+        if callable(getattr(value, method, None)):
+            return getattr(value, method)()
+    if isinstance(value, CheckpointedException):
+        name = value.id[-1] if value.id else "Exception"
+        return {"error": name, "message": value.message if name in SHOWN_ERRORS else HIDDEN_ERROR}
+    if isinstance(value, BaseException):
+        name = type(value).__name__
+        shown = any(k.__name__ in SHOWN_ERRORS for k in type(value).__mro__)
+        return {"error": name, "message": str(value) if shown else HIDDEN_ERROR}
+    if isinstance(value, (set, frozenset, deque)):
+        return list(value)
+    if isinstance(value, (timezone, tzinfo)):
+        return value.tzname(None)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, Decimal):
+        return (
+            float(value) if not value.is_finite() or value.as_tuple().exponent < 0 else int(value)
+        )
+    if isinstance(value, _TEXT_TYPES):
+        return str(value)
+    if isinstance(value, re.Pattern):
+        return value.pattern
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    return None
 
 
 def tasks_of(saver, snapshot, subgraphs: bool | None = None) -> list[dict]:
@@ -137,11 +318,11 @@ def state_body(saver, snapshot, select=None, subgraphs: bool | None = None) -> d
             checkpoint["checkpoint_ns"]: checkpoint["checkpoint_id"],
         }
     body = {
-        "values": plain_mapping(snapshot.values, path="values"),
+        "values": server_values(snapshot.values),
         "next": list(snapshot.next),
         "tasks": tasks_of(saver, snapshot, subgraphs),
         "checkpoint": checkpoint,
-        "metadata": to_plain(dict(tup.metadata or {}), path="metadata") if tup else {},
+        "metadata": server_values(tup.metadata, "metadata") if tup else {},
         "created_at": str(ts) if ts else None,
         "parent_checkpoint": checkpoint_ref(tup.parent_config) if tup else None,
         "interrupts": [_interrupt(i) for i in snapshot.interrupts],
@@ -199,7 +380,7 @@ def thread_body(saver, info: ThreadInfo, select=None, row=_UNREAD) -> dict:
         **thread_record(info, row),
         "status": status_of(snapshot),
         # The Platform's null for a thread no state was written to.
-        "values": plain_mapping(snapshot.values, path="values")
+        "values": server_values(snapshot.values)
         if snapshot and snapshot.channel_versions
         else None,
         "interrupts": interrupts,
@@ -227,7 +408,3 @@ def listed_thread_body(saver, info: ThreadInfo, row=_UNREAD) -> dict:
 
 def root_config(thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None):
     return thread_config(thread_id, checkpoint_id, checkpoint_ns)
-
-
-def plain(value: Any) -> Any:
-    return to_plain(value)

@@ -360,7 +360,7 @@ class StateView(LangGraphView):
             checkpoint_id=checkpoint_id,
             checkpoint_ns=checkpoint.get("checkpoint_ns") or "",
         )
-        return Response({"checkpoint": shapes.checkpoint_ref(updated.config)})
+        return Response(shapes.update_body(updated.config))
 
 
 class StateAtView(StateView):

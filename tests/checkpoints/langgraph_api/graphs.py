@@ -5,7 +5,9 @@ from __future__ import annotations
 import operator
 from typing import Annotated
 
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
@@ -64,3 +66,40 @@ nested_builder.add_edge(START, "plan")
 nested_builder.add_edge("plan", "inner")
 nested_builder.add_edge("inner", END)
 nested = nested_builder.compile()
+
+
+# A chat graph as Studio shows one: messages (a human question, an AI message calling a
+# tool, the tool's answer, the AI's reply) beside a plain list channel with a reducer.
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    steps: Annotated[list[str], operator.add]
+
+
+def agent(state: Chat) -> dict:
+    if any(isinstance(m, ToolMessage) for m in state["messages"]):
+        return {"messages": [AIMessage("It is sunny.")], "steps": ["answer"]}
+    call = {"name": "weather", "args": {"city": "Paris"}, "id": "call-1", "type": "tool_call"}
+    return {"messages": [AIMessage("", tool_calls=[call])], "steps": ["call"]}
+
+
+def tools(state: Chat) -> dict:
+    return {"messages": [ToolMessage("sunny", tool_call_id="call-1")], "steps": ["tool"]}
+
+
+def route(state: Chat) -> str:
+    last = state["messages"][-1]
+    return "tools" if getattr(last, "tool_calls", None) else END
+
+
+chat_builder = StateGraph(Chat)
+chat_builder.add_node("agent", agent)
+chat_builder.add_node("tools", tools)
+chat_builder.add_edge(START, "agent")
+chat_builder.add_conditional_edges("agent", route, ["tools", END])
+chat_builder.add_edge("tools", "agent")
+chat = chat_builder.compile()
+
+
+def make_chat(config=None):
+    """A graph factory, as langgraph.json may name one (it takes an optional config)."""
+    return chat_builder.compile()

@@ -12,6 +12,7 @@ in-memory server refuses it) and `before` paging (it answers 500) are tested in 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -25,7 +26,10 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
+from checkpoints.graph_sources import graphs_from_langgraph_json
+from checkpoints.langgraph_api.models import ThreadMetadata as ThreadMetadataRow
 from tests.private_servers import free_port
+from tests.services import need_service
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
@@ -38,6 +42,7 @@ HERE = Path(__file__).parent
 
 
 def dev_venv() -> Path:
+    """The venv's ``langgraph`` binary, the venv made from PyPI first when missing."""
     binary = VENV / "bin" / "langgraph"
     if not binary.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
@@ -47,39 +52,77 @@ def dev_venv() -> Path:
     return binary
 
 
+# What `langgraph dev` serves, and what ours registers from the same file.
+LANGGRAPH_JSON = {
+    "dependencies": ["."],
+    "graphs": {
+        "agent": "./graphs.py:graph",
+        "nested": "./graphs.py:nested",
+        "chat": "./graphs.py:chat",
+    },
+}
+
+
 @pytest.fixture(scope="module")
-def dev_server(tmp_path_factory):
-    binary = dev_venv()
+def dev_folder(tmp_path_factory) -> Path:
+    """A LangGraph project folder: tests/.../graphs.py beside a langgraph.json naming it."""
     folder = tmp_path_factory.mktemp("langgraph-dev")
     shutil.copy(HERE / "graphs.py", folder / "graphs.py")
-    (folder / "langgraph.json").write_text(
-        '{"dependencies": ["."], "graphs": '
-        '{"agent": "./graphs.py:graph", "nested": "./graphs.py:nested"}}'
-    )
+    (folder / "langgraph.json").write_text(json.dumps(LANGGRAPH_JSON))
+    return folder
+
+
+def start_dev_server(folder: Path) -> tuple[subprocess.Popen | None, str]:
+    """``langgraph dev`` serving ``folder`` on a spare port: (the process, its URL); a
+    server that cannot be made or started skips the test, and fails it under
+    CHECKPOINTS_REQUIRE_SERVICES=1 (need_service)."""
+    try:
+        binary = dev_venv()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        need_service(f"the langgraph dev venv at {VENV} cannot be made: {exc}")
     port = free_port()
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_API_KEY": ""}
-    proc = subprocess.Popen(
-        [str(binary), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser"],
-        cwd=folder,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        else:
-            pytest.fail("langgraph dev did not answer /ok")
+        proc = subprocess.Popen(
+            [str(binary), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser"],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        need_service(f"langgraph dev ({binary}) cannot start: {exc}")
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        if proc.poll() is not None:
+            break
+        try:
+            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    stop(proc)
+    need_service(f"langgraph dev ({binary}) did not answer {url}/ok")
+    raise AssertionError("unreachable: need_service skips or fails")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def dev_server(dev_folder):
+    proc, url = start_dev_server(dev_folder)
+    try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
 
 
 SKIP = {
@@ -274,3 +317,131 @@ def test_same_subgraph_state(lg, dev_server, settings):
     # History leaves subgraph tasks bare on both.
     a, b = both(lambda c, t: c.threads.get_history(t, limit=1))
     assert a[0]["tasks"][0]["state"] is None is b[0]["tasks"][0]["state"]
+
+
+def chat_side(lg, dev_server, dev_folder, settings):
+    """Ours with the graphs registered from the dev server's own langgraph.json (as
+    CHECKPOINTS_GRAPHS does), and both clients."""
+    settings.CHECKPOINTS = {
+        **settings.CHECKPOINTS,
+        "GRAPHS": graphs_from_langgraph_json(dev_folder / "langgraph.json"),
+    }
+    return lg.sync(lg.owner()), get_sync_client(url=dev_server, api_key=None)
+
+
+def test_same_plain_messages_and_step_minus_one(lg, dev_server, dev_folder, settings):
+    # A chat run (a human question, an AI tool call, the tool's answer, the reply) on each
+    # side: the JSON of state, history, search, thread and copy is the same, field by field.
+    ours, theirs = chat_side(lg, dev_server, dev_folder, settings)
+    from checkpoints.graphs import load_graph
+    from checkpoints.store.registry import get_saver
+
+    question = {"messages": [{"role": "user", "content": "weather?"}]}
+    graph = load_graph("chat").copy(update={"checkpointer": get_saver()})
+    graph.invoke(question, {"configurable": {"thread_id": "chat-1"}})
+    lg.claim("chat-1")
+    ThreadMetadataRow.objects.update_or_create(
+        provider=get_saver().provider,
+        thread_id="chat-1",
+        defaults={"metadata": {"graph_id": "chat"}},
+    )
+    run = theirs.threads.create(metadata={"graph_id": "chat"})
+    theirs.runs.wait(run["thread_id"], "chat", input=question)
+    ids = {"ours": "chat-1", "theirs": run["thread_id"]}
+    clients = {"ours": ours, "theirs": theirs}
+
+    def both(call):
+        return [call(clients[side], ids[side]) for side in ("ours", "theirs")]
+
+    a, b = both(lambda c, t: c.threads.get_state(t))
+    # Plain message dicts, the fields model_dump() gives, on both.
+    kinds = [(m["type"], sorted(m)) for m in a["values"]["messages"]]
+    human = ["additional_kwargs", "content", "id", "name", "response_metadata", "type"]
+    ai = sorted([*human, "tool_calls", "invalid_tool_calls", "usage_metadata"])
+    tool = sorted([*human, "tool_call_id", "artifact", "status"])
+    assert kinds == [("human", human), ("ai", ai), ("tool", tool), ("ai", ai)]
+    assert a["values"]["messages"][1]["tool_calls"][0]["args"] == {"city": "Paris"}
+    assert a["values"]["messages"][-1]["content"] == "It is sunny."
+    assert same_shape(a["values"], b["values"]) == []
+    assert a["next"] == b["next"] == []
+    history = both(lambda c, t: c.threads.get_history(t))
+    assert [h["metadata"]["step"] for h in history[0]] == [3, 2, 1, 0, -1]
+    assert same_shape([h["values"] for h in history[0]], [h["values"] for h in history[1]]) == []
+    assert [h["next"] for h in history[0]] == [h["next"] for h in history[1]]
+    # Step -1: the graph's channel defaults, in history and in get_state at that checkpoint.
+    assert history[0][-1]["values"] == history[1][-1]["values"] == {"messages": [], "steps": []}
+    first = {side: history[i][-1]["checkpoint"] for i, side in enumerate(("ours", "theirs"))}
+    a, b = (clients[s].threads.get_state(ids[s], checkpoint=first[s]) for s in ("ours", "theirs"))
+    assert a["values"] == b["values"] == {"messages": [], "steps": []}
+    assert a["next"] == b["next"] == ["__start__"]
+    # A thread's values, a search's values and extract read the same dicts.
+    a, b = both(lambda c, t: c.threads.get(t))
+    assert same_shape(a["values"], b["values"]) == []
+    path = {"last": "values.messages[-1].content", "kind": "values.messages[1].type"}
+    a, b = both(lambda c, t: c.threads.search(ids=[t], extract=path))
+    assert same_shape(a[0]["values"], b[0]["values"]) == []
+    assert a[0]["extracted"] == b[0]["extracted"] == {"last": "It is sunny.", "kind": "ai"}
+    # update_state as a node, with a message given as a dict: the reducer makes it a message.
+    reply = {"messages": [{"type": "ai", "content": "Rain later."}], "steps": ["edit"]}
+    a, b = both(lambda c, t: c.threads.update_state(t, reply, as_node="agent"))
+    assert same_shape(a, b) == [], (a, b)
+    a, b = both(lambda c, t: c.threads.get_state(t))
+    assert a["values"]["messages"][-1]["content"] == "Rain later."
+    assert same_shape(a["values"], b["values"]) == []
+    assert a["next"] == b["next"]
+    assert {k: a["metadata"][k] for k in ("source", "step")} == {
+        k: b["metadata"][k] for k in ("source", "step")
+    }
+    # A copy's state holds the same dicts.
+    a, b = both(lambda c, t: c.threads.copy(t))
+    assert (
+        same_shape(
+            ours.threads.get_state(a["thread_id"])["values"],
+            theirs.threads.get_state(b["thread_id"])["values"],
+        )
+        == []
+    )
+
+
+def test_same_supersteps_through_a_registered_graph(lg, dev_server, dev_folder, settings):
+    # create(supersteps=...) through the graph named in metadata: reducers and as_node act
+    # alike, and history shows the same checkpoints.
+    ours, theirs = chat_side(lg, dev_server, dev_folder, settings)
+    # As a LangGraph run writes them: the input, the start node passing it on, the nodes.
+    question = {"messages": [{"type": "human", "content": "hi"}]}
+    supersteps = [
+        {"updates": [{"values": question, "as_node": "__input__"}]},
+        {"updates": [{"values": question, "as_node": "__start__"}]},
+        {
+            "updates": [
+                {
+                    "values": {"messages": [{"type": "ai", "content": "hello"}], "steps": ["x"]},
+                    "as_node": "agent",
+                }
+            ]
+        },
+        {"updates": [{"values": {"steps": ["y"]}, "as_node": "agent"}]},
+    ]
+    made = {
+        side: client.threads.create(metadata={"graph_id": "chat"}, supersteps=supersteps)
+        for side, client in (("ours", ours), ("theirs", theirs))
+    }
+    a, b = made["ours"], made["theirs"]
+    assert (
+        same_shape({k: a.get(k) for k in b if k != "values"}, {k: b[k] for k in b if k != "values"})
+        == []
+    )
+    states = [
+        c.threads.get_state(made[s]["thread_id"]) for s, c in (("ours", ours), ("theirs", theirs))
+    ]
+    assert same_shape(states[0]["values"], states[1]["values"]) == []
+    assert states[0]["values"]["steps"] == ["x", "y"]
+    assert [m["type"] for m in states[0]["values"]["messages"]] == ["human", "ai"]
+    assert states[0]["next"] == states[1]["next"]
+    hist = [
+        c.threads.get_history(made[s]["thread_id"]) for s, c in (("ours", ours), ("theirs", theirs))
+    ]
+    assert [(h["metadata"]["step"], h["metadata"]["source"]) for h in hist[0]] == [
+        (h["metadata"]["step"], h["metadata"]["source"]) for h in hist[1]
+    ]
+    assert same_shape([h["values"] for h in hist[0]], [h["values"] for h in hist[1]]) == []
