@@ -9,10 +9,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import django
+from corsheaders.defaults import default_headers as cors_default_headers
 from django.core.exceptions import ImproperlyConfigured
 
 from checkpoints.dburl import parse_database_url
 from checkpoints.graph_sources import GRAPHS_ENV, graphs_from_env
+from checkpoints.langgraph_api.pagination import EXPOSED as LANGGRAPH_EXPOSED_HEADERS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("CHECKPOINTS_DATA_DIR", BASE_DIR / "var"))
@@ -54,6 +56,21 @@ def _env_count(name: str, default: int) -> int:
 CSRF_TRUSTED_ORIGINS = [
     o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
+# CORS for browser clients of the LangGraph API (LangGraph Studio, a web app): off unless
+# CHECKPOINTS_CORS_ORIGINS lists origins (comma-separated, e.g. https://smith.langchain.com).
+# No cookies cross: a browser client authenticates as the SDK does, with x-api-key. A
+# preflight answers 200 without credentials, and says yes to Chrome's Private Network
+# Access question for a listed origin (a public page calling a server on localhost).
+CORS_ALLOWED_ORIGINS = [
+    o.strip().rstrip("/")
+    for o in os.environ.get("CHECKPOINTS_CORS_ORIGINS", "").split(",")
+    if o.strip()
+]
+CORS_URLS_REGEX = r"^/langgraph/"
+CORS_ALLOW_CREDENTIALS = False
+CORS_ALLOW_PRIVATE_NETWORK = True
+CORS_ALLOW_HEADERS = (*cors_default_headers, "x-api-key")
+CORS_EXPOSE_HEADERS = list(LANGGRAPH_EXPOSED_HEADERS)
 # Behind a TLS-terminating proxy: redirect to https, secure cookies, HSTS. The proxy must set
 # X-Forwarded-Proto (and strip a client's own); /health/ answers plain http for probes.
 if os.environ.get("DJANGO_HTTPS", "0") == "1":
@@ -73,6 +90,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "axes",
+    "corsheaders",
     "rest_framework",
     "rest_framework.authtoken",
     "django_prometheus",
@@ -86,6 +104,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    # Before anything that answers: a preflight gets its CORS answer here, unauthenticated.
+    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -6,8 +6,6 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.http import JsonResponse
-from django.views.decorators.csrf import csrf_exempt
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import StateUpdate
 from rest_framework import status
@@ -26,6 +24,7 @@ from checkpoints.errors import (
 from checkpoints.langgraph_api import records, shapes
 from checkpoints.langgraph_api.base import LangGraphView
 from checkpoints.langgraph_api.models import ThreadMetadata
+from checkpoints.langgraph_api.pagination import paging_headers
 from checkpoints.langgraph_api.parsing import (
     IDS_MAX,
     PRUNE_MAX,
@@ -51,12 +50,6 @@ from checkpoints.selectors import ThreadInfo, owners_in_tables, threads_named
 from checkpoints.store.planning.metadata import metadata_matches, validate_filter
 from checkpoints.threads import delete_thread, record_owner, thread_presence
 from checkpoints.timetravel.updates import update_state
-
-NOT_SERVED = (
-    "this service stores threads and does not run graphs: runs, assistants, crons and "
-    "streams are not served here"
-)
-
 
 # --- threads ----------------------------------------------------------------------------
 
@@ -227,7 +220,7 @@ class SearchView(LangGraphView):
                     alias: extracted(body, path) for alias, path in extract.items()
                 }
             answer.append(picked)
-        return Response(answer)
+        return Response(answer, headers=paging_headers(len(answer), offset, limit, len(found)))
 
 
 def matching(view: LangGraphView, data: dict) -> list[Found]:
@@ -481,9 +474,3 @@ class StorageView(LangGraphView):
                 "channels": held.channels,
             }
         )
-
-
-@csrf_exempt
-def not_served(request, *args, **kwargs):
-    """Runs, assistants, crons and streams: this service has no graph runtime."""
-    return JsonResponse({"detail": NOT_SERVED, "code": "not_served"}, status=404)

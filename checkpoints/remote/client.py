@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -34,6 +35,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
+from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints import errors
@@ -52,6 +54,9 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRY_SECONDS = 30.0
 RETRY_STATUSES = frozenset({502, 503, 504})
 _BACKOFF_FIRST, _BACKOFF_MOST = 0.1, 2.0
+# LangGraph's msgpack options less OPT_REPLACE_SURROGATES: a lone surrogate raises.
+_STRICT_MSGPACK = jsonplus._option & ~ormsgpack.OPT_REPLACE_SURROGATES
+_lg_default = jsonplus._msgpack_default
 
 
 class RemoteStoreError(errors.CheckpointStoreError):
@@ -353,8 +358,25 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             return RemoteStoreError(message, code=code, status=status, field=field)
 
     # -- values ------------------------------------------------------------------------------
-    def _dump(self, value: Any) -> list:
-        type_, data = self.serde.dumps_typed(value)
+    def _dump(self, value: Any, where: str) -> list:
+        """The serializer's pair for ``value``; a refusal names where the value was, as the
+        store's savers do (and a lone surrogate, which LangGraph's msgpack would store as
+        "?", is refused as it is there)."""
+        try:
+            type_, data = self.serde.dumps_typed(value)
+            if type_ == "msgpack" and b"?" in data:
+                ormsgpack.packb(value, default=_lg_default, option=_STRICT_MSGPACK)
+        except (TypeError, ValueError, OverflowError) as exc:
+            if "surrogates" in str(exc):
+                raise errors.CheckpointCodecError(
+                    f"{where} holds a string with a lone surrogate, which has no UTF-8 form "
+                    "and cannot be stored faithfully",
+                    field=where,
+                ) from exc
+            raise errors.CheckpointCodecError(
+                f"{where} holds a {type(value).__name__} the serializer cannot store: {exc}",
+                field=where,
+            ) from exc
         return [type_, data]
 
     def _load(self, pair: Any, what: str) -> Any:
@@ -386,19 +408,24 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         values = checkpoint.get("channel_values") or {}
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         body["channel_values"] = {
-            channel: self._dump(values[channel]) for channel in new_versions if channel in values
+            channel: self._dump(values[channel], f"channel {channel!r}")
+            for channel in new_versions
+            if channel in values
         }
         return {
             "config": wire_config(config),
             "checkpoint": body,
-            "metadata": self._dump(metadata),
+            "metadata": self._dump(metadata, "metadata"),
             "new_versions": dict(new_versions),
         }
 
     def _writes_body(self, config, writes, task_id, task_path) -> dict[str, Any]:
         return {
             "config": wire_config(config),
-            "writes": [[channel, self._dump(value)] for channel, value in writes],
+            "writes": [
+                [channel, self._dump(value, f"write to channel {channel!r}")]
+                for channel, value in writes
+            ],
             "task_id": task_id,
             "task_path": task_path,
         }

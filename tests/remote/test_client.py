@@ -1,0 +1,147 @@
+"""The remote saver's own side: what a worker process loads, and what it does when the
+service does not answer (bounded retries, then StoreUnavailable naming the URL)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from checkpoints.errors import CheckpointCodecError, CheckpointConfigError, StoreUnavailable
+from checkpoints.remote import RemoteSaver, service_url
+from checkpoints.remote.wire import CONTENT_TYPE, pack
+from tests.standalone import ROOT, run_python
+from tests.store_helpers import config_for, put_chain, remote_saver
+
+WORKER = """
+import json, sys
+from checkpoints import from_conn_string
+with from_conn_string({url!r}, api_key={key!r}) as saver:
+    config = {{"configurable": {{"thread_id": "from-a-worker", "checkpoint_ns": ""}}}}
+    from langgraph.checkpoint.base import empty_checkpoint
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {{"a": "written by a worker"}}
+    checkpoint["channel_versions"] = {{"a": saver.get_next_version(None)}}
+    saver.put(config, checkpoint, {{"source": "input", "step": -1}}, checkpoint["channel_versions"])
+    found = saver.get_tuple(config).checkpoint["channel_values"]
+    loaded = sorted(
+        m for m in sys.modules if m.split(".")[0] in ("django", "psycopg", "psycopg2", "redis")
+    )
+    print(json.dumps({{"values": found, "loaded": loaded, "provider": saver.provider}}))
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_process_writes_through_the_service_without_django_or_a_driver(request):
+    saver = remote_saver(request)
+    url = "checkpoints+" + saver.url.removesuffix("store/v1/")
+    key = saver._headers["x-api-key"]
+    done = run_python(["-c", WORKER.format(url=url, key=key)], cwd=ROOT)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"values": {"a": "written by a worker"}, "loaded": [], "provider": "sqlite"}
+    assert saver.get_tuple(config_for("from-a-worker")).checkpoint["channel_values"] == {
+        "a": "written by a worker"
+    }
+
+
+def test_service_urls():
+    assert service_url("checkpoints+https://store.example.com") == (
+        "https://store.example.com/store/v1/"
+    )
+    assert service_url("checkpoints+http://127.0.0.1:8000/ckpt/") == (
+        "http://127.0.0.1:8000/ckpt/store/v1/"
+    )
+    for bad in ("postgres://x/y", "checkpoints+https://", "checkpoints+https://u:p@host"):
+        with pytest.raises(CheckpointConfigError):
+            service_url(bad)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_service_is_retried_for_the_budget_then_named():
+    url = f"checkpoints+http://127.0.0.1:{_closed_port()}"
+    counted = _Flaky(0, httpx.HTTPTransport())
+    saver = RemoteSaver(url, api_key="k", retry_seconds=0.6, transport=counted)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        saver.get_tuple(config_for("t"))
+    assert time.monotonic() - started >= 0.3
+    assert saver.url in str(caught.value) and "attempts" in str(caught.value)
+    assert counted.seen > 1
+    # A copy is not safe to repeat: one try, then the same error.
+    counted.seen = 0
+    with pytest.raises(StoreUnavailable, match="once"):
+        saver.copy_thread("a", "b")
+    assert counted.seen == 1
+
+
+class _Flaky:
+    """An httpx transport answering 503 ``failures`` times, then passing calls through."""
+
+    def __init__(self, failures: int, inner: httpx.BaseTransport) -> None:
+        self.failures = failures
+        self.inner = inner
+        self.seen = 0
+        self.lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        with self.lock:
+            self.seen += 1
+            failing = self.seen <= self.failures
+        if failing:
+            return httpx.Response(503, content=b"restarting")
+        return self.inner.handle_request(request)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_503_while_the_service_restarts_is_retried_and_the_put_lands(request):
+    base = remote_saver(request)
+    flaky = _Flaky(3, httpx.HTTPTransport())
+    saver = RemoteSaver(
+        base.url.removesuffix("store/v1/"),
+        api_key=base._headers["x-api-key"],
+        retry_seconds=10,
+        transport=flaky,
+    )
+    config = put_chain(saver, "through-a-restart", {"a": 1})
+    assert flaky.seen == 4
+    assert base.get_tuple(config).checkpoint["channel_values"] == {"a": 1}
+    # Past the budget, the answer is named as the service's unavailability.
+    saver = RemoteSaver(
+        base.url.removesuffix("store/v1/"),
+        api_key=base._headers["x-api-key"],
+        retry_seconds=0.2,
+        transport=_Flaky(1000, httpx.HTTPTransport()),
+    )
+    with pytest.raises(StoreUnavailable, match="503"):
+        saver.get_tuple(config)
+
+
+def test_a_value_the_serializer_refuses_is_named_before_anything_is_sent():
+    sent = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(
+            200, content=pack({"r": None}), headers={"content-type": CONTENT_TYPE}
+        )
+
+    saver = RemoteSaver("http://store", transport=httpx.MockTransport(handler))
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"a": "lone \ud800 surrogate", "b": threading.Lock()}
+    for channel in ("a", "b"):
+        versions = {channel: saver.get_next_version(None)}
+        with pytest.raises(CheckpointCodecError, match=f"channel '{channel}'"):
+            saver.put(config_for("t", ns=""), checkpoint, {}, versions)
+    with pytest.raises(CheckpointCodecError, match="write to channel 'w'"):
+        saver.put_writes(config_for("t", "1", ns=""), [("w", threading.Lock())], "task")
+    assert sent == []
