@@ -1,7 +1,10 @@
-"""System checks that refuse a wrong CHECKPOINTS configuration, naming the variable."""
+"""System checks that refuse a wrong CHECKPOINTS configuration, naming the variable; from
+the command line, checks that connect to what the settings name (checkpoints.reachability)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 
 from django.core.checks import Error, Tags, Warning, register
@@ -9,6 +12,7 @@ from django.core.checks import Error, Tags, Warning, register
 from checkpoints.codec.encryption import parse_key
 from checkpoints.conf import PREPARE_MODES, store_settings
 from checkpoints.errors import CheckpointConfigError
+from checkpoints.reachability import all_findings
 from checkpoints.store.registry import configured_provider, path_errors, providers, saver_class
 from checkpoints.store.sqlite.connection import SQLITE_SYNCHRONOUS_LEVELS, synchronous_level
 
@@ -369,3 +373,70 @@ def sqlite_synchronous_warnings(databases: dict) -> list[Warning]:
             )
         )
     return found
+
+
+# Set by the `check` command (checkpoints/management/commands/check.py): whether this run may
+# connect, and whether it is a --deploy run (the static manifest is then an Error instead).
+_run = contextvars.ContextVar("checkpoints_check_run", default=(False, False))
+
+
+@contextlib.contextmanager
+def connecting(*, enabled: bool, deploy: bool):
+    token = _run.set((enabled, deploy))
+    try:
+        yield
+    finally:
+        _run.reset(token)
+
+
+@register("connections")
+def check_connections(app_configs=None, **kwargs):
+    """Each database, the store and the cache answer; only from `manage.py check`."""
+    if not _run.get()[0]:
+        return []
+    return [
+        (Error if finding.serious else Warning)(finding.text, id=finding.id)
+        for finding in all_findings()
+    ]
+
+
+def static_manifest_missing() -> str | None:
+    """The manifest's path when the static storage hashes names from a manifest that
+    collectstatic has not written yet; None otherwise."""
+    from django.contrib.staticfiles.storage import ManifestFilesMixin
+    from django.core.files.storage import storages
+
+    storage = storages["staticfiles"]
+    if not isinstance(storage, ManifestFilesMixin):
+        return None
+    if storage.manifest_storage.exists(storage.manifest_name):
+        return None
+    return storage.manifest_storage.path(storage.manifest_name)
+
+
+def _static_manifest_issue(kind, check_id: str):
+    path = static_manifest_missing()
+    if path is None:
+        return []
+    return [
+        kind(
+            f"STORAGES['staticfiles'] hashes file names from {path}, which does not exist "
+            "(DJANGO_DEBUG=0 before collectstatic): pages link unhashed names and the admin "
+            "is unstyled; fix: run `manage.py collectstatic --no-input` (scripts/serve.sh "
+            "does), or DJANGO_DEBUG=1 for development.",
+            id=check_id,
+        )
+    ]
+
+
+@register(Tags.staticfiles, deploy=True)
+def check_static_manifest_deployed(app_configs=None, **kwargs):
+    return _static_manifest_issue(Error, "checkpoints.E050")
+
+
+@register(Tags.staticfiles)
+def check_static_manifest(app_configs=None, **kwargs):
+    # A warning at every start (runserver prints it); --deploy reports it as E050 instead.
+    if _run.get()[1]:
+        return []
+    return _static_manifest_issue(Warning, "checkpoints.W050")

@@ -1,12 +1,15 @@
 """django-health-check checks for the store, and the list a service shows at ``/health/``.
 
-`StoreFormat` reads the configured store's format generation afresh on every probe (a saver
-caches its own verdict); `PendingMigrations` fails while a migration is unapplied;
-`CeleryBroker` connects to the broker. `service_checks()` picks the checks a deployment
-needs from its settings; `HealthView` answers 503, not the library's 500, when one fails.
-Needs ``django-health-check`` (the ``prod`` extra); a host that mounts none never imports it.
+The facts are `manage.py check`'s own (checkpoints.reachability), one line each naming the
+setting and the fix: `Database` connects to an alias; `StoreFormat` reads the configured
+store's format generation afresh on every probe (a saver caches its own verdict);
+`PendingMigrations` fails while a migration is unapplied; `CacheServer` warns while the
+cache's Redis is down (the service then counts throttles per process: degraded, still
+serving, so the answer stays 200); `CeleryBroker` connects to the broker.
+`service_checks()` picks the checks a deployment needs from its settings; `HealthView`
+answers 503, not the library's 500, when one fails. Needs ``django-health-check`` (the
+``prod`` extra); a host that mounts none never imports it.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -15,12 +18,17 @@ from typing import Any
 
 from django.conf import settings
 from health_check.base import HealthCheck
-from health_check.exceptions import ServiceUnavailable
+from health_check.exceptions import ServiceUnavailable, ServiceWarning
 from health_check.views import HealthCheckView
-from redis.exceptions import RedisError
 
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointStoreError
+from checkpoints.errors import CheckpointConfigError
+from checkpoints.reachability import (
+    cache_findings,
+    database_findings,
+    migration_findings,
+    store_findings,
+)
 from checkpoints.store.registry import get_saver
 
 _savers: dict[tuple[str, str | None], Any] = {}
@@ -36,10 +44,15 @@ def _probe_saver(provider: str, conn_string: str | None):
         return _savers[key]
 
 
-def read_format(saver) -> str:
-    """The store's recorded format generation ("none" for a new, empty store); raises the
-    store's refusal when it is in another generation."""
-    return saver.recorded_format()
+@dataclasses.dataclass
+class Database(HealthCheck):
+    """The database ``alias`` accepts a connection."""
+
+    alias: str = "default"
+
+    def run(self):
+        for finding in database_findings([self.alias], close=True):
+            raise ServiceUnavailable(finding.text)
 
 
 @dataclasses.dataclass
@@ -49,22 +62,12 @@ class StoreFormat(HealthCheck):
     provider: str = dataclasses.field(default_factory=lambda: setting("PROVIDER"))
 
     def run(self):
-        from django.db import DatabaseError, connections
-
-        provider = self.provider
         try:
-            saver = _probe_saver(provider, setting("CONN_STRING"))
-            read_format(saver)
-        except CheckpointStoreError as exc:
-            raise ServiceUnavailable(exc.message) from exc
-        except DatabaseError as exc:
-            raise ServiceUnavailable(f"the {provider} store's database: {exc}") from exc
-        except (RedisError, OSError) as exc:
-            raise ServiceUnavailable(f"the {provider} store did not answer: {exc}") from exc
-        finally:
-            using = getattr(_savers.get((provider, setting("CONN_STRING"))), "db_alias", None)
-            if using is not None:
-                connections[using].close()  # the probe ran on an executor thread
+            saver = _probe_saver(self.provider, setting("CONN_STRING"))
+        except CheckpointConfigError:
+            saver = None  # store_findings builds it again and names what is wrong
+        for finding in store_findings(saver=saver, close=True):
+            raise ServiceUnavailable(finding.text)
 
 
 @dataclasses.dataclass
@@ -74,20 +77,22 @@ class PendingMigrations(HealthCheck):
     alias: str = "default"
 
     def run(self):
-        from django.db import DatabaseError, connections
-        from django.db.migrations.executor import MigrationExecutor
+        from django.db import connections
 
         try:
-            executor = MigrationExecutor(connections[self.alias])
-            plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
-        except DatabaseError as exc:
-            raise ServiceUnavailable(f"cannot read the migrations applied: {exc}") from exc
-        if plan:
-            names = ", ".join(f"{m.app_label}.{m.name}" for m, _ in plan[:5])
-            more = f" and {len(plan) - 5} more" if len(plan) > 5 else ""
-            raise ServiceUnavailable(
-                f"{len(plan)} migration(s) not applied: {names}{more}; run `manage.py migrate`"
-            )
+            for finding in database_findings([self.alias]) + migration_findings([self.alias]):
+                raise ServiceUnavailable(finding.text)
+        finally:
+            connections[self.alias].close()  # the probe ran on an executor thread
+
+
+@dataclasses.dataclass
+class CacheServer(HealthCheck):
+    """The cache's server answers; a warning while it does not (the service degrades)."""
+
+    def run(self):
+        for finding in cache_findings():
+            raise (ServiceUnavailable if finding.serious else ServiceWarning)(finding.text)
 
 
 def _celery_app():
@@ -111,29 +116,24 @@ class CeleryBroker(HealthCheck):
 
 
 def _redis_urls() -> list[str]:
-    urls = []
-    cache = settings.CACHES.get("default", {})
-    if "redis" in cache.get("BACKEND", "").lower():
-        location = cache["LOCATION"]
-        urls.append(location[0] if isinstance(location, (list, tuple)) else location)
     conn = setting("CONN_STRING")
-    # The store's own Redis: a Redis URL is only ever the Redis saver's.
+    # The store's own Redis (the cache's is CacheServer's): a Redis URL is only ever the
+    # Redis saver's.
     if conn and conn.startswith(("redis://", "rediss://")):
-        urls.append(conn)
-    return list(dict.fromkeys(urls))
+        return [conn]
+    return []
 
 
 def service_checks(*, celery: bool = False, databases=None) -> list:
     """The checks for this deployment: each database (or those named), the store's format,
     each Redis it uses, pending migrations, and with ``celery`` the broker and a worker's
     answer."""
-    from health_check.checks import Database
     from health_check.contrib.redis import Redis
     from redis.asyncio import Redis as AsyncRedis
 
     aliases = settings.DATABASES if databases is None else databases
     checks: list = [(Database, {"alias": alias}) for alias in aliases]
-    checks += [StoreFormat, PendingMigrations]
+    checks += [StoreFormat, PendingMigrations, CacheServer]
     for url in _redis_urls():
         checks.append(
             (Redis, {"client_factory": lambda url=url: AsyncRedis.from_url(url, socket_timeout=3)})
@@ -151,5 +151,8 @@ class HealthView(HealthCheckView):
     async def get(self, request, *args, **kwargs):
         response = await super().get(request, *args, **kwargs)
         if response.status_code == 500:
-            response.status_code = 503
+            failed = [result.error for result in self.results if result.error]
+            # Only warnings: degraded but serving, which a load balancer must not pull.
+            degraded = all(isinstance(error, ServiceWarning) for error in failed)
+            response.status_code = 200 if degraded else 503
         return response

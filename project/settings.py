@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,8 +19,8 @@ from checkpoints.langgraph_api.pagination import EXPOSED as LANGGRAPH_EXPOSED_HE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("CHECKPOINTS_DATA_DIR", BASE_DIR / "var"))
-# The embedded SQLite file lives here; a fresh clone has no such folder yet.
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+# The embedded SQLite file lives here; a fresh clone has no such folder yet, and the
+# entrances make it (project.startup.prepare): importing the settings writes nothing.
 
 DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
@@ -183,9 +184,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Redis, or this process's memory while Redis does not answer (project.cache): throttles
+# and lockouts keep counting, never a 500 and never let through uncounted.
 CACHES = {
     "default": {
-        "BACKEND": "django_redis.cache.RedisCache",
+        "BACKEND": "project.cache.RedisWithLocalFallback",
         "LOCATION": REDIS_URL,
         "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
     }
@@ -225,7 +228,9 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns of a missing one before collectstatic
+# Before collectstatic there is none, and WhiteNoise warns at every start; the system check
+# checkpoints.W050/E050 says what to run instead, once.
+warnings.filterwarnings("ignore", message=f"No directory at: {re.escape(str(STATIC_ROOT))}")
 # WhiteNoise serves STATIC_ROOT; in production with hashed, compressed names (collectstatic),
 # the manifest of those names kept out of STATIC_ROOT (project.storage).
 STORAGES = {

@@ -21,6 +21,12 @@ from checkpoints.errors import CheckpointConfigError, ThreadVersionConflict
 from checkpoints.models import ChannelBlob, FinishedMark, PendingWrite, StoreFormat, Thread
 from checkpoints.models import Checkpoint as CheckpointRow
 from checkpoints.store.capabilities import INTERRUPT, Capabilities, LockHeld
+from checkpoints.store.diagnosis import (
+    database_setting,
+    database_value,
+    diagnose_database,
+    one_line,
+)
 from checkpoints.store.orm.internals import raw_delete
 from checkpoints.store.orm.lease import Leases
 from checkpoints.store.planning import utcnow
@@ -128,9 +134,14 @@ class OrmLedger(Capabilities):
                     ):
                         formats.create(generation=FORMAT_GENERATION, recorded_at=utcnow())
             except DatabaseError as exc:
+                # The advice fits the cause: a wrong role or port is not mended by migrate.
+                entry = connections.settings[self.using]
                 raise CheckpointConfigError(
-                    f"the checkpoint tables are missing or unreadable on database "
-                    f"{self.using!r} ({exc}); run `manage.py migrate`"
+                    one_line(
+                        database_setting(self.using),
+                        database_value(entry),
+                        diagnose_database(exc, entry),
+                    )
                 ) from exc
             _format_checked.add(key)
 

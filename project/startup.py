@@ -1,0 +1,78 @@
+"""What the service's entrances (manage.py, asgi.py, wsgi.py) do around Django.
+
+`prepare()` makes the data folder the embedded SQLite file lives in, at start rather than
+when the settings are imported (importing them writes nothing). `explained()` turns a
+settings or connection error into a few lines naming the variable and the fix, with no
+traceback: the sentence that matters used to be the last of 17-52 lines. ``--traceback`` on
+the command line, or DJANGO_DEBUG=1 set in the environment, lets the traceback through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
+from redis.exceptions import RedisError
+
+from checkpoints.errors import CheckpointConfigError
+from checkpoints.reachability import cache_findings, database_findings, store_findings
+from checkpoints.store.diagnosis import bound_connect_wait
+
+# Errors a wrong setting or a server that does not answer end in; anything else is a bug
+# and keeps its traceback.
+EXPLAINED = (ImproperlyConfigured, CheckpointConfigError, DatabaseError, RedisError)
+WHERE = "(--traceback, or DJANGO_DEBUG=1, shows where it was raised)"
+
+
+def prepare() -> None:
+    """Make DATA_DIR when the embedded SQLite file is to live in it: a fresh clone has no
+    var/ folder, and SQLite does not make one."""
+    from django.conf import settings
+
+    data_dir = getattr(settings, "DATA_DIR", None)
+    name = settings.DATABASES.get("default", {}).get("NAME")
+    if data_dir is not None and name and Path(str(name)).parent == Path(data_dir):
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+
+
+def wants_traceback(argv: list[str] | None = None) -> bool:
+    return "--traceback" in (argv or []) or os.environ.get("DJANGO_DEBUG") == "1"
+
+
+def explain(exc: BaseException) -> list[str]:
+    """The lines that say what is wrong and how to fix it."""
+    if isinstance(exc, CheckpointConfigError):
+        text = exc.message
+    else:
+        text = str(exc).strip() or type(exc).__name__
+    lines = [f"{type(exc).__name__}: {text}"]
+    if isinstance(exc, (DatabaseError, RedisError)):
+        # The driver's sentence names no setting: ask each server again, so the lines say
+        # which setting points where, and the fix for the cause.
+        bound_connect_wait()
+        with contextlib.suppress(Exception):
+            found = database_findings(close=True)
+            if not found:
+                found = store_findings(close=True) + cache_findings()
+            if found:
+                lines = [f"{type(exc).__name__}: {f.text}" for f in found]
+    return lines
+
+
+@contextlib.contextmanager
+def explained(argv: list[str] | None = None, *, exit_code: int = 1):
+    """Run the body; a configuration or connection error exits with a few lines."""
+    try:
+        yield
+    except EXPLAINED as exc:
+        if wants_traceback(argv):
+            raise
+        lines = explain(exc)
+        # The hint rides on the last line, so the last line still names the variable.
+        lines[-1] = f"{lines[-1]} {WHERE}"
+        print("\n".join(lines), file=sys.stderr)
+        raise SystemExit(exit_code) from None
