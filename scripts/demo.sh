@@ -17,6 +17,14 @@ if (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; then
   exit 2
 fi
 venv="${VENV:-.venv}"
+# Redis database 15 of the local server, not 0: the demo's cache keys (throttle and lockout
+# counts) stay out of whatever else uses that server's default database. REDIS_URL changes it.
+export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/15}"
+data_dir="${CHECKPOINTS_DATA_DIR:-var}"
+# The store's database as the banner names it, the password masked.
+database="${DATABASE_URL:-SQLite file ${data_dir}/checkpoints.sqlite3}"
+database="$(sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#' <<<"$database")"
+redis_shown="$(sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#' <<<"$REDIS_URL")"
 [ -n "${DEMO_SKIP_INSTALL:-}" ] || bash scripts/install.sh prod   # the tests set it
 "$venv/bin/python" manage.py migrate --verbosity 0
 seeded="$("$venv/bin/python" manage.py seed_demo --no-color "$@")"
@@ -40,6 +48,10 @@ cat <<TEXT
    API docs:  ${base}/api/docs/
    API token: .venv/bin/python manage.py drf_create_token admin
               curl -H "Authorization: Token <key>" ${base}/api/threads/
+   Services:  web server 127.0.0.1:${port} (DEMO_PORT to change)
+              database  ${database} (DATABASE_URL to change)
+              Redis     ${redis_shown}, the cache (REDIS_URL to change;
+                        down, the demo still runs and counts limits in memory)
    Stop:      press Ctrl+C (or: kill ${server})
 ==============================================================================
 TEXT

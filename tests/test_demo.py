@@ -51,6 +51,8 @@ def test_demo_script_prints_login_docs_token_and_stop_last(tmp_path):
         "VENV": sys.prefix,  # and it is this one (CI runs the suite in two)
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.pop("REDIS_URL", None)  # the demo's own Redis database, as a newcomer gets it
+    env.pop("DATABASE_URL", None)
     demo = subprocess.Popen(
         ["bash", "scripts/demo.sh"],
         cwd=ROOT,
@@ -75,6 +77,10 @@ def test_demo_script_prints_login_docs_token_and_stop_last(tmp_path):
         assert f"http://127.0.0.1:{port}/api/docs/" in block
         assert "manage.py drf_create_token admin" in block
         assert "Ctrl+C" in block
+        # Every service it uses, named: the web port, the database file, Redis db 15.
+        assert f"web server 127.0.0.1:{port}" in block
+        assert f"database  SQLite file {tmp_path}/checkpoints.sqlite3" in block
+        assert "Redis     redis://127.0.0.1:6379/15, the cache" in block
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/docs/", timeout=10) as page:
             assert page.status == 200
     finally:
