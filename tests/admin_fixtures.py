@@ -16,6 +16,8 @@ from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+# The agent whose node calls a subgraph is the page bench's too: one graph for both.
+from bench.subgraph_pages import agent_graph, run_subgraph_calls  # noqa: F401
 from tests.store_helpers import config_for
 
 # Every list page of the store's admin, as "app/model".

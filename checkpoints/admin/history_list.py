@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from checkpoints import status
-from checkpoints.admin import keyset, queries
+from checkpoints.admin import keyset, queries, subgraphs
 from checkpoints.admin.store_choice import store_alias
 
 # Query parameters the history's "jump to" form sends (see change_list.html).
@@ -21,35 +21,42 @@ JUMPS = ("step__lte", "created_at__lte")
 THREAD_PARAM = "thread__id__exact"
 # The namespace filter's values besides a namespace itself (a real one always holds ":").
 ROOT, SUBGRAPHS = "root", "subgraphs"
-# A thread's history offers at most this many namespaces to filter on.
-NAMESPACE_CHOICES = 50
+NAMESPACE_PARAM = "namespace"
+# The namespace filter's value for every call of a node: ``act:*``.
+NODE_SUFFIX = ":*"
 # Branches are traced through at most this many checkpoints newer than a page's oldest row;
 # rows deeper than that show no branch (tracing them would read the whole thread).
 BRANCH_SCAN = 4_000
 
 
-def namespace_words(ns: str) -> str:
-    """A namespace as the nodes it runs under: ``review:1f0…|ask:2a1…`` -> ``review › ask``."""
-    if not ns:
-        return "root"
-    return " › ".join(part.partition(":")[0] for part in ns.split("|"))
+# A namespace as the nodes it runs under: ``review:1f0…|ask:2a1…`` -> ``review › ask``.
+namespace_words = subgraphs.node_path
 
 
 class NamespaceFilter(admin.SimpleListFilter):
-    """The root namespace, every subgraph's, or one subgraph's (a thread's history lists
-    each of its namespaces)."""
+    """The root namespace, every subgraph's, one node's subgraph calls (``act:*``: every
+    call of ``act``, nested ones included), or one call's namespace. A thread's history
+    offers its nodes with their call counts, not one choice per call (175 calls of one
+    node made 175 choices)."""
 
     title = "namespace"
-    parameter_name = "namespace"
+    parameter_name = NAMESPACE_PARAM
 
     def lookups(self, request, model_admin):
         choices = [(ROOT, "root (the graph itself)"), (SUBGRAPHS, "subgraphs (any)")]
         thread_pk = request.GET.get(THREAD_PARAM, "")
         if thread_pk.isascii() and thread_pk.isdigit() and len(thread_pk) <= 18:
-            found = queries.namespaces_of(
-                alias=store_alias(), thread_pk=int(thread_pk), limit=NAMESPACE_CHOICES
-            )
-            choices += [(ns, f"{namespace_words(ns)} · {ns}") for ns in found if ns]
+            rows = queries.subgraph_namespaces(alias=store_alias(), thread_pk=int(thread_pk))
+            calls = subgraphs.calls_by_node(rows)
+            for node, node_calls in calls.items():
+                if " › " in node:
+                    continue  # nested calls are counted under their top node's choice
+                many = f"{len(node_calls)} call" + ("" if len(node_calls) == 1 else "s")
+                choices.append((f"{node}{NODE_SUFFIX}", f"{node}: {many}"))
+            chosen = self.value() or ""
+            call = subgraphs.call_of(chosen, calls) if ":" in chosen else None
+            if call is not None and not chosen.endswith(NODE_SUFFIX):
+                choices.append((chosen, f"{call.name} · {chosen}"))
         return choices
 
     def queryset(self, request, queryset):
@@ -60,6 +67,9 @@ class NamespaceFilter(admin.SimpleListFilter):
             return queryset.filter(checkpoint_ns="")
         if chosen == SUBGRAPHS:
             return queryset.exclude(checkpoint_ns="")
+        if chosen.endswith(NODE_SUFFIX):
+            # A real namespace ends in a task id, never in "*".
+            return queryset.filter(checkpoint_ns__startswith=chosen[: -len(NODE_SUFFIX)] + ":")
         return queryset.filter(checkpoint_ns=chosen)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length
 
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
@@ -122,16 +122,23 @@ def neighbours(*, alias: str, pk) -> tuple[dict | None, tuple | None, tuple | No
 
 
 def checkpoint_windows(
-    *, alias: str, thread_pk: int, window: int, page_ns: str = "", before: str | None = None
+    *,
+    alias: str,
+    thread_pk: int,
+    window: int,
+    page_ns: str = "",
+    before: str | None = None,
+    namespaces: Iterable[str] | None = None,
 ) -> list[tuple[str, list[tuple], int, list[tuple[str, str | None]]]]:
-    """Per namespace of the thread (root first): a window of ``window`` checkpoints as
-    (pk, checkpoint id, parent id, source, step), newest first; how many older ones were left
-    out; and the (checkpoint id, parent id) of each newer one, oldest first. A window ends at
+    """Per namespace of the thread (root first; only ``namespaces`` when given): a window of
+    ``window`` checkpoints as (pk, checkpoint id, parent id, source, step), newest first;
+    how many older ones were left out; and the (checkpoint id, parent id) of each newer one,
+    oldest first. A window ends at
     its namespace's head, but ``page_ns``'s ends just before the checkpoint id ``before``."""
     checkpoints = Checkpoint.objects.using(alias).filter(thread_id=thread_pk)
-    namespaces = sorted(
-        set(checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct())
-    )
+    if namespaces is None:
+        namespaces = checkpoints.order_by().values_list("checkpoint_ns", flat=True).distinct()
+    namespaces = sorted(set(namespaces))
     found = []
     for ns in namespaces:
         same = checkpoints.filter(checkpoint_ns=ns)
@@ -160,13 +167,60 @@ def checkpoint_windows(
     return found
 
 
+def subgraph_namespaces(*, alias: str, thread_pk: int) -> list[tuple[str, int, str, str]]:
+    """(namespace, checkpoints, first checkpoint id, newest checkpoint id) of each subgraph
+    namespace of the thread (each a call of a node that ran a subgraph), in the order the
+    calls began; one grouped read of the (thread, ns, checkpoint_id) index."""
+    rows = (
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk)
+        .exclude(checkpoint_ns="")
+        .order_by()
+        .values("checkpoint_ns")
+        .annotate(n=Count("pk"), first=Min("checkpoint_id"), last=Max("checkpoint_id"))
+        .values_list("checkpoint_ns", "n", "first", "last")
+    )
+    return sorted(rows, key=lambda row: (row[2], row[0]))
+
+
+def call_origins(
+    *, alias: str, thread_pk: int, firsts: Iterable[tuple[str, str]]
+) -> dict[str, tuple[int, str, int | None, str]]:
+    """namespace -> (pk, checkpoint id, step, source) of the root checkpoint whose step ran
+    the call, for ``firsts`` ((namespace, its first checkpoint id)): LangGraph names it in
+    every subgraph checkpoint's ``metadata["parents"][""]``."""
+    firsts = dict(firsts)
+    if not firsts:
+        return {}
+    # Two IN lists matched up here: 50 OR-ed (ns, id) pairs took longer to build than to run.
+    rows = Checkpoint.objects.using(alias).filter(
+        thread_id=thread_pk, checkpoint_ns__in=list(firsts), checkpoint_id__in=set(firsts.values())
+    )
+    parent_of = {}
+    for ns, cid, metadata in rows.values_list("checkpoint_ns", "checkpoint_id", "metadata"):
+        if firsts.get(ns) != cid:
+            continue
+        parents = metadata.get("parents") if isinstance(metadata, dict) else None
+        parent = parents.get("") if isinstance(parents, dict) else None
+        if isinstance(parent, str):
+            parent_of[ns] = parent
+    found = {
+        cid: (pk, cid, step, source)
+        for pk, cid, step, source in Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk, checkpoint_ns="", checkpoint_id__in=set(parent_of.values()))
+        .values_list("pk", "checkpoint_id", "step", "source")
+    }
+    return {ns: found[cid] for ns, cid in parent_of.items() if cid in found}
+
+
 def newest_checkpoints(*, alias: str, thread_pk: int, limit: int) -> list[tuple]:
-    """(pk, checkpoint id, source, step, written) of the thread's newest checkpoints."""
+    """(pk, checkpoint id, source, step, written, namespace) of the thread's newest
+    checkpoints."""
     return list(
         Checkpoint.objects.using(alias)
         .filter(thread_id=thread_pk)
         .order_by("-checkpoint_id")
-        .values_list("pk", "checkpoint_id", "source", "step", "created_at")[:limit]
+        .values_list("pk", "checkpoint_id", "source", "step", "created_at", "checkpoint_ns")[:limit]
     )
 
 
@@ -254,21 +308,6 @@ def subgraph_interrupts(
         .order_by("-checkpoint_id")
         .values_list("thread_id", "checkpoint_ns", "checkpoint_id", "task_path")[:500]
     )
-
-
-def namespaces_of(*, alias: str, thread_pk: int, limit: int) -> list[str]:
-    """The thread's first ``limit`` namespaces in order, root ("") first.
-
-    One index seek per namespace (the next one after the last found), so a thread of a
-    million checkpoints in three namespaces costs three seeks, not a scan.
-    """
-    rows = Checkpoint.objects.using(alias).filter(thread_id=thread_pk).order_by("checkpoint_ns")
-    found: list[str] = []
-    nxt = rows.values_list("checkpoint_ns", flat=True).first()
-    while nxt is not None and len(found) < limit:
-        found.append(nxt)
-        nxt = rows.filter(checkpoint_ns__gt=nxt).values_list("checkpoint_ns", flat=True).first()
-    return found
 
 
 def lineage_links(

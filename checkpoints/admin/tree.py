@@ -76,8 +76,9 @@ def anchor(ns: str) -> str:
 
 def window_url(base: str, ns: str, before: str | None) -> str:
     """``base`` (the thread's page) showing ``ns``'s window that ends before ``before``."""
+    # A subgraph call's tree is drawn only when asked for: its links always name it.
     query = {
-        **({NS_PARAM: ns} if ns and before else {}),
+        **({NS_PARAM: ns} if ns else {}),
         **({BEFORE_PARAM: before} if before else {}),
     }
     if query:
@@ -176,8 +177,10 @@ def draw(
     forks: Sequence[tuple[str, str, str]] = (),
     path: set[str] | None = None,
     pager: str = "",
+    legend: bool = True,
 ) -> SafeString:
     """The tree box for one window of a namespace; ``link(pk)`` gives each node's URL.
+    ``legend``: draw the key (a page draws one, in its first box).
 
     ``head_id`` is the namespace's head, drawn ringed when in the window; ``path`` its
     ancestry (default: within ``nodes``). ``forks``: (checkpoint id, forked thread id, its
@@ -231,7 +234,8 @@ def draw(
         if truncated
         else ""
     )
-    return mark_safe(f'<div class="cs-tree-box">{_key()}{"".join(parts)}</div>{note}{pager}')
+    key = _key() if legend else ""
+    return mark_safe(f'<div class="cs-tree-box">{key}{"".join(parts)}</div>{note}{pager}')
 
 
 def _edge(node: Node, x_of, y_of, lane: Mapping[str, int]) -> str:

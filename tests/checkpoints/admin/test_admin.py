@@ -231,7 +231,13 @@ def test_thread_page_lists_namespaces_and_a_subgraph_checkpoint_rolls_back_in_it
         .state.config["configurable"]["checkpoint_ns"]
     )
     page = admin_client.get(f"{THREADS}{thread_pk('nested')}/change/").content.decode()
-    assert f"namespace {ns}" in page and "root namespace" in page
+    # The call is listed, folded under its node; its tree is drawn when asked for.
+    assert "1 call of sub" in page and f'data-ns="{ns}"' in page and "root namespace" in page
+    assert f"namespace {ns}" not in page
+    page = admin_client.get(
+        f"{THREADS}{thread_pk('nested')}/change/", {"tree_ns": ns}
+    ).content.decode()
+    assert f"sub #1: namespace {ns}" in page and "root namespace" in page
     target = (
         Checkpoint.objects.filter(thread__thread_id="nested", checkpoint_ns=ns)
         .order_by("checkpoint_id")
