@@ -52,6 +52,22 @@ class CheckpointNotFound(CheckpointStoreError, LookupError):
     status = 404
 
 
+class AssistantNotFound(CheckpointStoreError, LookupError):
+    """No registered graph makes the named assistant (the LangGraph API's read-only
+    assistants are the registered graphs)."""
+
+    code = "assistant_not_found"
+    status = 404
+
+
+class NotServed(CheckpointStoreError):
+    """A route of LangGraph Platform's API this server does not serve (runs, streams,
+    crons, the key-value store, assistant writes): it stores threads, it runs no graph."""
+
+    code = "not_served"
+    status = 501
+
+
 class ThreadExists(CheckpointStoreError):
     """A thread id that must be new already holds checkpoints."""
 

@@ -7,11 +7,18 @@ from rest_framework.authentication import SessionAuthentication
 
 from checkpoints.api.base import StoreAPIView
 from checkpoints.api.errors import exception_handler as store_exception_handler
-from checkpoints.api.limits import StrictTokenAuthentication
+from checkpoints.api.limits import BoundedJSONParser, StrictTokenAuthentication
 from checkpoints.lockout import limit_token_guessing
 
 # The Platform answers a malformed body with 422; the store's own 400s mean the same here.
 INPUT_STATUS = {400: 422}
+
+
+class TextJSONParser(BoundedJSONParser):
+    """JSON sent as ``text/plain``, as LangGraph Studio sends its bodies (a browser sends a
+    text/plain POST without asking first); read with the same bounds as JSON."""
+
+    media_type = "text/plain"
 
 
 class ApiKeyAuthentication(StrictTokenAuthentication):
@@ -48,6 +55,7 @@ class LangGraphView(StoreAPIView):
         StrictTokenAuthentication,
         SessionAuthentication,
     ]
+    parser_classes = [BoundedJSONParser, TextJSONParser]
     pagination_class = None
     # Not in the REST API's schema: these routes have their own document (openapi.py).
     schema = None

@@ -1,4 +1,5 @@
-"""The OpenAPI document of the LangGraph-compatible routes, written by hand.
+"""The OpenAPI document of the LangGraph-compatible routes, written by hand (the routes not
+served here, which answer 501, are left out).
 
 The views read the Platform's bodies themselves (the SDK's shapes, not DRF serializers),
 so drf-spectacular cannot see them; this document states what they accept, and the
@@ -11,6 +12,8 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from checkpoints.api.base import STORE_METADATA_KEYS
+from checkpoints.langgraph_api.assistants import ASSISTANT_FIELDS
+from checkpoints.langgraph_api.assistants import SORT_BY as ASSISTANT_SORT_BY
 from checkpoints.langgraph_api.parsing import (
     EXTRACT_MAX,
     IDS_MAX,
@@ -100,7 +103,7 @@ def _error(description: str) -> dict:
 ERRORS = {
     "401": _error("no or a wrong x-api-key / token"),
     "403": _error("the token's user lacks the permission the call needs"),
-    "404": _error("no such thread (or another owner's), or a route not served"),
+    "404": _error("no such thread (or another owner's) or assistant, or no such route"),
     "409": _error("the thread exists, or stored bytes cannot be read"),
     "413": _error("the body is too large"),
     "422": _error("the body or a parameter is malformed"),
@@ -119,7 +122,10 @@ def _answer(schema: dict | None, status: str = "200") -> dict:
 
 
 def _op(operation_id: str, schema: dict | None, body: dict | None = None, **extra) -> dict:
-    op = {"operationId": operation_id, "responses": _answer(schema, extra.pop("status", "200"))}
+    status = extra.pop("status", "200")
+    op = {"operationId": operation_id, "responses": _answer(schema, status)}
+    if "headers" in extra:
+        op["responses"][status]["headers"] = extra.pop("headers")
     if body is not None:
         op["requestBody"] = {
             "required": False,
@@ -130,6 +136,33 @@ def _op(operation_id: str, schema: dict | None, body: dict | None = None, **extr
 
 
 THREAD = {"$ref": "#/components/schemas/Thread"}
+ASSISTANT = {"$ref": "#/components/schemas/Assistant"}
+ASSISTANT_ID = {
+    "name": "assistant_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "format": "uuid"},
+    "description": "uuid5(6ba7b821-9dad-11d1-80b4-00c04fd430c8, graph_id); /graph takes the "
+    "graph id too",
+}
+ASSISTANT_FILTERS = {"graph_id": STRING, "name": STRING, "metadata": OBJECT}
+PAGING = {
+    "X-Pagination-Total": {"schema": {"type": "integer"}},
+    "X-Pagination-Next": {"schema": {"type": "integer"}, "description": "absent on the last page"},
+}
+SCHEMAS = {
+    "type": "object",
+    "properties": {
+        name: {"type": "object", "nullable": True}
+        for name in (
+            "input_schema",
+            "output_schema",
+            "state_schema",
+            "config_schema",
+            "context_schema",
+        )
+    },
+}
 STATE = {"$ref": "#/components/schemas/ThreadState"}
 THREAD_ID = {
     "name": "thread_id",
@@ -147,6 +180,95 @@ def document() -> dict:
         "info": {"title": "Checkpoint Store: LangGraph-compatible threads API", "version": "1"},
         "security": [{"ApiKey": []}, {"Token": []}],
         "paths": {
+            "/ok": {"get": {**_op("ok", OBJECT), "security": []}},
+            "/info": {"get": {**_op("info", OBJECT), "security": []}},
+            "/assistants/search": {
+                "post": _op(
+                    "assistants_search",
+                    {"type": "array", "items": ASSISTANT},
+                    {
+                        **ASSISTANT_FILTERS,
+                        "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX},
+                        "offset": {"type": "integer", "minimum": 0},
+                        "sort_by": {"type": "string", "enum": list(ASSISTANT_SORT_BY)},
+                        "sort_order": {"type": "string", "enum": ["asc", "desc"]},
+                        "select": {
+                            "type": "array",
+                            "items": {"type": "string", "enum": list(ASSISTANT_FIELDS)},
+                        },
+                    },
+                    headers=PAGING,
+                )
+            },
+            "/assistants/count": {
+                "post": _op("assistants_count", {"type": "integer"}, ASSISTANT_FILTERS)
+            },
+            "/assistants/{assistant_id}": {
+                "parameters": [ASSISTANT_ID],
+                "get": _op("assistant_get", ASSISTANT),
+            },
+            "/assistants/{assistant_id}/graph": {
+                "parameters": [ASSISTANT_ID],
+                "get": _op(
+                    "assistant_graph",
+                    {
+                        "type": "object",
+                        "properties": {
+                            "nodes": {"type": "array", "items": OBJECT},
+                            "edges": {"type": "array", "items": OBJECT},
+                        },
+                    },
+                    parameters=[
+                        {
+                            "name": "xray",
+                            "in": "query",
+                            "schema": STRING,
+                            "description": "true, false or a depth of 1 or more",
+                        }
+                    ],
+                ),
+            },
+            "/assistants/{assistant_id}/schemas": {
+                "parameters": [ASSISTANT_ID],
+                "get": _op(
+                    "assistant_schemas",
+                    {
+                        **SCHEMAS,
+                        "properties": {"graph_id": STRING, **SCHEMAS["properties"]},
+                    },
+                ),
+            },
+            "/assistants/{assistant_id}/subgraphs": {
+                "parameters": [ASSISTANT_ID],
+                "get": _op(
+                    "assistant_subgraphs",
+                    {"type": "object", "additionalProperties": SCHEMAS},
+                    parameters=[{"name": "recurse", "in": "query", "schema": STRING}],
+                ),
+            },
+            "/assistants/{assistant_id}/subgraphs/{namespace}": {
+                "parameters": [
+                    ASSISTANT_ID,
+                    {"name": "namespace", "in": "path", "required": True, "schema": STRING},
+                ],
+                "get": _op(
+                    "assistant_subgraphs_in",
+                    {"type": "object", "additionalProperties": SCHEMAS},
+                    parameters=[{"name": "recurse", "in": "query", "schema": STRING}],
+                ),
+            },
+            "/assistants/{assistant_id}/versions": {
+                "parameters": [ASSISTANT_ID],
+                "post": _op(
+                    "assistant_versions",
+                    {"type": "array", "items": OBJECT},
+                    {
+                        "metadata": OBJECT,
+                        "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX},
+                        "offset": {"type": "integer", "minimum": 0},
+                    },
+                ),
+            },
             "/threads": {
                 "post": _op(
                     "threads_create",
@@ -179,6 +301,7 @@ def document() -> dict:
                             "each thread answers them in `extracted`",
                         },
                     },
+                    headers=PAGING,
                 )
             },
             "/threads/count": {"post": _op("threads_count", {"type": "integer"}, FILTERS)},
@@ -279,6 +402,18 @@ def document() -> dict:
                     "type": "object",
                     "required": ["detail"],
                     "properties": {"detail": STRING, "code": {"type": "string", "nullable": True}},
+                },
+                "Assistant": {
+                    "type": "object",
+                    "description": "A registered graph, read-only: creating, changing or "
+                    "deleting one answers 501",
+                    "properties": {
+                        "assistant_id": STRING,
+                        "graph_id": STRING,
+                        "name": STRING,
+                        "metadata": OBJECT,
+                        "version": {"type": "integer"},
+                    },
                 },
                 "Thread": {
                     "type": "object",

@@ -7,6 +7,8 @@ the document names.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.fuzz_fixtures import ROOT, SCHEMATHESIS
@@ -29,6 +31,8 @@ def test_routes_never_answer_5xx(lg, tmp_path):
     lg.run_graph("seed-1")
     command = [
         str(SCHEMATHESIS),
+        "--config-file",
+        str(Path(__file__).with_name("schemathesis.toml")),
         "run",
         f"{lg.url}/openapi.json",
         "--url",

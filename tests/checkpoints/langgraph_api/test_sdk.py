@@ -181,9 +181,12 @@ def test_auth_and_errors_are_json(lg):
         assert r.status_code == 422 and "detail" in r.json(), (body, r.text)
     # A state at a checkpoint is read-only: update_state posts to /state (found by schemathesis).
     assert httpx.post(f"{url}/threads/x/state/0", headers=token).status_code == 405
-    for path in ("/runs", "/assistants/search", "/threads/x/runs", "/threads/x/stream", "/crons"):
+    # Platform routes not served are 501s (test_meta_and_assistants covers the whole table);
+    # a path that is no Platform route stays a 404.
+    for path in ("/runs", "/threads/x/runs", "/assistants"):
         r = httpx.post(f"{url}{path}", headers=token)
-        assert r.status_code == 404 and "does not run graphs" in r.json()["detail"], path
+        assert r.status_code == 501 and "not part of this server" in r.json()["detail"], path
+    assert httpx.post(f"{url}/crons", headers=token).status_code == 404
     # Every route of a thread's runs, as the SDK's runs client calls them.
     for method, path in (
         ("POST", "/threads/x/runs/wait"),
@@ -195,11 +198,11 @@ def test_auth_and_errors_are_json(lg):
         ("GET", "/threads/x/runs"),
     ):
         r = httpx.request(method, f"{url}{path}", headers=token)
-        assert r.status_code == 404 and "does not run graphs" in r.json()["detail"], path
+        assert r.status_code == 501 and "not part of this server" in r.json()["detail"], path
     with pytest.raises(httpx.HTTPStatusError) as caught:
         lg.sync("alice").runs.wait("x", "agent", input={})
-    assert caught.value.response.status_code == 404
-    assert "does not run graphs" in caught.value.response.json()["detail"]
+    assert caught.value.response.status_code == 501
+    assert "runs no graph" in caught.value.response.json()["detail"]
 
 
 def test_a_values_search_passes_over_threads_with_no_state(lg):
