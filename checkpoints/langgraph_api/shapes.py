@@ -37,7 +37,7 @@ from ipaddress import (
     IPv6Interface,
     IPv6Network,
 )
-from pathlib import PurePath
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -148,7 +148,7 @@ _TEXT_TYPES = (
     IPv6Address,
     IPv6Interface,
     IPv6Network,
-    PurePath,
+    Path,
 )
 
 

@@ -1,57 +1,35 @@
 """The same SDK calls against `langgraph dev` (LangGraph's own server) and ours, compared.
 
-`langgraph-cli[inmem]` pins packages our venv cannot hold (jsonschema-rs below schemathesis'
-floor), so it lives in its own venv, made from PyPI on first use (LANGGRAPH_DEV_VENV names
-another). It runs offline, on loopback, on a spare port, serving tests/.../graphs.py.
+`langgraph dev` (tests/langgraph_dev.py) serves tests/.../graphs.py from a langgraph.json;
+ours registers the same file's graphs from that langgraph.json, as CHECKPOINTS_GRAPHS does.
 
 Deliberate differences, not compared: ids and timestamps; auth and owner isolation (the dev
 server has none); a created thread holds one empty checkpoint here (the thread exists in
-the store), none there, so history of an empty thread differs; keep_latest prune (the
+the store), none there, so history of an empty thread differs, and its state here is that
+checkpoint's (the graph's channel defaults, with a checkpoint) where there it is ``{}`` with
+no checkpoint; the run metadata the dev server adds to each checkpoint (run_id,
+assistant_id, langgraph_* ...: ours stores what the writer stored); keep_latest prune (the
 in-memory server refuses it) and `before` paging (it answers 500) are tested in test_sdk.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from checkpoints.graph_sources import graphs_from_langgraph_json
 from checkpoints.langgraph_api.models import ThreadMetadata as ThreadMetadataRow
-from tests.private_servers import free_port
-from tests.services import need_service
+from tests.langgraph_dev import running_dev_server, same_shape
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
 
-VENV = Path(
-    os.environ.get(
-        "LANGGRAPH_DEV_VENV", Path.home() / ".cache" / "checkpoint-store" / "langgraph-dev"
-    )
-)
 HERE = Path(__file__).parent
-
-
-def dev_venv() -> Path:
-    """The venv's ``langgraph`` binary, the venv made from PyPI first when missing."""
-    binary = VENV / "bin" / "langgraph"
-    if not binary.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run(
-            [str(VENV / "bin" / "pip"), "install", "-q", "langgraph-cli[inmem]"], check=True
-        )
-    return binary
-
-
 # What `langgraph dev` serves, and what ours registers from the same file.
 LANGGRAPH_JSON = {
     "dependencies": ["."],
@@ -72,91 +50,10 @@ def dev_folder(tmp_path_factory) -> Path:
     return folder
 
 
-def start_dev_server(folder: Path) -> tuple[subprocess.Popen | None, str]:
-    """``langgraph dev`` serving ``folder`` on a spare port: (the process, its URL); a
-    server that cannot be made or started skips the test, and fails it under
-    CHECKPOINTS_REQUIRE_SERVICES=1 (need_service)."""
-    try:
-        binary = dev_venv()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        need_service(f"the langgraph dev venv at {VENV} cannot be made: {exc}")
-    port = free_port()
-    env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_API_KEY": ""}
-    try:
-        proc = subprocess.Popen(
-            [str(binary), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser"],
-            cwd=folder,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError as exc:
-        need_service(f"langgraph dev ({binary}) cannot start: {exc}")
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        if proc.poll() is not None:
-            break
-        try:
-            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    stop(proc)
-    need_service(f"langgraph dev ({binary}) did not answer {url}/ok")
-    raise AssertionError("unreachable: need_service skips or fails")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def dev_server(dev_folder):
-    proc, url = start_dev_server(dev_folder)
-    try:
+    with running_dev_server(dev_folder) as url:
         yield url
-    finally:
-        stop(proc)
-
-
-SKIP = {
-    "thread_id",
-    "created_at",
-    "updated_at",
-    "state_updated_at",
-    "checkpoint_id",
-    "id",
-    "run_id",
-}
-
-
-def same_shape(ours, theirs, path="") -> list[str]:
-    """Differences between two answers, field by field, ids and timestamps aside."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        out = []
-        for key in sorted(set(ours) | set(theirs)):
-            if key in SKIP:
-                continue
-            if key not in ours or key not in theirs:
-                out.append(f"{path}.{key}: only in {'ours' if key in ours else 'theirs'}")
-                continue
-            out += same_shape(ours[key], theirs[key], f"{path}.{key}")
-        return out
-    if isinstance(ours, list) and isinstance(theirs, list):
-        if len(ours) != len(theirs):
-            return [f"{path}: {len(ours)} items vs {len(theirs)}"]
-        return [
-            d
-            for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
-            for d in same_shape(a, b, f"{path}[{i}]")
-        ]
-    return [] if ours == theirs else [f"{path}: {ours!r} vs {theirs!r}"]
 
 
 def test_same_answers(lg, dev_server):
@@ -374,6 +271,13 @@ def test_same_plain_messages_and_step_minus_one(lg, dev_server, dev_folder, sett
     a, b = (clients[s].threads.get_state(ids[s], checkpoint=first[s]) for s in ("ours", "theirs"))
     assert a["values"] == b["values"] == {"messages": [], "steps": []}
     assert a["next"] == b["next"] == ["__start__"]
+    # A thread made and never run (a documented difference): here its one checkpoint at
+    # step -1 shows the graph's defaults, as get_state at any step -1 does; there no
+    # checkpoint, so {}.
+    made = {s: clients[s].threads.create(metadata={"graph_id": "chat"}) for s in clients}
+    a, b = (clients[s].threads.get_state(made[s]["thread_id"]) for s in ("ours", "theirs"))
+    assert a["values"] == {"messages": [], "steps": []} and a["metadata"]["step"] == -1
+    assert b["values"] == {} and b["checkpoint"] is None
     # A thread's values, a search's values and extract read the same dicts.
     a, b = both(lambda c, t: c.threads.get(t))
     assert same_shape(a["values"], b["values"]) == []
