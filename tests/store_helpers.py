@@ -79,8 +79,11 @@ def remote_saver(request, *, user=None, **options):
 
     from checkpoints.remote import RemoteSaver
     from checkpoints.store.orm.ledger import forget_format_checks
+    from checkpoints.store_service.views import forget_service_saver
 
+    # The flush between tests empties StoreFormat: the service's saver records it again.
     forget_format_checks()
+    forget_service_saver()
     if user is None:
         user = User.objects.filter(username="store-service-admin").first()
         user = user or User.objects.create_superuser("store-service-admin", "", "pw")

@@ -67,9 +67,15 @@ def service_saver() -> Any:
     return saver
 
 
+def forget_service_saver() -> None:
+    """Build the service's saver afresh at the next call (its store was reset, or its
+    settings changed): a new saver checks the store's format generation again."""
+    _savers.clear()
+
+
 def _forget(*, setting: str, **kwargs: Any) -> None:
     if setting in ("CHECKPOINTS", "DATABASES"):
-        _savers.clear()
+        forget_service_saver()
 
 
 setting_changed.connect(_forget)
