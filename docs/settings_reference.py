@@ -15,6 +15,7 @@ the comment above it in the code, so a new setting shows up on the page either w
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -121,6 +122,13 @@ WHAT: dict[str, str] = {
     "DATABASE_URL": "Django's database (`postgres://user@host:5432/name`, "
     "`sqlite:////abs/path.db`); unset, a SQLite file in `CHECKPOINTS_DATA_DIR`.",
     "REDIS_URL": "The cache (the API's throttle counters live there) and the default Redis store.",
+    "CHECKPOINTS_GRAPHS": "The graphs the threads API runs for state updates: a path to a "
+    "`langgraph.json` (its `graphs` map, paths relative to the file as the LangGraph CLI "
+    "reads them) or `name=pkg.module:attr` pairs separated by commas; a graph that cannot "
+    "be loaded is a `manage.py check` error naming it.",
+    "CHECKPOINTS_CORS_ORIGINS": "Comma-separated origins (`https://smith.langchain.com`) "
+    "whose browser pages may call `/langgraph/` (LangGraph Studio, a web app); unset, CORS "
+    "is off. No cookies cross: a browser client sends `x-api-key` as the SDK does.",
     "CHECKPOINTS_LOGIN_FAILURE_LIMIT": "Wrong admin passwords for one user name from one "
     "address before that pair is refused (429, the right password too).",
     "CHECKPOINTS_LOGIN_COOLOFF_MINUTES": "How long that refusal lasts after the last try.",
@@ -207,8 +215,41 @@ def _arithmetic(node: ast.AST) -> bool:
     return False
 
 
-def _env_read(node: ast.AST) -> tuple[str, ast.AST | None] | None:
+def _constants(tree: ast.Module, *, follow: bool = True) -> dict[str, str]:
+    """Module-level string constants, and those imported from this repository's modules
+    (``from checkpoints.graph_sources import GRAPHS_ENV``): a variable named by one."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            found.update({ast.unparse(t): node.value.value for t in node.targets})
+        elif follow and isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            theirs = _module_constants(node.module)
+            found.update(
+                {a.asname or a.name: theirs[a.name] for a in node.names if a.name in theirs}
+            )
+    return found
+
+
+@functools.cache
+def _module_constants(module: str) -> dict[str, str]:
+    """The string constants a module of this repository defines itself (one level: a
+    constant it imports in turn is not followed)."""
+    path = ROOT / (module.replace(".", "/") + ".py")
+    return _constants(ast.parse(path.read_text()), follow=False) if path.is_file() else {}
+
+
+def _env_read(node: ast.AST, constants: dict[str, str]) -> tuple[str, ast.AST | None] | None:
     """(variable, default node) when ``node`` reads one environment variable."""
+
+    def name_of(arg: ast.AST) -> str | None:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return arg.value
+        return constants.get(arg.id) if isinstance(arg, ast.Name) else None
+
     if isinstance(node, ast.Call):
         func = node.func
         args = node.args
@@ -218,14 +259,14 @@ def _env_read(node: ast.AST) -> tuple[str, ast.AST | None] | None:
             and ast.unparse(func.value) == "os.environ"
         )
         is_helper = isinstance(func, ast.Name) and func.id in ENV_HELPERS
-        if (is_get or is_helper) and args and isinstance(args[0], ast.Constant):
-            return args[0].value, args[1] if len(args) > 1 else None
+        if (is_get or is_helper) and args and name_of(args[0]):
+            return name_of(args[0]), args[1] if len(args) > 1 else None
     if (
         isinstance(node, ast.Subscript)
         and ast.unparse(node.value) == "os.environ"
-        and isinstance(node.slice, ast.Constant)
+        and name_of(node.slice)
     ):
-        return node.slice.value, None
+        return name_of(node.slice), None
     return None
 
 
@@ -243,10 +284,12 @@ def settings_variables() -> list[Variable]:
     """Every variable project/settings.py reads, in the order it reads them."""
     source = SETTINGS.read_text()
     lines = source.splitlines()
+    tree = ast.parse(source)
+    constants = _constants(tree)
     found: dict[str, Variable] = {}
 
     def visit(node: ast.AST, feeds: str, statement: ast.stmt, comment_line: int) -> None:
-        read = _env_read(node)
+        read = _env_read(node, constants)
         if read is not None:
             name, default = read
             if name not in found:
@@ -270,7 +313,7 @@ def settings_variables() -> list[Variable]:
         for child in ast.iter_child_nodes(node):
             visit(child, feeds, statement, comment_line)
 
-    for statement in ast.parse(source).body:
+    for statement in tree.body:
         if isinstance(statement, ast.FunctionDef):
             continue  # the helpers' own os.environ reads take their caller's name
         if isinstance(statement, ast.If):
@@ -292,8 +335,10 @@ def elsewhere_variables(known: set[str]) -> list[Variable]:
                 continue
             source = path.read_text()
             lines = source.splitlines()
-            for node in ast.walk(ast.parse(source)):
-                read = _env_read(node)
+            tree = ast.parse(source)
+            constants = _constants(tree)
+            for node in ast.walk(tree):
+                read = _env_read(node, constants)
                 if read is None or read[0] in known or read[0] in found:
                     continue
                 if read[0] == "DJANGO_SETTINGS_MODULE":

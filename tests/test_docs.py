@@ -148,10 +148,14 @@ def test_generator_reads_a_new_variable(tmp_path, monkeypatch):
     settings.write_text(
         generator.SETTINGS.read_text()
         + '\n# How many widgets to keep.\nWIDGETS = _env_number("CHECKPOINTS_WIDGETS", 3)\n'
+        + 'GADGETS_ENV = "CHECKPOINTS_GADGETS"\n'
+        + "# Gadgets, named by a constant.\nGADGETS = os.environ.get(GADGETS_ENV, 'one')\n"
     )
     monkeypatch.setattr(generator, "SETTINGS", settings)
-    row = next(line for line in generator.render().splitlines() if "CHECKPOINTS_WIDGETS" in line)
-    assert row == "| `CHECKPOINTS_WIDGETS` | `3` | `WIDGETS` | How many widgets to keep. |"
+    rows = [line for line in generator.render().splitlines() if "_WIDGETS" in line]
+    assert rows == ["| `CHECKPOINTS_WIDGETS` | `3` | `WIDGETS` | How many widgets to keep. |"]
+    rows = [line for line in generator.render().splitlines() if "_GADGETS" in line]
+    assert rows == ["| `CHECKPOINTS_GADGETS` | `one` | `GADGETS` | Gadgets, named by a constant. |"]
 
 
 def test_readme_is_a_front_page():
