@@ -27,8 +27,9 @@ print("TOKEN", Token.objects.get_or_create(user=user)[0].key)
 class ServiceProcess:
     """``manage.py runserver`` on ``port`` over ``sqlite:///<folder>/store.sqlite3``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, name: str = "service") -> None:
         self.folder = folder
+        self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.database = folder / "store.sqlite3"
@@ -62,7 +63,7 @@ class ServiceProcess:
         self.token = next(line.split()[1] for line in out.splitlines() if line.startswith("TOKEN"))
 
     def start(self) -> None:
-        log = open(self.folder / "service.log", "a")  # noqa: SIM115 - the process writes it
+        log = open(self.folder / f"{self.name}.log", "a")  # noqa: SIM115 - the process writes it
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -106,5 +107,5 @@ class ServiceProcess:
                 self.process.wait(10)
 
     def log(self) -> str:
-        path = self.folder / "service.log"
+        path = self.folder / f"{self.name}.log"
         return path.read_text() if path.exists() else ""
