@@ -73,6 +73,19 @@ class Caller:
             del config["configurable"]["user_id"]
         return config
 
+    def owner_pk(self, user: Any) -> int | None:
+        """``user``'s pk in the store's database: users live per database, and a user of
+        another one is the store's user of the same name (none when it has none), as
+        `checkpoints.threads.record_owner` has it."""
+        alias = self.saver.db_alias
+        if user._state.db in (None, alias):
+            return user.pk
+        model = type(user)
+        found = model._default_manager.db_manager(alias).filter(
+            **{model.USERNAME_FIELD: user.get_username()}
+        )
+        return found.values_list("pk", flat=True).first()
+
     # -- threads -----------------------------------------------------------------------------
     def _owner_pk(self, thread_id: str) -> tuple[bool, int | None]:
         """(whether the store has the thread's record, its owner's pk)."""
@@ -93,7 +106,7 @@ class Caller:
         if not self.owned:
             raise not_found(thread_id)
         known, owner_pk = self._owner_pk(thread_id)
-        if known and owner_pk != self.owner(config).pk:
+        if known and (owner_pk is None or owner_pk != self.owner_pk(self.owner(config))):
             raise not_found(thread_id)
 
     def claim(self, thread_id: str, config: dict[str, Any] | None) -> None:
@@ -104,7 +117,7 @@ class Caller:
             if not self.writes_any:
                 raise not_found(thread_id)
             return
-        owner = self.owner(config)
+        owner = self.owner_pk(self.owner(config))
         known, owner_pk = self._owner_pk(thread_id)
         if not known:
             now = utcnow()
@@ -113,12 +126,12 @@ class Caller:
                 # transaction (a test's, a host's ATOMIC_REQUESTS) usable.
                 with transaction.atomic(using=self.saver.db_alias):
                     Thread.objects.using(self.saver.db_alias).create(
-                        thread_id=thread_id, owner_id=owner.pk, created_at=now, last_write_at=now
+                        thread_id=thread_id, owner_id=owner, created_at=now, last_write_at=now
                     )
                 return
             except IntegrityError:
                 known, owner_pk = self._owner_pk(thread_id)
-        if owner_pk == owner.pk or self.writes_any:
+        if (owner_pk is not None and owner_pk == owner) or self.writes_any:
             return
         raise not_found(thread_id)
 
@@ -135,9 +148,11 @@ class Caller:
         known, owner_pk = self._owner_pk(thread_id)
         if not known:
             return False
-        if owner_pk != self.user.pk and not self.reads_any:
+        mine = owner_pk is not None and owner_pk == self.owner_pk(self.user)
+        if not mine and not self.reads_any:
             raise not_found(thread_id)
-        permissions.require(self.user, action, owner_pk=owner_pk)
+        # permissions.require compares with the token user's own pk.
+        permissions.require(self.user, action, owner_pk=self.user.pk if mine else owner_pk)
         return True
 
     def require_staff(self, action: str) -> None:

@@ -30,6 +30,7 @@ from checkpoints.codec.compression import refuse_large_checkpoint
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
 from checkpoints.langgraph_api.base import ApiKeyAuthentication
+from checkpoints.models import Thread
 from checkpoints.remote.wire import (
     CONTENT_TYPE,
     ENVELOPE_BYTES,
@@ -259,10 +260,13 @@ class StoreServiceView(StoreAPIView):
             return [_tuple(t, serde) for t in found]
         if not caller.owned:
             return []
+        owner_pk = caller.owner_pk(caller.user)
         mine = set(
-            caller.user.checkpoint_threads.db_manager(saver.db_alias).values_list(
-                "thread_id", flat=True
-            )
+            Thread.objects.using(saver.db_alias)
+            .filter(owner_id=owner_pk)
+            .values_list("thread_id", flat=True)
+            if owner_pk is not None
+            else ()
         )
         out = []
         for tup in saver.list(config, filter=filter_, before=before):
