@@ -496,7 +496,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         self._call("delete_thread", {"thread_id": thread_id}, idempotent=True)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._call("delete_for_runs", {"run_ids": _id_list(run_ids)}, idempotent=True)
+        self._call("delete_for_runs", {"run_ids": [str(r) for r in run_ids]}, idempotent=True)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         body = {"source": source_thread_id, "target": target_thread_id}
@@ -582,7 +582,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         await self._acall("delete_thread", {"thread_id": thread_id}, idempotent=True)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._acall("delete_for_runs", {"run_ids": _id_list(run_ids)}, idempotent=True)
+        body = {"run_ids": [str(r) for r in run_ids]}
+        await self._acall("delete_for_runs", body, idempotent=True)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         body = {"source": source_thread_id, "target": target_thread_id}
@@ -620,9 +621,15 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         return f"{number + 1:032}.{random.random():016}"
 
 
-def _id_list(ids: Any) -> Any:
-    # A bare string is sent as it is: the service refuses it as the in-process saver does.
-    return ids if isinstance(ids, (str, bytes)) else [str(i) for i in ids]
+def _id_list(ids: Any, field: str = "thread_ids") -> list[str]:
+    """Thread ids as a list; a bare string refused as the store's savers refuse it."""
+    if isinstance(ids, (str, bytes)):
+        # "ab" is not the ids "a" and "b", nor surely the one id: refused as the store's
+        # savers refuse it (a TypeError too), before any call.
+        raise errors.InvalidArgumentType(
+            f"{field} must be a list of ids, not a {type(ids).__name__} ({ids!r})", field=field
+        )
+    return [str(i) for i in ids]
 
 
 def _backoff(attempt: int) -> float:
