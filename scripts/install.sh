@@ -10,7 +10,9 @@ venv="${VENV:-.venv}"
 stamp="$venv/.installed${extras:+-$extras}"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)${PIN:+ $PIN}"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$venv/bin/pip" install --quiet --upgrade pip >/dev/null 2>&1 || true
+  # First: the pip Python 3.11 ships (23.2) cannot resolve the OpenTelemetry pins.
+  "$venv/bin/pip" install --quiet --upgrade pip >/dev/null 2>&1 \
+    || echo "note: could not upgrade pip in $venv; an old pip may fail to resolve" >&2
   "$venv/bin/pip" install --quiet -e ".${extras:+[$extras]}" ${PIN:+"$PIN"}
   echo "$want" > "$stamp"
 fi
