@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce, Length
 
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
@@ -31,6 +32,55 @@ def with_checkpoint_count(rows: QuerySet) -> QuerySet:
         .values("n")
     )
     return rows.annotate(checkpoint_count=Coalesce(Subquery(count, output_field=IntegerField()), 0))
+
+
+def with_turns(rows: QuerySet) -> QuerySet:
+    """Thread rows annotated with ``turns``: the root graph's input checkpoints (one per
+    invoke with new input), counted per row like ``checkpoint_count``."""
+    inputs = (
+        Checkpoint.objects.filter(thread=OuterRef("pk"), checkpoint_ns="", source="input")
+        .order_by()
+        .values("thread")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return rows.annotate(turns=Coalesce(Subquery(inputs, output_field=IntegerField()), 0))
+
+
+def last_writes(*, alias: str, thread_pks: Iterable[int], channel: str) -> list[tuple]:
+    """(thread pk, checkpoint id, task id, idx, type, blob) of each thread's newest write on
+    ``channel`` in the root namespace: for ``messages``, the message the thread last added,
+    a small row beside a head that holds the whole conversation."""
+    newest = (
+        PendingWrite.objects.filter(thread=OuterRef("pk"), checkpoint_ns="", channel=channel)
+        .order_by("-checkpoint_id", "-task_id", "-idx")
+        .values("pk")[:1]
+    )
+    ids = (
+        Thread.objects.using(alias)
+        .filter(pk__in=list(thread_pks))
+        .annotate(last=Subquery(newest))
+        .values_list("last", flat=True)
+    )
+    return list(
+        PendingWrite.objects.using(alias)
+        .filter(pk__in=[i for i in ids if i is not None])
+        .values_list("thread_id", "checkpoint_id", "task_id", "idx", "type", "blob")
+    )
+
+
+def threads_with_metadata(*, alias: str, key: str, values: list) -> QuerySet:
+    """The thread pks with a checkpoint whose metadata holds ``key`` equal to one of
+    ``values``: from the metadata's GIN index where the database has one."""
+    rows = Checkpoint.objects.using(alias)
+    if dialect_saver(alias).indexed_json_containment:
+        wanted = Q()
+        for value in values:
+            wanted |= Q(metadata__contains={key: value})
+        rows = rows.filter(wanted)
+    else:
+        rows = rows.annotate(found=KeyTransform(key, "metadata")).filter(found__in=values)
+    return rows.order_by().values("thread_id")
 
 
 def thread_by_pk(*, alias: str, pk: int) -> Thread | None:

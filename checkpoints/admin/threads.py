@@ -1,7 +1,8 @@
-"""The thread list and thread page: status at a glance, lineage, the checkpoint tree."""
+"""One subject: the thread list and thread page (status at a glance, lineage, the tree)."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from urllib.parse import urlencode
 
@@ -31,6 +32,7 @@ from checkpoints.admin.interrupts import interrupt_node, interrupt_nodes
 from checkpoints.admin.paging import IndexPaginator
 from checkpoints.admin.store_choice import store_alias, store_saver
 from checkpoints.channels import ERROR, INTERRUPT
+from checkpoints.codec.render import content_text, is_message, words
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import Thread
 from checkpoints.pages import unindexed
@@ -40,6 +42,34 @@ from checkpoints.timetravel import TimeTravel
 
 # An error's words on a status line; the checkpoint page shows the whole message.
 ERROR_CHARS = 500
+
+
+# A last message's preview, in characters (the cell shows one line of it).
+PREVIEW_CHARS = 200
+# The channel LangGraph's MessagesState (and most chat graphs) keep the conversation in.
+MESSAGES = "messages"
+
+
+def ago(moment) -> str:
+    """How long ago, in the few characters a list cell has: "4 min ago", "3 h ago"."""
+    seconds = max(0, int((utcnow() - moment).total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
+def metadata_values(text: str) -> list:
+    """What ``key=text`` may match: the text, and the JSON value it spells (42, true) when
+    it spells one, since metadata keeps numbers as numbers."""
+    found: list = [text]
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return found
+    if isinstance(parsed, (int, float, bool)) or parsed is None:
+        found.append(parsed)
+    return found
 
 
 # Stands for a checkpoint's pk in a URL reversed once for a page of links.
@@ -87,6 +117,7 @@ class ThreadChangeList(ChangeList):
         self.result_list = list(self.result_list)
         self.model_admin.read_questions(self.result_list)
         self.model_admin.read_claims(self.result_list)
+        self.model_admin.read_last_messages(self.result_list)
 
 
 class ThreadAdminExtension:
@@ -120,14 +151,16 @@ class ThreadAdmin(
     ReadOnlyMixin,
     admin.ModelAdmin,
 ):
+    # One line per thread at 1400 px (issue 54): when it is due and its declared retention
+    # are on its page and in its markers' words; the last message is the row's last cell.
     list_display = (
         "thread_id",
         "status",
         "owner",
         "last_write_seconds",
         "checkpoint_count",
-        "due_at",
-        "declared_retention",
+        "turns",
+        "last_message",
     )
     list_filter = [
         StatusFilter,
@@ -136,7 +169,10 @@ class ThreadAdmin(
         ProviderFilter,
     ]
     search_fields = ("thread_id",)
-    search_help_text = "Thread id, exactly or its beginning."
+    search_help_text = (
+        "Part of a thread id, or key=value: threads with a checkpoint whose metadata holds "
+        "it (user_id=42, assistant_id=support)."
+    )
     list_select_related = ("owner",)
     list_per_page = 50
     ordering = ("-last_write_at", "-id")
@@ -200,7 +236,7 @@ class ThreadAdmin(
 
     def get_queryset(self, request):
         rows = super().get_queryset(request).using(store_alias())
-        return status.with_status_facts(queries.with_checkpoint_count(rows))
+        return status.with_status_facts(queries.with_turns(queries.with_checkpoint_count(rows)))
 
     def read_claims(self, rows) -> None:
         """The holds and parks on the page's rows, one read per kind of claim."""
@@ -267,6 +303,26 @@ class ThreadAdmin(
         for thread_pk, path in interrupt_nodes(asked).items():
             waiting[thread_pk].node = path
 
+    def read_last_messages(self, rows) -> None:
+        """Each row's last message in one line: the newest write on ``messages``, not the
+        head (whose list may hold the whole conversation)."""
+        saver = store_saver()
+        by_pk = {r.pk: r for r in rows}
+        found = queries.last_writes(alias=store_alias(), thread_pks=by_pk, channel=MESSAGES)
+        for thread_pk, checkpoint_id, task_id, idx, type_, blob in found:
+            row = by_pk[thread_pk]
+            try:
+                value = saver.decode_write(
+                    row.thread_id, "", checkpoint_id, task_id, idx, MESSAGES, type_, blob
+                )
+            except CheckpointStoreError as exc:
+                row.last_message = ("", f"unreadable: {exc}")
+                continue
+            last = value[-1] if isinstance(value, (list, tuple)) and value else value
+            who = getattr(last, "type", "") if is_message(last) else ""
+            text = content_text(last.content) if who else words(last)
+            row.last_message = (who, " ".join(text.split())[:PREVIEW_CHARS])
+
     def head_details(self, obj) -> dict[str, str]:
         """The interrupt's question and node, or the error, read from the head's writes."""
         if not (obj.has_interrupt or obj.has_error):
@@ -314,18 +370,19 @@ class ThreadAdmin(
 
     @admin.display(description="status")
     def status(self, obj):
-        """Every marker as a badge (its detail on hover), then one line of words: the
-        question a waiting thread asks, else the first marker's detail, else how recent."""
+        """Every marker as a badge (its detail on hover), then the first marker's detail
+        (else how recent) cut to the row's one line; a waiting thread's question gets a
+        line of its own."""
         markers = self.markers_of(obj, detailed=False)
         if not markers:
             found = self.status_of(obj, detailed=False)
-            markers, line = [status.Marker(found.kind, found.detail)], found.detail
-        else:
-            asks = [m for m in markers if m.kind == "waiting_on_human"]
-            line = (asks or markers)[0].detail
+            markers = [status.Marker(found.kind, found.detail)]
+        asks = [m for m in markers if m.kind == "waiting_on_human"]
+        line = (asks or markers)[0].detail
         return format_html(
-            '{}<span class="cs-oneline cs-muted" title="{}">{}</span>',
+            '{}<span class="cs-oneline cs-muted{}" title="{}">{}</span>',
             self._badges(markers),
+            " cs-question" if asks else "",
             line,
             line,
         )
@@ -362,9 +419,30 @@ class ThreadAdmin(
             ),
         )
 
-    @admin.display(description="last write", ordering="last_write_at")
+    @admin.display(description="last activity", ordering="last_write_at")
     def last_write_seconds(self, obj):
-        return when(obj.last_write_at)
+        if obj.last_write_at is None:
+            return "never"
+        return format_html(
+            '<span title="{}">{}</span>', when(obj.last_write_at), ago(obj.last_write_at)
+        )
+
+    @admin.display(description="turns", ordering="turns")
+    def turns(self, obj):
+        return obj.turns
+
+    @admin.display(description="last message")
+    def last_message(self, obj):
+        who, text = getattr(obj, "last_message", ("", ""))
+        if not text:
+            return "—"
+        return format_html(
+            '<span class="cs-oneline cs-preview" title="{}"><span class="cs-role">{}</span> {}'
+            "</span>",
+            text,
+            who,
+            text,
+        )
 
     # The thread page's dates in the console's one format (Django's own reads "Jan. 2, 2026").
     @admin.display(description="created")
@@ -379,10 +457,17 @@ class ThreadAdmin(
         term = search_term.strip()
         if not term:
             return queryset, False
-        # Exact and prefix matches keep to the unique index; a substring scan would not.
-        return queryset.filter(thread_id__startswith=term), False
+        key, eq, value = term.partition("=")
+        if eq and key.strip():
+            values = metadata_values(value.strip())
+            found = queries.threads_with_metadata(
+                alias=store_alias(), key=key.strip(), values=values
+            )
+            return queryset.filter(pk__in=found), False
+        # Any part of an id: a scan of the ids, where a prefix kept to the unique index.
+        return queryset.filter(thread_id__contains=term), False
 
-    @admin.display(description="checkpoints")
+    @admin.display(description="checkpoints", ordering="checkpoint_count")
     def checkpoint_count(self, obj):
         return format_html('<a href="{}">{}</a>', history_url(obj.pk), obj.checkpoint_count)
 

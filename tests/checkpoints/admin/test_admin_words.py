@@ -162,9 +162,11 @@ def test_history_shows_each_rows_namespace_and_filters_on_it(admin_client, saver
     assert len(listed) == len(rows_of("asks", ns=None))
     assert sum('field-namespace"><span class="cs-ns cs-ns-root">root<' in r for r in listed) == 3
     assert sum(f'title="{inner_ns}">review<' in r for r in listed) == 2
-    # The filter offers root, any subgraph, and each of the thread's namespaces.
+    # The filter offers root, any subgraph, and each node with its calls (issue 54).
     assert "?namespace=root" in every and "?namespace=subgraphs" in every
-    assert f"namespace={inner_ns.replace(':', '%3A')}" in every
+    assert "namespace=review%3A%2A" in every and "review: 1 call<" in every
+    node = history_rows(get(admin_client, CHECKPOINTS, thread__id__exact=pk, namespace="review:*"))
+    assert len(node) == 2 and not any("cs-ns-root" in r for r in node)
     root = history_rows(get(admin_client, CHECKPOINTS, thread__id__exact=pk, namespace="root"))
     assert len(root) == 3 and all("cs-ns-root" in r for r in root)
     inner = history_rows(get(admin_client, CHECKPOINTS, thread__id__exact=pk, namespace=inner_ns))
