@@ -15,16 +15,19 @@ import sys
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError
-from redis.exceptions import RedisError
+from django.db import OperationalError, ProgrammingError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.reachability import cache_findings, database_findings, store_findings
 from checkpoints.store.diagnosis import bound_connect_wait
 
-# Errors a wrong setting or a server that does not answer end in; anything else is a bug
-# and keeps its traceback.
-EXPLAINED = (ImproperlyConfigured, CheckpointConfigError, DatabaseError, RedisError)
+# Errors a wrong setting or a server that does not answer end in (OperationalError: cannot
+# connect; ProgrammingError: a missing table, a role without rights); anything else, such as
+# an IntegrityError, is a bug and keeps its traceback.
+CONNECTION_ERRORS = (OperationalError, ProgrammingError, RedisConnectionError, RedisTimeoutError)
+EXPLAINED = (ImproperlyConfigured, CheckpointConfigError, *CONNECTION_ERRORS)
 WHERE = "(--traceback, or DJANGO_DEBUG=1, shows where it was raised)"
 
 
@@ -49,8 +52,10 @@ def explain(exc: BaseException) -> list[str]:
         text = exc.message
     else:
         text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, CONNECTION_ERRORS):
+        text = text.splitlines()[0]  # the driver's hints follow; the findings say more
     lines = [f"{type(exc).__name__}: {text}"]
-    if isinstance(exc, (DatabaseError, RedisError)):
+    if isinstance(exc, CONNECTION_ERRORS):
         # The driver's sentence names no setting: ask each server again, so the lines say
         # which setting points where, and the fix for the cause.
         bound_connect_wait()

@@ -259,6 +259,13 @@ def test_a_command_on_an_unreachable_database_names_the_setting(tmp_path):
     assert "Traceback" in debug.stderr
 
 
+def test_a_command_before_migrate_is_told_to_migrate(tmp_path):
+    done = manage(tmp_path, "seed_demo")
+    assert done.returncode == 1
+    text = said(done)
+    assert "checkpoint tables are missing" in text and "fix: run `manage.py migrate`" in text
+
+
 def test_a_server_boot_on_wrong_settings_is_a_few_lines(tmp_path):
     env = service_env(tmp_path, FLOW_CHECKPOINT_RETENTION_DAYS="7")
     done = subprocess.run(
