@@ -3,6 +3,7 @@ repository resolves (offline), the settings reference is current, the README sta
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 import subprocess
@@ -86,6 +87,63 @@ def test_no_page_points_outside_the_repository(page):
     text = page.read_text()
     for outside in ("../shared", "/work/shared", "shared/DESIGN.md", "shared/CONVENTIONS.md"):
         assert outside not in text, f"{page.name} points to {outside}"
+
+
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+REPO_FILE = re.compile(
+    r"(?:checkpoints|retention|project|tests|bench|scripts|docs|\.ci)/[\w./-]*"
+    r"\.(?:py|md|toml|sh|yml|yaml|html|json)"
+)
+DOTTED = re.compile(r"(?:checkpoints|retention|project)(?:\.\w+)+")
+CHECK_ID = re.compile(r"(?:checkpoints|retention)\.[EW]\d{3}")
+
+
+def _resolves(name: str) -> bool:
+    """Whether ``name`` is a module of ours, or an attribute reached from one."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+@pytest.mark.django_db
+def test_every_name_the_docs_give_exists():
+    """Files, modules, classes, functions, system check ids and permissions named in code
+    spans are in the code: a rename that leaves the docs behind fails here."""
+    from django.contrib.auth.models import Permission
+
+    sources = "\n".join(
+        path.read_text()
+        for package in ("checkpoints", "retention", "project")
+        for path in (ROOT / package).rglob("*.py")
+    )
+    permissions = {
+        f"{app}.{codename}"
+        for app, codename in Permission.objects.values_list("content_type__app_label", "codename")
+    }
+    missing = []
+    for page in CHECKED:
+        for span in set(CODE_SPAN.findall(page.read_text())):
+            span = span.strip()
+            if REPO_FILE.fullmatch(span):
+                ok = (ROOT / span).exists()
+            elif CHECK_ID.fullmatch(span):
+                ok = f'"{span}"' in sources
+            elif DOTTED.fullmatch(span):
+                ok = span in permissions or _resolves(span)
+            else:
+                continue
+            if not ok:
+                missing.append(f"{page.relative_to(ROOT)}: {span}")
+    assert not missing, missing
 
 
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
