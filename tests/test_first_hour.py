@@ -419,3 +419,27 @@ def test_the_cache_returns_to_redis_once_it_answers(private_cache):
     assert not cache.down
     cache.set("first-hour", 2)
     assert private_cache.cli(private_cache.port, "DBSIZE").strip() == "1"
+
+
+# -- the shared pieces -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:pw@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("postgres://app:p%40ss@db:5432/store", "postgres://app:***@db:5432/store"),
+        ("rediss://user:secret@cache.internal/3", "rediss://user:***@cache.internal/3"),
+        ("redis://127.0.0.1:6379/15", "redis://127.0.0.1:6379/15"),
+    ],
+)
+def test_a_shown_url_never_holds_its_password(url, shown):
+    from checkpoints.store.diagnosis import mask_url
+
+    assert mask_url(url) == shown
+
+
+def test_a_shown_database_entry_never_holds_its_password():
+    from checkpoints.store.diagnosis import database_value
+
+    entry = {"ENGINE": "django.db.backends.postgresql", "NAME": "store", "USER": "app",
+             "PASSWORD": "hunter2", "HOST": "db", "PORT": "6543"}  # fmt: skip
+    assert database_value(entry) == "postgres://app:***@db:6543/store"

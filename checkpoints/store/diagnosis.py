@@ -97,14 +97,15 @@ def _sqlstate(exc: BaseException) -> str | None:
 
 def diagnose_database(exc: BaseException, entry: dict) -> Diagnosis:
     """What ``exc``, raised connecting to or reading from ``entry``'s database, means."""
-    text = _text(exc)
+    text = _text(exc)  # matched against: the driver's words may sit on a cause
+    shown = _first_line(str(exc) or text)  # shown: the error's own first line
     state = _sqlstate(exc)
     host = entry.get("HOST") or "127.0.0.1"
     port = entry.get("PORT") or 5432
     name, user = entry.get("NAME"), entry.get("USER")
     if (entry.get("ENGINE") or "").endswith("sqlite3"):
         if "no such table" in text:
-            return _missing_tables(text)
+            return _missing_tables(shown)
         if "unable to open database file" in text:
             folder = os.path.dirname(str(name)) or "."
             return Diagnosis(
@@ -119,13 +120,13 @@ def diagnose_database(exc: BaseException, entry: dict) -> Diagnosis:
                 "the SQLite file is read-only for this process",
                 "make the file and its folder writable by the user running the service",
             )
-        return Diagnosis("other", f"SQLite refused: {_first_line(text)}", _generic_fix())
+        return Diagnosis("other", f"SQLite refused: {shown}", _generic_fix())
     if state == "42P01" or re.search(r'relation "[^"]+" does not exist', text):
-        return _missing_tables(text)
+        return _missing_tables(shown)
     if state == "42501" or "permission denied" in text:
         return Diagnosis(
             "permission",
-            f"role {user!r} may not read the checkpoint tables ({_first_line(text)})",
+            f"role {user!r} may not read the checkpoint tables ({shown})",
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {user}, "
             "or connect as the role that ran migrate",
         )
@@ -165,13 +166,13 @@ def diagnose_database(exc: BaseException, entry: dict) -> Diagnosis:
             f"what listens at {host}:{port} did not answer as PostgreSQL",
             "correct the port in the URL (PostgreSQL listens on 5432 unless told otherwise)",
         )
-    return Diagnosis("other", f"the database refused: {_first_line(text)}", _generic_fix())
+    return Diagnosis("other", f"the database refused: {shown}", _generic_fix())
 
 
-def _missing_tables(text: str) -> Diagnosis:
+def _missing_tables(shown: str) -> Diagnosis:
     return Diagnosis(
         "tables",
-        f"the checkpoint tables are missing ({_first_line(text)})",
+        f"the checkpoint tables are missing ({shown})",
         "run `manage.py migrate`",
     )
 
@@ -189,6 +190,7 @@ def _first_line(text: str) -> str:
 def diagnose_redis(exc: BaseException, url: str) -> Diagnosis:
     """What ``exc``, raised talking to the Redis at ``url``, means."""
     text = _text(exc)
+    shown = _first_line(str(exc) or text)
     try:
         parts = urlsplit(url)
         where = f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}"
@@ -226,4 +228,4 @@ def diagnose_redis(exc: BaseException, url: str) -> Diagnosis:
             f"what listens at {where} did not answer as Redis in time",
             "correct the host and port in the URL, or start Redis there",
         )
-    return Diagnosis("other", f"Redis refused: {_first_line(text)}", _generic_fix())
+    return Diagnosis("other", f"Redis refused: {shown}", _generic_fix())
