@@ -146,6 +146,33 @@ def test_every_name_the_docs_give_exists():
     assert not missing, missing
 
 
+VARIABLE = re.compile(
+    r"\b(?:CHECKPOINTS|LLM_PROVIDER|DJANGO|REDIS|DATABASE|CELERY|OTEL|DEMO|GUNICORN|WEB|"
+    r"FORWARDED)_[A-Z0-9_]*[A-Z0-9]\b"
+)
+
+
+def test_every_variable_the_docs_give_is_read():
+    """An environment variable a page names is read by the service, its scripts or CI."""
+    sources = (
+        "\n".join(
+            path.read_text()
+            for folder in ("checkpoints", "retention", "project", "scripts", "tests")
+            for path in (ROOT / folder).rglob("*")
+            if path.suffix in (".py", ".sh")
+        )
+        + (ROOT / ".ci" / "run").read_text()
+    )
+    missing = [
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in CHECKED
+        for span in set(CODE_SPAN.findall(page.read_text()))
+        for name in VARIABLE.findall(span)
+        if name not in sources
+    ]
+    assert not missing, missing
+
+
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
