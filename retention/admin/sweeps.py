@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
@@ -9,11 +11,15 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.translation import ngettext
 
-from checkpoints import audit, permissions, selectors
+from checkpoints import audit, permissions, selectors, status
 from checkpoints.admin.base import RefuseBadInputMixin
+from checkpoints.admin.display import when
 from checkpoints.admin.filters import ProviderNameFilter
-from checkpoints.admin.store_choice import store_alias
+from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.errors import CheckpointStoreError
+from checkpoints.models import Thread
+from checkpoints.status import AmongValues
+from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
 from retention.admin.links import ReadMostly, thread_link
 from retention.models import DeletedThread, SparedThread, SweepBatch, SweepRun
@@ -21,6 +27,10 @@ from retention.sweep import sweep_checkpoints as run_sweep
 
 # Deleted ids shown per page of a sweep run's page.
 DELETED_PAGE = 100
+# Rows per page of the sweep preview, and what it sorts by.
+PREVIEW_PAGE = 100
+# "order": the order the sweep deletes them in (the run's record keeps that order).
+SORTS = ("order", "thread", "owner", "last_write", "status", "why")
 
 
 class RecordInline(admin.TabularInline):
@@ -177,7 +187,10 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
             "spared": _with_links(result.spared if result else []),
         }
         if result is not None and not run:
-            context["doomed"] = self._would_delete(saver, result)
+            context["doomed"] = self._would_delete(request, saver, result)
+        if result is not None:
+            context["waiting_words"] = duration_words(result.waiting_minutes)
+            context["finished_words"] = duration_words(result.finished_minutes)
         if result is not None and run:
             if result.sweep_run_id:
                 context["run_url"] = reverse(
@@ -195,16 +208,113 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
             )
         return TemplateResponse(request, "admin/retention/sweeprun/sweep.html", context)
 
-    @staticmethod
-    def _would_delete(saver, result) -> dict[str, list]:
-        """Every thread id the dry run counted, per horizon: the very ids it counted (so
-        the lists are as long as the counts), not a second listing at a later time."""
-        ids = [t for listed in result.deleted_ids.values() for t in listed]
-        pks = selectors.thread_pks(alias=store_alias(), thread_ids=ids)
-        return {
-            horizon: [thread_link(t, pks.get(t)) for t in listed]
-            for horizon, listed in result.deleted_ids.items()
+    def _would_delete(self, request, saver, result) -> dict:
+        """The threads the dry run counted, as a table to decide from: one page of rows
+        (``?sort=``, ``?page=``) with owner, last write, markers, why it is due and a Hold
+        button; and how many of all of them failed. The very ids the dry run counted (so
+        the table is as long as the count), not a second listing at a later time."""
+        horizon_of = {t: h for h, listed in result.deleted_ids.items() for t in listed}
+        alias = store_alias()
+        facts = {
+            tid: (pk, owner or "", last)
+            for pk, tid, owner, last in Thread.objects.using(alias)
+            .filter(AmongValues("thread_id", horizon_of))
+            .values_list("pk", "thread_id", "owner__username", "last_write_at")
         }
+        failed = set(
+            status.with_status_facts(Thread.objects.using(alias))
+            .filter(AmongValues("thread_id", horizon_of))
+            .filter(status.marker_condition("failed", utcnow(), saver=saver))
+            .values_list("thread_id", flat=True)
+        )
+        sort = request.GET.get("sort", "order")
+        key = sort.lstrip("-")
+        if key not in SORTS:
+            key, sort = "order", "order"
+        place = {t: n for n, t in enumerate(horizon_of)}
+        by = {
+            "order": lambda t: place[t],
+            "thread": lambda t: t,
+            "owner": lambda t: facts.get(t, (None, "", None))[1],
+            "last_write": lambda t: facts.get(t, (None, "", None))[2] or utcnow(),
+            "status": lambda t: t not in failed,
+            "why": lambda t: horizon_of[t],
+        }[key]
+        ordered = sorted(horizon_of, key=lambda t: (by(t), t), reverse=sort.startswith("-"))
+        raw = request.GET.get("page", "1")
+        pages = max(1, -(-len(ordered) // PREVIEW_PAGE))
+        number = min(int(raw), pages) if raw.isascii() and raw.isdigit() and raw != "0" else 1
+        shown = ordered[(number - 1) * PREVIEW_PAGE : number * PREVIEW_PAGE]
+        markers = _markers(saver, alias, [facts[t][0] for t in shown if t in facts])
+        may_hold = permissions.staff_may(request.user, "hold")
+        rows = []
+        for thread_id in shown:
+            pk, owner, last = facts.get(thread_id, (None, "", None))
+            found = markers.get(thread_id, [])
+            why = next((m.detail for m in found if m.kind == "past_horizon"), "")
+            rows.append(
+                {
+                    "link": thread_link(thread_id, pk),
+                    "thread_id": thread_id,
+                    "place": place[thread_id] + 1,
+                    "owner": owner or "—",
+                    "last_write": when(last) if last else "—",
+                    "markers": [m for m in found if m.kind not in ("due", "past_horizon")],
+                    "failed": thread_id in failed,
+                    "horizon": horizon_of[thread_id],
+                    "why": why,
+                    "hold_url": (
+                        keep_store(reverse("admin:checkpoints_thread_hold", args=[pk]))
+                        if pk is not None and may_hold
+                        else ""
+                    ),
+                }
+            )
+        base = reverse("admin:retention_sweeprun_sweep")
+        return {
+            "rows": rows,
+            "total": len(ordered),
+            "failed": len(failed),
+            "sort": sort,
+            "sorts": {
+                k: f"{base}?{urlencode({'sort': k if sort != k else '-' + k})}" for k in SORTS
+            },
+            "page": number,
+            "pages": pages,
+            "previous": f"{base}?{urlencode({'sort': sort, 'page': number - 1})}"
+            if number > 1
+            else "",
+            "next": f"{base}?{urlencode({'sort': sort, 'page': number + 1})}"
+            if number < pages
+            else "",
+            "back": f"{base}?{urlencode({'sort': sort, 'page': number})}",
+        }
+
+
+def _markers(saver, alias: str, pks: list[int]) -> dict[str, list[status.Marker]]:
+    """thread id -> its markers, for one page of the preview's rows."""
+    rows = list(status.with_status_facts(Thread.objects.using(alias)).filter(pk__in=pks))
+    now = utcnow()
+    claims = status.claims_of(
+        provider=saver.provider, thread_ids=[r.thread_id for r in rows], now=now
+    )
+    return {
+        r.thread_id: status.row_markers(r, now=now, claims=claims.get(r.thread_id)) for r in rows
+    }
+
+
+def duration_words(minutes: int | None) -> str:
+    """A retention in days and hours, as an operator reads it: 10080 -> "7 days"."""
+    if minutes is None:
+        return "—"
+    days, rest = divmod(int(minutes), 1440)
+    hours, mins = divmod(rest, 60)
+    parts = [
+        f"{n} {unit}{'' if n == 1 else 's'}"
+        for n, unit in ((days, "day"), (hours, "hour"), (mins, "minute"))
+        if n
+    ]
+    return " ".join(parts) or "0 minutes"
 
 
 def _with_links(entries: list[dict]) -> list[dict]:

@@ -13,6 +13,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import ngettext
 
 from checkpoints import audit, permissions
@@ -90,6 +91,12 @@ class RetentionThreadExtension(ThreadAdminExtension):
         thread, back = self._button_target(
             thread_admin, request, object_id, self.has_hold_permission
         )
+        # The sweep preview's Hold leads back to the preview; only a page of this site.
+        asked = request.POST.get("next", "")
+        if asked and url_has_allowed_host_and_scheme(
+            asked, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+        ):
+            back = asked
         if request.method != "POST":
             return HttpResponseRedirect(back)
         saver = store_saver()

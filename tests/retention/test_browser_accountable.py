@@ -47,7 +47,7 @@ def test_hold_a_thread_then_compare_the_dry_run_with_the_runs_stored_ids(page, s
     page.goto(f"{page.base}{SWEEP}")
     counts = page.locator("#sweep-counts").inner_text()
     assert "would delete 5 thread(s)" in counts
-    would = page.locator("#would-delete-finished ol li").all_inner_texts()
+    would = page.locator("#would-delete td.cs-doomed-id").all_inner_texts()
     assert len(would) == 5 and "old-3" not in would
     spared = page.locator("#spared-threads tbody tr").all_inner_texts()
     assert len(spared) == 1 and "old-3" in spared[0] and "hold" in spared[0]

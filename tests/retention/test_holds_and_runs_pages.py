@@ -94,9 +94,11 @@ def test_the_dry_run_lists_every_id_it_counts_and_the_run_page_pages_them(
     hold_thread(due, "due-4", reason="legal hold", by="lead")
     dry = client.get(SWEEP)
     page = dry.content.decode()
-    would = [t for t in dry.context["doomed"]["finished"]]
+    would = [row["thread_id"] for row in dry.context["doomed"]["rows"]]
     assert len(would) == dry.context["result"].swept_count == 4
-    assert "all 4 it would delete" in page
+    # In the order the sweep deletes them (the preview's default sort), each "finished".
+    assert would == dry.context["result"].deleted_ids["finished"]
+    assert {row["horizon"] for row in dry.context["doomed"]["rows"]} == {"finished"}
     assert "held by lead: legal hold until released" in page
     dry_ids = dry.context["result"].deleted_ids
     ran = client.post(SWEEP, {"post": "yes"})
