@@ -75,6 +75,12 @@ def _module_at(where: str, location: str) -> ModuleType:
             return importlib.import_module(location)
         except ImportError as exc:
             raise CheckpointConfigError(f"{where} cannot be imported: {exc}") from exc
+        except SyntaxError as exc:
+            raise CheckpointConfigError(_syntax_words(where, exc)) from exc
+        except Exception as exc:  # the graph module's own code failed: named, never a traceback
+            raise CheckpointConfigError(
+                f"{where}: {location} failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
     path = Path(location)
     if not path.is_file():
         raise CheckpointConfigError(f"{where}: no such file {location}")
@@ -93,15 +99,17 @@ def _module_at(where: str, location: str) -> ModuleType:
         found.loader.exec_module(module)
     except SyntaxError as exc:
         del sys.modules[module_name]
-        raise CheckpointConfigError(
-            f"{where}: {location} line {exc.lineno}: invalid syntax: {exc.msg}"
-        ) from exc
+        raise CheckpointConfigError(_syntax_words(where, exc)) from exc
     except Exception as exc:  # the graph file's own code failed: named, never a traceback
         del sys.modules[module_name]
         raise CheckpointConfigError(
             f"{where}: {location} failed to load: {type(exc).__name__}: {exc}"
         ) from exc
     return module
+
+
+def _syntax_words(where: str, exc: SyntaxError) -> str:
+    return f"{where}: {exc.filename} line {exc.lineno}: invalid syntax: {exc.msg}"
 
 
 def as_graph(where: str, found: Any) -> Any:

@@ -178,9 +178,16 @@ def test_a_langgraph_json_that_cannot_be_read_is_a_startup_error(tmp_path, conte
         ("./src/broken.py:graph", "invalid syntax"),
         ("./src/failing.py:graph", "failed to load: RuntimeError: no API key"),
         ("no_such_module_here:graph", "cannot be imported"),
+        ("src.broken:graph", "broken.py line 1: invalid syntax"),
+        ("src.failing:graph", "failed to load: RuntimeError: no API key"),
     ],
 )
-def test_each_bad_entry_is_a_check_error_naming_it(project, settings, spec, words):
+def test_each_bad_entry_is_a_check_error_naming_it(project, settings, monkeypatch, spec, words):
+    # The folder on sys.path, as the CLI puts a langgraph.json's dependencies: module paths
+    # (this test's src package, not one an earlier test imported).
+    monkeypatch.syspath_prepend(str(project))
+    for name in ("src", "src.broken", "src.failing"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     (project / "src" / "broken.py").write_text("graph = (\n")
     (project / "src" / "failing.py").write_text("raise RuntimeError('no API key')\n")
     graphs = graphs_from_langgraph_json(
