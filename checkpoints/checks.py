@@ -414,19 +414,22 @@ def static_manifest_missing() -> str | None:
     return storage.manifest_storage.path(storage.manifest_name)
 
 
-def _static_manifest_issue(kind, check_id: str):
+def static_manifest_message() -> str | None:
+    """The one line for a missing static manifest (checks and a server's start say it)."""
     path = static_manifest_missing()
     if path is None:
-        return []
-    return [
-        kind(
-            f"STORAGES['staticfiles'] hashes file names from {path}, which does not exist "
-            "(DJANGO_DEBUG=0 before collectstatic): pages link unhashed names and the admin "
-            "is unstyled; fix: run `manage.py collectstatic --no-input` (scripts/serve.sh "
-            "does), or DJANGO_DEBUG=1 for development.",
-            id=check_id,
-        )
-    ]
+        return None
+    return (
+        f"STORAGES['staticfiles'] hashes file names from {path}, which does not exist "
+        "(DJANGO_DEBUG=0 before collectstatic): pages link unhashed names and the admin "
+        "is unstyled; fix: run `manage.py collectstatic --no-input` (scripts/serve.sh "
+        "does), or DJANGO_DEBUG=1 for development."
+    )
+
+
+def _static_manifest_issue(kind, check_id: str):
+    message = static_manifest_message()
+    return [] if message is None else [kind(message, id=check_id)]
 
 
 @register(Tags.staticfiles, deploy=True)

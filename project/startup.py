@@ -19,6 +19,7 @@ from django.db import OperationalError, ProgrammingError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from checkpoints.checks import static_manifest_message
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.reachability import cache_findings, database_findings, store_findings
 from checkpoints.store.diagnosis import bound_connect_wait
@@ -40,6 +41,14 @@ def prepare() -> None:
     name = settings.DATABASES.get("default", {}).get("NAME")
     if data_dir is not None and name and Path(str(name)).parent == Path(data_dir):
         Path(data_dir).mkdir(parents=True, exist_ok=True)
+
+
+def announce() -> None:
+    """Say at a server's start what the system checks would (gunicorn and uvicorn run none):
+    a missing static manifest."""
+    message = static_manifest_message()
+    if message is not None:
+        print(f"warning: {message}", file=sys.stderr)
 
 
 def wants_traceback(argv: list[str] | None = None) -> bool:

@@ -5,7 +5,7 @@ import os
 from django.core.wsgi import get_wsgi_application
 
 from project.otel import setup as setup_tracing  # noqa: E402
-from project.startup import explained, prepare
+from project.startup import announce, explained, prepare
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 setup_tracing()  # before the app loads, so Django's middleware is instrumented
@@ -14,3 +14,4 @@ setup_tracing()  # before the app loads, so Django's middleware is instrumented
 with explained(exit_code=3):
     prepare()
     application = get_wsgi_application()
+    announce()

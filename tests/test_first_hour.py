@@ -311,6 +311,20 @@ def test_a_missing_static_manifest_is_a_deploy_error(tmp_path):
     assert "E050" not in manage(tmp_path, "check", "--deploy", **PROD_ENV).stdout
 
 
+def test_a_server_start_without_a_static_manifest_says_so(tmp_path):
+    env = {**service_env(tmp_path), **PROD_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", "import project.wsgi"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "warning: STORAGES['staticfiles']" in said(done) and "collectstatic" in done.stderr
+
+
 @pytest.mark.django_db
 def test_admin_pages_answer_without_a_static_manifest(tmp_path):
     storages = {
