@@ -74,7 +74,7 @@ def _module_at(where: str, location: str) -> ModuleType:
         try:
             return importlib.import_module(location)
         except ImportError as exc:
-            raise CheckpointConfigError(f"{where} cannot be imported: {exc}") from exc
+            raise CheckpointConfigError(f"{where} cannot be loaded: {exc}") from exc
         except SyntaxError as exc:
             raise CheckpointConfigError(_syntax_words(where, exc)) from exc
         except Exception as exc:  # the graph module's own code failed: named, never a traceback

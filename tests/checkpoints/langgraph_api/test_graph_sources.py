@@ -177,7 +177,7 @@ def test_a_langgraph_json_that_cannot_be_read_is_a_startup_error(tmp_path, conte
         ("./src/agent.py:not_a_factory_result", "the factory returned a int"),
         ("./src/broken.py:graph", "invalid syntax"),
         ("./src/failing.py:graph", "failed to load: RuntimeError: no API key"),
-        ("no_such_module_here:graph", "cannot be imported"),
+        ("no_such_module_here:graph", "cannot be loaded: No module named"),
         ("src.broken:graph", "broken.py line 1: invalid syntax"),
         ("src.failing:graph", "failed to load: RuntimeError: no API key"),
     ],
