@@ -16,7 +16,7 @@ from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 
 from checkpoints.admin import queries
-from checkpoints.admin.display import Paging, shown_change
+from checkpoints.admin.display import Paging, is_internal, shown_change
 from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.admin.views import _CheckpointPage, _summary, bad_request, load_tuple
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
@@ -82,6 +82,9 @@ class CompareView(_CheckpointPage):
                 raise Http404(f"the saver holds no checkpoint {row.checkpoint_id!r}")
         before, after = (s.checkpoint.get("channel_values") or {} for s in saved)
         changes = channel_changes(before, after)
+        # LangGraph's bookkeeping (branch:to:*) is folded away, as on the checkpoint page.
+        internal = [c for c in changes if is_internal(c.channel)]
+        changes = [c for c in changes if not is_internal(c.channel)]
         return self.render(
             request,
             a,
@@ -91,7 +94,10 @@ class CompareView(_CheckpointPage):
             same_thread=a.thread_id == b.thread_id,
             swap_url=compare_url(b.pk, a.pk),
             changes=[shown_change(c, paging) for c in changes],
-            unchanged=sorted(set(after) - {c.channel for c in changes}),
+            internal_changes=[shown_change(c, paging) for c in internal],
+            unchanged=sorted(
+                c for c in set(after) - {c.channel for c in changes} if not is_internal(c)
+            ),
             before_label="A",
             after_label="B",
             nothing_text="The two checkpoints hold the same state.",

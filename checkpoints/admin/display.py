@@ -371,6 +371,12 @@ def value_html(value: Any) -> SafeString:
     return json_block(value)
 
 
+def _items_html(items: list) -> SafeString:
+    if is_message_list(items):
+        return transcript(list(items))
+    return format_html_join("", '<div class="cs-item">{}</div>', ((value_html(v),) for v in items))
+
+
 def shown_change(change, paging: Paging) -> dict:
     """What the diff page shows of one ChannelChange, as HTML, and nothing more.
 
@@ -392,8 +398,11 @@ def shown_change(change, paging: Paging) -> dict:
         return cut.items
 
     if change.kind == "list":
-        shown["appended"] = [value_html(v) for v in page(change.appended)]
-        shown["dropped"] = [value_html(v) for v in page(change.dropped)]
+        # One block per side ("+85 items"), messages as one transcript: an append-only
+        # list of 85 messages made 85 disclosure lines.
+        shown["appended_count"], shown["dropped_count"] = len(change.appended), len(change.dropped)
+        shown["appended"] = _items_html(page(change.appended))
+        shown["dropped"] = _items_html(page(change.dropped))
     elif change.kind == "dict":
         # A dict whose 50,000 keys all changed made a 5 MB page: the first keys of each kind.
         def first(pairs: Mapping) -> list:

@@ -297,6 +297,12 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         if newer is not None:
             links["newer_url"] = checkpoint_change_url(newer[0])
             links["history_url"] += "&" + urlencode({keyset.BEFORE: newer[1]})
+        parent, head = queries.parent_and_head(alias=store_alias(), row=row)
+        # A is the older side of a comparison: the parent, or this checkpoint against the head.
+        if parent is not None:
+            links["compare_parent_url"] = compare_url(parent, pk)
+        if head is not None and head != pk:
+            links["compare_head_url"] = compare_url(pk, head)
         return links
 
     # -- list actions: each leads to the same confirmation page as the object's button ---

@@ -159,7 +159,11 @@ def neighbours(*, alias: str, pk) -> tuple[dict | None, tuple | None, tuple | No
     """The checkpoint row ``pk`` (thread pk, ns, id), and the (pk, checkpoint id) of the
     older and the newer checkpoint of the same thread and namespace (None at either end)."""
     rows = Checkpoint.objects.using(alias)
-    row = rows.filter(pk=pk).values("thread_id", "checkpoint_ns", "checkpoint_id").first()
+    row = (
+        rows.filter(pk=pk)
+        .values("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
+        .first()
+    )
     if row is None:
         return None, None, None
     same = rows.filter(thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"])
@@ -169,6 +173,22 @@ def neighbours(*, alias: str, pk) -> tuple[dict | None, tuple | None, tuple | No
         return near.order_by(order).values_list("pk", "checkpoint_id").first()
 
     return row, nearest("lt", "-checkpoint_id"), nearest("gt", "checkpoint_id")
+
+
+def parent_and_head(*, alias: str, row: dict) -> tuple[int | None, int | None]:
+    """The pks of the parent and of the namespace's head of ``row`` (a `neighbours` row)."""
+    same = Checkpoint.objects.using(alias).filter(
+        thread_id=row["thread_id"], checkpoint_ns=row["checkpoint_ns"]
+    )
+    parent = None
+    if row.get("parent_checkpoint_id"):
+        parent = (
+            same.filter(checkpoint_id=row["parent_checkpoint_id"])
+            .values_list("pk", flat=True)
+            .first()
+        )
+    head = same.order_by("-checkpoint_id").values_list("pk", flat=True).first()
+    return parent, head
 
 
 def checkpoint_windows(

@@ -244,13 +244,14 @@ def test_the_compare_page_shows_messages_as_messages(admin_client, saver):
         if 'cs-card cs-change"' in change[1:]
         else None
     ]
-    assert change.count("+ added item") == 7
+    # Appended items are one block ("+7 items added"), the messages one transcript.
+    assert change.count("+7 items added") == 1 and change.count("cs-appended") == 1
     assert '<th class="cs-role">ai</th>' in change and "<strong>Order 42</strong>" in change
     assert "&quot;$type&quot;" not in change and '"content":' not in change
     assert "<script>alert" not in page and "&lt;script&gt;alert" in page
     # B may be named by its checkpoint id; the swap link turns the comparison round.
     by_id = get(admin_client, COMPARE, a=rows[1].pk, b=rows[-1].checkpoint_id)
-    assert by_id.count("+ added item") == page.count("+ added item")
+    assert by_id.count("+7 items added") == page.count("+7 items added") == 1
     assert f"?a={rows[-1].pk}&amp;b={rows[1].pk}" in page
 
 
@@ -263,7 +264,7 @@ def test_the_compare_page_across_a_fork_and_its_source(admin_client, saver):
     run_chat(saver, "copy", turns=1)
     page = get(admin_client, COMPARE, a=source.pk, b=rows_of("copy")[-1].pk)
     assert "(two threads)" in page and "thread copy" in page
-    assert "question 1" not in page.split("channel(s) differ")[1].split("+ added item")[0]
+    assert "question 1" not in page.split("channel(s) differ")[1].split(" added</summary>")[0]
 
 
 def test_the_compare_page_refuses_what_it_cannot_compare(admin_client, saver):
@@ -286,7 +287,9 @@ def test_the_diff_against_the_parent_shows_messages_as_messages(admin_client, sa
     run_markdown_chat(saver, "md", turns=1)
     head = rows_of("md")[-1]
     page = get(admin_client, f"{CHECKPOINTS}{head.pk}/changes/")
-    assert "+ added item" in page and '<th class="cs-role">ai</th>' in page
+    assert (
+        re.search(r"\+\d+ items? added</summary>", page) and '<th class="cs-role">ai</th>' in page
+    )
     assert "&quot;$type&quot;: &quot;AIMessage&quot;" not in page
     assert f"{COMPARE}?a={head.pk}" in page
 
