@@ -1,76 +1,93 @@
-"""Import threads from LangGraph's PostgresSaver into our PostgreSQL store, timed.
+"""Import threads from LangGraph's PostgresSaver and SqliteSaver into our PostgreSQL store.
 
-    .venv/bin/python -m bench.transfer --threads 2000 --per-thread 10
+    .venv/bin/python -m bench.transfer --threads 5000 --per-thread 10 --jobs 1,2
+    .venv/bin/python -m bench.transfer --threads 5000 --baseline /tmp/before  # beside "today"
 
 Seeds ``threads x per-thread`` checkpoints (a growing message list, a counter, one pending
-write each) with PostgresSaver in its own database (``checkpoint_bench_transfer_lg``), then
-imports them with `copy_threads` into our store (``checkpoint_bench_transfer``) in two
-halves, printing checkpoints/s and the process's RSS after each half (the second half
-lands on a store twice the size: flat RSS means memory does not grow with the store).
-The source is ANALYZEd after seeding, as autovacuum would have done. The floor: a bare
-``COPY`` of the same rows' bytes into plain tables. Both databases are dropped at the end.
+write each) with PostgresSaver in its own database (``checkpoint_bench_transfer_lg``) and
+with SqliteSaver in a file: one thread written by the saver itself, its rows copied in SQL
+under the other ids, then ``ANALYZE``d as autovacuum would have done. Then, from each
+source, into a fresh store of ours (``checkpoint_bench_transfer``, dropped and migrated
+before each run):
+
+- ``manage.py import_checkpoints SOURCE --jobs N`` for each N of ``--jobs``, timed by the
+  summary's own seconds (the copy, not Django's start), with the peak RSS of its processes;
+- with ``--baseline PATH``: the same command in a checkout of the code before (a ``git
+  worktree`` of the commit to compare with), labelled "today";
+- the batched-insert floor: our one statement per thread (``PUT_BATCH``) alone, replayed
+  with the parameters a real import of ``--floor-threads`` threads built (values encoded,
+  nothing read or checked), committed as the import commits (``COMMIT_EVERY`` threads);
+- a bare ``COPY`` of the same rows' bytes into plain tables of ours (from SQLite: its rows
+  streamed into ``COPY FROM STDIN``).
+
+Every database made here is dropped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import resource
+import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LG_DB = "checkpoint_bench_transfer_lg"
 OUR_DB = "checkpoint_bench_transfer"
-# The thread PostgresSaver writes; seed() copies it as bench-0000001, bench-0000002, ...
+# The thread the saver writes; seeding copies it as bench-0000001, bench-0000002, ...
 TEMPLATE = "bench-0000000"
 ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+PG = "postgresql://postgres@127.0.0.1:5432/"
+SUMMARY = re.compile(r"Imported (\d+) thread\(s\), (\d+) checkpoint\(s\).*; ([\d.]+)s")
 
 
-def _databases(create: bool) -> None:
+def _admin(*statements: str) -> None:
     import psycopg
 
     with psycopg.connect(ADMIN, autocommit=True) as conn:
-        for name in (LG_DB, OUR_DB):
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            if create:
-                conn.execute(f"CREATE DATABASE {name}")
+        for statement in statements:
+            conn.execute(statement)
 
 
-def _configure() -> None:
+def _drop(*names: str) -> None:
+    _admin(*(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)" for name in names))
+
+
+def _env(data_dir: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "bench-only-" + "0123456789abcdef" * 4,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "LLM_PROVIDER_CHECKPOINT": "postgres",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{OUR_DB}",
+        "CHECKPOINTS_DATA_DIR": data_dir,
+    }
+
+
+def _configure(data_dir: str) -> None:
+    """Django in this process, on our bench database (the floor runs here)."""
     sys.path.insert(0, str(ROOT))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "0123456789abcdef" * 4)
-    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1")
-    os.environ["LLM_PROVIDER_CHECKPOINT"] = "postgres"
+    os.environ.update(_env(data_dir))
     os.environ.pop("LLM_PROVIDER_CHECKPOINT_CONN_STRING", None)
-    os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{OUR_DB}"
     import django
-    from django.core.management import call_command
 
     django.setup()
-    call_command("migrate", verbosity=0)
 
 
-def _rss_mb() -> tuple[float, float]:
-    """(current RSS, peak RSS) of this process in MB."""
-    fields = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, _, value = line.partition(":")
-            fields[key] = value
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def seed(lg, threads: int, per_thread: int) -> int:
-    """One thread written by PostgresSaver itself, then copied in SQL under ``threads`` ids.
-
-    Every thread the loop used to write was the same but for its id and timestamps, and at
-    100,000 threads writing them one put at a time took longer than the import it feeds
-    (2,000,000 commits); the copies hold the peer's own bytes, row for row.
-    """
-    # v4, the format real graphs write (see bench.workload).
+# -- seeding ------------------------------------------------------------------------------
+def _write_template(saver, per_thread: int) -> None:
+    """One thread through the saver's own put and put_writes: v4, as real graphs write."""
     from langgraph.pregel._checkpoint import create_checkpoint, empty_checkpoint
 
     config = {"configurable": {"thread_id": TEMPLATE, "checkpoint_ns": ""}}
@@ -79,63 +96,155 @@ def seed(lg, threads: int, per_thread: int) -> int:
     version = None
     for step in range(per_thread):
         messages = [*messages, f"message {step} " + "lorem ipsum " * 24]
-        version = lg.get_next_version(version, None)
+        version = saver.get_next_version(version, None)
         checkpoint = create_checkpoint(checkpoint, None, step)
         checkpoint["channel_values"] = {"messages": messages, "count": step}
         checkpoint["channel_versions"] = {"messages": version, "count": version}
-        config = lg.put(
+        config = saver.put(
             config,
             checkpoint,
-            {"step": step, "source": "loop"},
+            {"step": step, "source": "loop", "team": "red"},
             dict.fromkeys(("messages", "count"), version),
         )
-        lg.put_writes(config, [("messages", f"pending {step}")], f"task-{step}")
-    columns = {
-        "checkpoints": "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-        "metadata",
-        "checkpoint_blobs": "checkpoint_ns, channel, version, type, blob",
-        "checkpoint_writes": "checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, "
-        "task_path",
-    }
-    with lg.conn.cursor() as cur:
-        for start in range(1, threads, 10_000):
-            for table, cols in columns.items():
-                cur.execute(
-                    f"INSERT INTO {table} (thread_id, {cols}) "
-                    f"SELECT 'bench-' || lpad(g::text, 7, '0'), {cols} "
-                    f"FROM {table}, generate_series(%s::int, %s::int) AS g WHERE thread_id = %s",
-                    (start, min(start + 9_999, threads - 1), TEMPLATE),
-                )
-    with lg.conn.cursor() as cur:
-        # The statistics autovacuum would have gathered on a store written over time:
-        # without them the peer's own list query scans its tables for every thread.
-        cur.execute("ANALYZE")
-    return threads * per_thread
+        saver.put_writes(config, [("messages", f"pending {step}")], f"task-{step}")
 
 
-def bare_copy(threads: int) -> tuple[float, int]:
-    """Seconds to COPY the source's rows (the same bytes) into plain tables of ours."""
+PG_COLUMNS = {
+    "checkpoints": "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata",
+    "checkpoint_blobs": "checkpoint_ns, channel, version, type, blob",
+    "checkpoint_writes": "checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, "
+    "task_path",
+}
+SQLITE_COLUMNS = {
+    "checkpoints": "checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata",
+    "writes": "checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path",
+}
+
+
+def seed_postgres(threads: int, per_thread: int) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(PG + LG_DB) as lg:
+        lg.setup()
+        _write_template(lg, per_thread)
+        with lg.conn.cursor() as cur:
+            for start in range(1, threads, 10_000):
+                for table, cols in PG_COLUMNS.items():
+                    cur.execute(
+                        f"INSERT INTO {table} (thread_id, {cols}) "
+                        f"SELECT 'bench-' || lpad(g::text, 7, '0'), {cols} FROM {table}, "
+                        "generate_series(%s::int, %s::int) AS g WHERE thread_id = %s",
+                        (start, min(start + 9_999, threads - 1), TEMPLATE),
+                    )
+            # The statistics autovacuum would have gathered on a store written over time.
+            cur.execute("ANALYZE")
+
+
+def seed_sqlite(path: str, threads: int, per_thread: int) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        lg = SqliteSaver(conn)
+        lg.setup()
+        _write_template(lg, per_thread)
+        for table, cols in SQLITE_COLUMNS.items():
+            conn.execute(
+                f"INSERT INTO {table} (thread_id, {cols}) "
+                "SELECT 'bench-' || substr('0000000' || g.n, -7), "
+                f"{cols} FROM {table}, (WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL "
+                "SELECT n + 1 FROM s WHERE n < ?) SELECT n FROM s) AS g WHERE thread_id = ?",
+                (threads - 1, TEMPLATE),
+            )
+        conn.commit()
+        conn.execute("ANALYZE")
+    finally:
+        conn.close()
+
+
+# -- runs ---------------------------------------------------------------------------------
+def _fresh_store(manage: Path, env: dict) -> None:
+    _drop(OUR_DB)
+    _admin(f"CREATE DATABASE {OUR_DB}")
+    subprocess.run(
+        [sys.executable, str(manage), "migrate", "-v", "0"],
+        env=env,
+        check=True,
+        cwd=env["CHECKPOINTS_DATA_DIR"],
+    )
+
+
+def run_import(manage: Path, source: str, jobs: int | None, env: dict) -> dict:
+    """One import by the command in a fresh store: threads, checkpoints, seconds, peak RSS."""
+    _fresh_store(manage, env)
+    args = [sys.executable, str(manage), "import_checkpoints", source]
+    if jobs is not None:
+        args += ["--jobs", str(jobs)]
+    process = subprocess.Popen(
+        args,
+        env=env,
+        cwd=env["CHECKPOINTS_DATA_DIR"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = process.communicate()
+    # RUSAGE_CHILDREN's peak: the largest of the command and the workers it waited for.
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if process.returncode != 0:
+        raise SystemExit(f"import failed ({process.returncode}): {err.decode()[-2000:]}")
+    found = SUMMARY.search(out.decode())
+    if found is None:
+        raise SystemExit(f"no summary in the import's output: {out.decode()[-2000:]}")
+    threads, checkpoints, seconds = int(found[1]), int(found[2]), float(found[3])
+    return {"threads": threads, "checkpoints": checkpoints, "seconds": seconds, "peak": peak}
+
+
+def floor(source: str, limit: int) -> tuple[float, int]:
+    """Seconds and checkpoints of our batched insert alone: PUT_BATCH with the parameters
+    a real import of ``limit`` threads built, replayed into an emptied store."""
+    from django.db import connections, transaction
+
+    from checkpoints.store.postgres.sql import PUT_BATCH
+    from checkpoints.store.registry import get_saver
+    from checkpoints.transfer import copy_threads, open_source
+    from checkpoints.transfer.copy import COMMIT_EVERY
+
+    ours = get_saver()
+    captured: list[dict] = []
+    execute = ours._execute
+
+    def record(cur, statement, params, *args, **kwargs):
+        if statement is PUT_BATCH:
+            captured.append(params)
+        return execute(cur, statement, params, *args, **kwargs)
+
+    ours._execute = record
+    try:
+        with open_source(source) as src:
+            ids = [t for _, t in zip(range(limit), src.thread_ids(), strict=False)]
+            summary = copy_threads(src, ours, thread_ids=ids)
+    finally:
+        ours._execute = execute
+    ours.reset_store()
+    started = time.perf_counter()
+    # Committed as the import commits (`copy.COMMIT_EVERY` threads a transaction).
+    for start in range(0, len(captured), COMMIT_EVERY):
+        with transaction.atomic(using=ours.using):
+            for params in captured[start : start + COMMIT_EVERY]:
+                with ours._raw_cursor(PUT_BATCH) as cur:
+                    ours._execute(cur, PUT_BATCH, params)
+    seconds = time.perf_counter() - started
+    ours.reset_store()
+    connections.close_all()
+    return seconds, summary.checkpoints
+
+
+def bare_copy_postgres() -> tuple[float, int]:
+    """Seconds and bytes to COPY the source's rows (the same bytes) into plain tables."""
     import psycopg
 
-    with (
-        psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{LG_DB}") as src,
-        psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{OUR_DB}") as dst,
-    ):
-        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-            dst.execute(f"DROP TABLE IF EXISTS copy_{table}")
-        dst.execute(
-            "CREATE TABLE copy_checkpoints (thread_id text, ns text, id text, parent text, "
-            "checkpoint jsonb, metadata jsonb)"
-        )
-        dst.execute(
-            "CREATE TABLE copy_checkpoint_blobs (thread_id text, ns text, channel text, "
-            "version text, type text, blob bytea)"
-        )
-        dst.execute(
-            "CREATE TABLE copy_checkpoint_writes (thread_id text, ns text, id text, task text, "
-            "idx int, channel text, type text, blob bytea, task_path text)"
-        )
-        dst.commit()
+    with psycopg.connect(PG + LG_DB) as src, psycopg.connect(PG + OUR_DB) as dst:
+        _copy_tables(dst)
         moved = 0
         started = time.perf_counter()
         queries = {
@@ -158,49 +267,128 @@ def bare_copy(threads: int) -> tuple[float, int]:
         return time.perf_counter() - started, moved
 
 
+def bare_copy_sqlite(path: str) -> tuple[float, int]:
+    """Seconds and bytes to stream the SqliteSaver file's rows into plain tables by COPY."""
+    import psycopg
+
+    conn = sqlite3.connect(path)
+    try:
+        with psycopg.connect(PG + OUR_DB) as dst:
+            _copy_tables(dst)
+            moved = 0
+            started = time.perf_counter()
+            with dst.cursor().copy(
+                "COPY copy_sqlite_checkpoints (thread_id, ns, id, parent, type, body, metadata) "
+                "FROM STDIN"
+            ) as into:
+                for row in conn.execute(
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+                    "checkpoint, metadata FROM checkpoints"
+                ):
+                    moved += len(row[5]) + len(row[6] or b"")
+                    into.write_row(row)
+            with dst.cursor().copy(
+                "COPY copy_checkpoint_writes (thread_id, ns, id, task, idx, channel, type, "
+                "blob, task_path) FROM STDIN"
+            ) as into:
+                for row in conn.execute(
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, "
+                    "type, value, task_path FROM writes"
+                ):
+                    moved += len(row[7])
+                    into.write_row(row)
+            dst.commit()
+            return time.perf_counter() - started, moved
+    finally:
+        conn.close()
+
+
+def _copy_tables(dst) -> None:
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "sqlite_checkpoints"):
+        dst.execute(f"DROP TABLE IF EXISTS copy_{table}")
+    dst.execute(
+        "CREATE TABLE copy_checkpoints (thread_id text, ns text, id text, parent text, "
+        "checkpoint jsonb, metadata jsonb)"
+    )
+    dst.execute(
+        "CREATE TABLE copy_sqlite_checkpoints (thread_id text, ns text, id text, parent text, "
+        "type text, body bytea, metadata bytea)"
+    )
+    dst.execute(
+        "CREATE TABLE copy_checkpoint_blobs (thread_id text, ns text, channel text, "
+        "version text, type text, blob bytea)"
+    )
+    dst.execute(
+        "CREATE TABLE copy_checkpoint_writes (thread_id text, ns text, id text, task text, "
+        "idx int, channel text, type text, blob bytea, task_path text)"
+    )
+    dst.commit()
+
+
+def _line(label: str, checkpoints: int, seconds: float, extra: str = "") -> None:
+    rate = checkpoints / seconds if seconds else float("inf")
+    print(f"  {label:<34} {checkpoints:>9,} ckpt {seconds:>8.2f}s {rate:>10,.0f} ckpt/s {extra}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2000)
     parser.add_argument("--per-thread", type=int, default=10)
+    parser.add_argument("--jobs", default="1,2", help="job counts to run, e.g. 1,2,4")
+    parser.add_argument(
+        "--source", action="append", choices=("postgres", "sqlite"), help="default: both"
+    )
+    parser.add_argument("--baseline", help="a checkout of the code to compare with ('today')")
+    parser.add_argument("--floor-threads", type=int, default=1000)
     args = parser.parse_args(argv)
-    _databases(create=True)
+    jobs = [int(j) for j in args.jobs.split(",") if j]
+    sources = args.source or ["postgres", "sqlite"]
+    data_dir = tempfile.mkdtemp(prefix="bench-transfer-")
+    sqlite_path = os.path.join(data_dir, "langgraph.sqlite3")
+    _drop(LG_DB, OUR_DB)
+    _admin(f"CREATE DATABASE {LG_DB}", f"CREATE DATABASE {OUR_DB}")
+    env = _env(data_dir)
     try:
-        _configure()
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        from checkpoints import get_saver
-        from checkpoints.transfer import SaverSource, copy_threads
-
-        with PostgresSaver.from_conn_string(f"postgresql://postgres@127.0.0.1:5432/{LG_DB}") as lg:
-            lg.setup()
-            started = time.perf_counter()
-            total = seed(lg, args.threads, args.per_thread)
-            print(
-                f"seeded {args.threads} threads / {total} checkpoints with PostgresSaver "
-                f"in {time.perf_counter() - started:.1f}s"
-            )
-            source = SaverSource(lg)
-            ids = list(source.thread_ids())
-            ours = get_saver()
-            half = len(ids) // 2
-            print(f"RSS before import: {_rss_mb()[0]:.1f} MB")
-            for label, part in (("first half", ids[:half]), ("second half", ids[half:])):
-                summary = copy_threads(source, ours, thread_ids=part)
-                now, peak = _rss_mb()
-                print(
-                    f"import {label}: {summary}; {summary.checkpoints / summary.seconds:,.0f} "
-                    f"checkpoints/s; RSS {now:.1f} MB, peak {peak:.1f} MB"
-                )
-        seconds, moved = bare_copy(args.threads)
+        started = time.perf_counter()
+        if "postgres" in sources:
+            seed_postgres(args.threads, args.per_thread)
+        if "sqlite" in sources:
+            seed_sqlite(sqlite_path, args.threads, args.per_thread)
         print(
-            f"bare COPY of the same rows ({moved:,} bytes): {seconds:.2f}s, "
-            f"{total / seconds:,.0f} checkpoints/s"
+            f"seeded {args.threads:,} threads x {args.per_thread} checkpoints per source in "
+            f"{time.perf_counter() - started:.1f}s"
         )
+        urls = {
+            "postgres": f"langgraph+{PG}{LG_DB}",
+            "sqlite": f"langgraph+sqlite:///{sqlite_path}",
+        }
+        _configure(data_dir)
+        for name in sources:
+            print(f"from {'PostgresSaver' if name == 'postgres' else 'SqliteSaver'}:")
+            if args.baseline:
+                base = run_import(Path(args.baseline) / "manage.py", urls[name], None, env)
+                _line("today (baseline checkout)", base["checkpoints"], base["seconds"])
+            for n in jobs:
+                done = run_import(ROOT / "manage.py", urls[name], n, env)
+                _line(
+                    f"import --jobs {n}",
+                    done["checkpoints"],
+                    done["seconds"],
+                    f"peak RSS {done['peak']:.0f} MB",
+                )
+            _fresh_store(ROOT / "manage.py", env)
+            seconds, checkpoints = floor(urls[name], args.floor_threads)
+            _line(f"batched-insert floor ({args.floor_threads} thr)", checkpoints, seconds)
+            seconds, moved = (
+                bare_copy_postgres() if name == "postgres" else bare_copy_sqlite(sqlite_path)
+            )
+            _line("bare COPY", args.threads * args.per_thread, seconds, f"{moved:,} bytes")
+        print(f"bench process peak RSS {_rss_mb():.0f} MB")
     finally:
         from django.db import connections
 
         connections.close_all()
-        _databases(create=False)
+        _drop(LG_DB, OUR_DB)
 
 
 if __name__ == "__main__":

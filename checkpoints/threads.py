@@ -14,10 +14,23 @@ PresenceCheck = Callable[[Any, str], str | None]
 _presence_checks: dict[str, PresenceCheck] = {}
 
 
-def register_presence_check(name: str, check: PresenceCheck) -> None:
+# The same checks asked of many ids in one go, where an app gives one: name -> func(saver,
+# thread_ids) -> {thread id: how} for those taken.
+PresenceAmong = Callable[[Any, list[str]], dict[str, str]]
+_presence_among: dict[str, PresenceAmong] = {}
+
+
+def register_presence_check(
+    name: str, check: PresenceCheck, among: PresenceAmong | None = None
+) -> None:
     """Have `thread_presence` also ask ``check(saver, thread_id)``; ``name`` replaces any
-    check registered before under it."""
+    check registered before under it. ``among``: the check for many ids at once (an
+    import's batches ask it once a batch)."""
     _presence_checks[name] = check
+    if among is not None:
+        _presence_among[name] = among
+    else:
+        _presence_among.pop(name, None)
 
 
 def delete_thread(*, saver, thread_id: str) -> None:
@@ -36,13 +49,30 @@ def thread_presence(*, saver, thread_id: str) -> str | None:
 
 
 def registered_presence(*, saver, thread_id: str) -> str | None:
-    """How ``thread_id`` is taken outside the store (the registered checks), or None: for
-    a caller that asked the store itself in bulk (an import's batched presence check)."""
+    """How ``thread_id`` is taken outside the store (the registered checks), or None."""
     for check in list(_presence_checks.values()):
         found = check(saver, str(thread_id))
         if found is not None:
             return found
     return None
+
+
+def registered_presence_among(*, saver, thread_ids: list[str]) -> dict[str, str]:
+    """thread id -> how it is taken outside the store, for those of ``thread_ids`` the
+    registered checks find: for a caller that asked the store itself in bulk (an import's
+    batched presence check). A check given without ``among`` is asked id by id."""
+    found: dict[str, str] = {}
+    for name, check in list(_presence_checks.items()):
+        rest = [t for t in thread_ids if t not in found]
+        among = _presence_among.get(name)
+        if among is not None:
+            found.update({t: how for t, how in among(saver, rest).items() if t not in found})
+            continue
+        for thread_id in rest:
+            how = check(saver, thread_id)
+            if how is not None:
+                found[thread_id] = how
+    return found
 
 
 def refuse_existing(*, saver, thread_id: str, doing: str) -> None:

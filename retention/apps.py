@@ -17,10 +17,10 @@ class RetentionConfig(AppConfig):
         from retention.filters import ParkClaims
         from retention.holds import HoldClaims
         from retention.runs import park_presence
-        from retention.transfer import HoldsExtra
+        from retention.transfer import HoldsExtra, parks_among
 
         # A thread id a park names is taken: no fork or copy may land on it.
-        register_presence_check("retention.parks", park_presence)
+        register_presence_check("retention.parks", park_presence, among=parks_among)
         # The status rule shows what spares a thread from the sweep: holds and parks.
         register_claim_source(HoldClaims())
         register_claim_source(ParkClaims())

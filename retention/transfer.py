@@ -1,13 +1,16 @@
-"""Holds travel with their threads: an export names a thread's live hold, an import places
-it again (`checkpoints.transfer.extras`, registered by the app's ready())."""
+"""What an import asks of retention: holds travel with their threads (an export names a
+thread's live hold, an import places it again: `checkpoints.transfer.extras`), and parks
+are asked a batch of thread ids at a time. Both registered by the app's ready()."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from checkpoints.conf import has_database
 from checkpoints.store.planning import utcnow
 from retention.holds import REASON_MAX, hold_thread, holds_on
+from retention.models import Park
 
 
 class HoldsExtra:
@@ -50,3 +53,12 @@ def _moment(text: Any) -> datetime | None:
     except ValueError:
         return None
     return when if when is not None and when.tzinfo is not None else None
+
+
+def parks_among(saver, thread_ids: list[str]) -> dict[str, str]:
+    """`runs.park_presence` for many ids in one query: "a park" for each one a park on
+    this store names."""
+    if not thread_ids or not saver.can_park or not has_database():
+        return {}
+    named = Park.objects.filter(thread_id__in=thread_ids, provider=saver.provider)
+    return dict.fromkeys(named.values_list("thread_id", flat=True), "a park")

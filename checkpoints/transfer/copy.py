@@ -44,6 +44,7 @@ them: a plain script imports `copy_threads` before `from_conn_string` has set Dj
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any
 
-from django.db import DataError, IntegrityError
+from django.db import DataError, IntegrityError, transaction
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from checkpoints.errors import (
@@ -302,6 +303,15 @@ class _Run:
             raise TransferRefused(self.summary)
 
     def copy(self, wanted, *, dry_run: bool) -> None:
+        commits = _Commits(None if dry_run else getattr(self.target, "db_alias", None))
+        try:
+            self._copy(wanted, dry_run, commits)
+        except BaseException:
+            commits.abort(*sys.exc_info())
+            raise
+        commits.commit()
+
+    def _copy(self, wanted, dry_run: bool, commits: _Commits) -> None:
         target, summary = self.target, self.summary
         counting, counter = _counting(target)
         refused_by_target = _target_refusals()
@@ -343,17 +353,22 @@ class _Run:
                 summary.skipped += 1
                 continue
             if not dry_run:
+                write = (counting, item, owner_pk, finish)
                 try:
-                    write_thread(counting, item, owner_pk=owner_pk, finish=finish)
+                    commits.write(*write)
                 except refused_by_target as exc:
-                    # The thread's unit of work rolled back, so nothing of it is there.
-                    why = exc.message if isinstance(exc, CheckpointStoreError) else str(exc)
-                    if not isinstance(exc, (InvalidCheckpointInput, ValueError)):
-                        why = f"the store refused it ({type(exc).__name__}: {why})"
-                    self.refuse(
-                        refuse(why, thread_id=item.thread_id, path=item.path, line=item.line)
-                    )
-                    continue
+                    # Its unit of work rolled back, so nothing of it is there; in a shared
+                    # transaction, the others' went with it: written again, one by one.
+                    if not commits.grouped:
+                        self.refuse_write(item, exc)
+                        continue
+                    for earlier in commits.take_back():
+                        _write_alone(*earlier)
+                    try:
+                        _write_alone(*write)
+                    except refused_by_target as again:
+                        self.refuse_write(item, again)
+                        continue
                 self.written.append(item)
                 if self.verify:
                     rereads = isinstance(self.source, (SaverSource, TableSource))
@@ -363,6 +378,12 @@ class _Run:
             summary.bytes = counter[0]
             if self.progress is not None:
                 self.progress(summary)
+
+    def refuse_write(self, item: ThreadRecord, exc: BaseException) -> None:
+        why = exc.message if isinstance(exc, CheckpointStoreError) else str(exc)
+        if not isinstance(exc, (InvalidCheckpointInput, ValueError)):
+            why = f"the store refused it ({type(exc).__name__}: {why})"
+        self.refuse(refuse(why, thread_id=item.thread_id, path=item.path, line=item.line))
 
     def items(self, wanted) -> Iterator[ThreadRecord | TransferFormatError | _Present]:
         """The source's threads, those the target holds already as `_Present` without
@@ -469,6 +490,68 @@ class _Owners:
         return self._by_name[name]
 
 
+# Threads written in one transaction at most, and seconds one stays open at most (`_Commits`).
+COMMIT_EVERY = 50
+COMMIT_SECONDS = 2.0
+
+
+class _Commits:
+    """Threads written in shared transactions on a database target, so each is still
+    whole or absent and a kill takes back at most the threads of the open transaction,
+    which the next run imports again. A commit (and the savepoint a nested unit would
+    take) a thread was most of what an import waited for on a busy server: round trips
+    (bench/README, the import's profile); one per ``COMMIT_EVERY`` threads or
+    ``COMMIT_SECONDS`` is not. A thread the store refuses spoils the shared transaction:
+    `take_back` rolls it back and hands back the threads it held, to be written alone."""
+
+    def __init__(self, alias: str | None) -> None:
+        self.alias = alias
+        self.atomic = None
+        self.held: list[tuple] = []
+        self.since = 0.0
+
+    @property
+    def grouped(self) -> bool:
+        return self.alias is not None
+
+    def write(self, target, item: ThreadRecord, owner_pk, finish) -> None:
+        if self.alias is None:
+            _write_alone(target, item, owner_pk, finish)
+            return
+        if self.atomic is None:
+            self.atomic = transaction.atomic(using=self.alias)
+            self.atomic.__enter__()
+            self.since = time.monotonic()
+        write_thread(target, item, owner_pk=owner_pk, finish=finish, savepoint=False)
+        self.held.append((target, item, owner_pk, finish))
+        if len(self.held) >= COMMIT_EVERY or time.monotonic() - self.since >= COMMIT_SECONDS:
+            self.commit()
+
+    def commit(self) -> None:
+        atomic, self.atomic = self.atomic, None
+        self.held = []
+        if atomic is not None:
+            atomic.__exit__(None, None, None)
+
+    def take_back(self) -> list[tuple]:
+        held, self.held = self.held, []
+        atomic, self.atomic = self.atomic, None
+        if atomic is not None:
+            transaction.set_rollback(True, using=self.alias)
+            atomic.__exit__(None, None, None)
+        return held
+
+    def abort(self, *exc_info) -> None:
+        atomic, self.atomic = self.atomic, None
+        self.held = []
+        if atomic is not None:
+            atomic.__exit__(*exc_info)
+
+
+def _write_alone(target, item: ThreadRecord, owner_pk, finish) -> None:
+    write_thread(target, item, owner_pk=owner_pk, finish=finish)
+
+
 # Thread ids asked of the target in one query (`present_among`).
 PRESENCE_BATCH = 200
 
@@ -483,9 +566,9 @@ class _Present:
 def present_among(target, thread_ids: list) -> dict[str, str]:
     """thread id -> how the target already holds it, for those of ``thread_ids`` it does:
     a thread row (checkpoints, pending writes or a declared retention) or a finished
-    mark, in two queries, then what apps registered (`threads.registered_presence`)."""
+    mark, in two queries, then what apps registered (`threads.registered_presence_among`)."""
     from checkpoints.models import FinishedMark, Thread  # see the module's docstring
-    from checkpoints.threads import registered_presence
+    from checkpoints.threads import registered_presence_among
 
     ids = [t for t in thread_ids if isinstance(t, str)]
     alias = target.db_alias
@@ -496,11 +579,8 @@ def present_among(target, thread_ids: list) -> dict[str, str]:
     rest = [t for t in ids if t not in found]
     marked = FinishedMark.objects.using(alias).filter(thread_id__in=rest)
     found.update(dict.fromkeys(marked.values_list("thread_id", flat=True), "a finished mark"))
-    for thread_id in ids:
-        if thread_id not in found:
-            other = registered_presence(saver=target, thread_id=thread_id)
-            if other is not None:
-                found[thread_id] = other
+    rest = [t for t in ids if t not in found]
+    found.update(registered_presence_among(saver=target, thread_ids=rest) if rest else {})
     return found
 
 

@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
+from itertools import islice
 from typing import Any
 from urllib.parse import quote
 
@@ -52,6 +53,8 @@ from checkpoints.transfer.records import (
 )
 
 PAGE = 1000
+# Threads read together: one snapshot and a query per table for all of them.
+READ_BATCH = 50
 # checkpoint_writes.task_path arrived with PostgresSaver's migration 9; the tables are
 # complete from migration 3 (checkpoints, checkpoint_blobs, checkpoint_writes).
 PG_TASK_PATH_MIGRATION = 9
@@ -97,16 +100,21 @@ class TableSource:
         return int(self.tables.query("SELECT count(DISTINCT thread_id) FROM checkpoints", ())[0][0])
 
     def threads(self, thread_ids=None) -> Iterator[ThreadRecord | TransferFormatError]:
-        for thread_id in thread_ids if thread_ids is not None else self.thread_ids():
-            if not isinstance(thread_id, str):
-                yield refuse(
-                    f"a thread id that is not text ({type(thread_id).__name__} "
-                    f"{_short(thread_id)}) in {self.name}"
-                )
-                continue
-            record = self.thread_or_refusal(thread_id)
-            if record is not None:
-                yield record
+        """Each thread named (every thread), read ``READ_BATCH`` threads a query."""
+        ids = iter(thread_ids if thread_ids is not None else self.thread_ids())
+        while chunk := list(islice(ids, READ_BATCH)):
+            texts = [t for t in chunk if isinstance(t, str)]
+            parts = self.tables.threads_rows(texts) if texts else {}
+            for thread_id in chunk:
+                if not isinstance(thread_id, str):
+                    yield refuse(
+                        f"a thread id that is not text ({type(thread_id).__name__} "
+                        f"{_short(thread_id)}) in {self.name}"
+                    )
+                    continue
+                record = self.thread_or_refusal(thread_id, parts.get(thread_id))
+                if record is not None:
+                    yield record
 
     def thread(self, thread_id: str) -> ThreadRecord | None:
         """The thread (None when the tables hold none of it); TransferFormatError when a
@@ -116,9 +124,17 @@ class TableSource:
             raise found
         return found
 
-    def thread_or_refusal(self, thread_id: str) -> ThreadRecord | TransferFormatError | None:
+    def thread_or_refusal(
+        self, thread_id: str, parts: tuple | None | bool = False
+    ) -> ThreadRecord | TransferFormatError | None:
+        """The thread, its refusal, or None; ``parts``: its rows as `threads_rows` read
+        them with others' (None: it has none), else they are read here."""
+        if parts is False:
+            parts = self.tables.threads_rows([thread_id]).get(thread_id)
+        if parts is None:
+            return None
         try:
-            return self._read(thread_id)
+            return self._read(thread_id, parts)
         except _Unreadable as exc:
             return refuse(exc.why, thread_id=thread_id, checkpoint=exc.checkpoint)
         except RecursionError:
@@ -131,8 +147,8 @@ class TableSource:
             )
 
     # -- one thread -----------------------------------------------------------------------
-    def _read(self, thread_id: str) -> ThreadRecord | None:
-        rows, blobs, write_rows = self.tables.thread_rows(thread_id)
+    def _read(self, thread_id: str, parts: tuple) -> ThreadRecord | None:
+        rows, blobs, write_rows = parts
         if not rows:
             return None
         writes: dict[tuple[str, str], list[WriteRecord]] = {}
@@ -230,7 +246,9 @@ def _first_version() -> str:
 class _Tables:
     query: Query
 
-    def thread_rows(self, thread_id: str) -> tuple[list[tuple], Any, list[tuple]]:
+    def threads_rows(self, thread_ids: list[str]) -> dict[str, tuple[list[tuple], Any, list]]:
+        """thread id -> (checkpoint rows, blobs, write rows) of those of ``thread_ids``
+        that have checkpoints, in one snapshot and a query per table."""
         raise NotImplementedError
 
     def body(self, row: tuple, decode) -> tuple[Any, Any]:
@@ -264,30 +282,35 @@ class _PostgresTables(_Tables):
             )
         self.task_path = "task_path" if version >= PG_TASK_PATH_MIGRATION else "''"
 
-    def thread_rows(self, thread_id: str):
+    def threads_rows(self, thread_ids: list[str]):
+        found: dict[str, tuple[list, dict, list]] = {}
         with self.snapshot():
-            rows = self.query(
-                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, "
-                "metadata, CASE WHEN jsonb_typeof(checkpoint -> 'channel_versions') = 'object' "
+            for thread_id, *row in self.query(
+                "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+                "checkpoint, metadata, "
+                "CASE WHEN jsonb_typeof(checkpoint -> 'channel_versions') = 'object' "
                 "THEN (SELECT jsonb_object_agg(key, value) "
                 "FROM jsonb_each_text(checkpoint -> 'channel_versions')) END "
-                "FROM checkpoints WHERE thread_id = %s",
-                (thread_id,),
-            )
-            blobs: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-            if rows:
-                for ns, channel, version, type_, blob in self.query(
-                    "SELECT checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
-                    "WHERE thread_id = %s",
-                    (thread_id,),
+                "FROM checkpoints WHERE thread_id = ANY(%s)",
+                (thread_ids,),
+            ):
+                found.setdefault(thread_id, ([], {}, []))[0].append(tuple(row))
+            if found:
+                for thread_id, ns, channel, version, type_, blob in self.query(
+                    "SELECT thread_id, checkpoint_ns, channel, version, type, blob "
+                    "FROM checkpoint_blobs WHERE thread_id = ANY(%s)",
+                    (list(found),),
                 ):
-                    blobs[(ns, channel, version)] = (type_, blob)
-            writes = self.query(
-                f"SELECT checkpoint_ns, checkpoint_id, task_id, {self.task_path}, idx, channel, "
-                "type, blob FROM checkpoint_writes WHERE thread_id = %s",
-                (thread_id,),
-            )
-        return rows, blobs, writes
+                    if thread_id in found:
+                        found[thread_id][1][(ns, channel, version)] = (type_, blob)
+                for thread_id, *write in self.query(
+                    f"SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {self.task_path}, "
+                    "idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = ANY(%s)",
+                    (list(found),),
+                ):
+                    if thread_id in found:
+                        found[thread_id][2].append(tuple(write))
+        return found
 
     def body(self, row, decode):
         body = row[3]
@@ -332,18 +355,25 @@ class _SqliteTables(_Tables):
         columns = {r[1] for r in query("PRAGMA table_info(writes)", ())}
         self.task_path = "task_path" if "task_path" in columns else "''"
 
-    def thread_rows(self, thread_id: str):
-        rows = self.query(
-            "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-            "metadata FROM checkpoints WHERE thread_id = ?",
-            (thread_id,),
-        )
-        writes = self.query(
-            f"SELECT checkpoint_ns, checkpoint_id, task_id, {self.task_path}, idx, channel, "
-            "type, value FROM writes WHERE thread_id = ?",
-            (thread_id,),
-        )
-        return rows, None, writes
+    def threads_rows(self, thread_ids: list[str]):
+        found: dict[str, tuple[list, None, list]] = {}
+        marks = ", ".join("?" * len(thread_ids))
+        for thread_id, *row in self.query(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+            f"checkpoint, metadata FROM checkpoints WHERE thread_id IN ({marks})",
+            tuple(thread_ids),
+        ):
+            found.setdefault(thread_id, ([], None, []))[0].append(tuple(row))
+        if found:
+            marks = ", ".join("?" * len(found))
+            for thread_id, *write in self.query(
+                f"SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {self.task_path}, "
+                f"idx, channel, type, value FROM writes WHERE thread_id IN ({marks})",
+                tuple(found),
+            ):
+                if thread_id in found:
+                    found[thread_id][2].append(tuple(write))
+        return found
 
     def body(self, row, decode):
         body = decode(row[3], row[4], "its body")

@@ -20,12 +20,15 @@ def write_thread(
     *,
     owner_pk: int | None = None,
     finish: Callable[[str], None] | None = None,
+    savepoint: bool = True,
 ) -> None:
     """Write the whole thread into the target as one unit (see the module's docstring).
 
     ``finish(thread_id)``: what the import adds to a written thread (its extras, its
     source's times), inside the thread's transaction on the ORM stores; on Redis before
-    the staging copy goes, so a resumed import runs it again.
+    the staging copy goes, so a resumed import runs it again. ``savepoint=False``: inside
+    a caller's transaction, the thread takes no savepoint of its own (a failure spoils the
+    caller's transaction, which then rolls back whole).
     """
     staging = staging_id_of(target, thread.thread_id)
     if staging is not None:
@@ -43,7 +46,7 @@ def write_thread(
             finish(thread.thread_id)
         target.delete_thread(staging)  # last: its absence says the thread is complete
         return
-    with all_or_nothing(target, [thread]):
+    with all_or_nothing(target, [thread], savepoint=savepoint):
         _put_thread(target, thread, thread.thread_id)
         if thread.retention:
             target.set_thread_retention(thread.thread_id, ThreadRetention(**thread.retention))
@@ -110,13 +113,13 @@ def _write_groups(writes):
 
 
 @contextmanager
-def all_or_nothing(target, written: list[ThreadRecord]):
+def all_or_nothing(target, written: list[ThreadRecord], *, savepoint: bool = True):
     """Every thread written inside, or none: one transaction where the target's tables are a
     database's (its ``db_alias``); on the others, the threads written are taken back (their
     checkpoints, marks and declared retention) when anything fails."""
     using = getattr(target, "db_alias", None)
     if using is not None:
-        with transaction.atomic(using=using):
+        with transaction.atomic(using=using, savepoint=savepoint):
             yield
         return
     try:

@@ -185,3 +185,46 @@ def test_a_killed_parallel_import_leaves_whole_threads_and_a_rerun_completes(lg_
     assert held(db) == counts
     assert f"{len(there)} skipped, 0 refused" in rerun.stdout
     assert f"Imported {len(counts) - len(there)} thread(s)" in rerun.stdout
+
+
+def test_a_thread_the_store_refuses_in_a_shared_transaction_leaves_the_others_whole(
+    lg_sqlite, target, monkeypatch, settings, capsys
+):
+    seed(lg_sqlite)
+    counts = copy_rows(lg_sqlite, 4)
+    # Every thread in one transaction; t-big's 100,000-character value over the store's
+    # bound for one value: the store refuses it as it writes (the checks do not look).
+    monkeypatch.setattr("checkpoints.transfer.copy.COMMIT_EVERY", 1000)
+    monkeypatch.setattr("checkpoints.transfer.copy.COMMIT_SECONDS", 600.0)
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "CODEC_MAX_BYTES": 50_000}
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="1 thread"):
+        run(f"langgraph+sqlite:///{lg_sqlite.path}", stderr=err)
+    assert "refused: thread 't-big': cannot store " in err.getvalue(), err.getvalue()
+    source = SaverSource(target)
+    there = {t: len(source.thread(t).checkpoints) for t in source.thread_ids()}
+    assert there == {t: n for t, n in counts.items() if t != "t-big"}
+
+
+def test_a_thread_id_a_park_names_is_taken_for_the_batched_presence_check(lg_sqlite, target):
+    from datetime import timedelta
+
+    from checkpoints.store.planning import utcnow
+    from retention.models import Park
+    from retention.runs import park_presence
+
+    seed(lg_sqlite)
+    now = utcnow()
+    Park.objects.create(
+        thread_id="t-done",
+        deadline=now + timedelta(days=1),
+        created_at=now,
+        provider=target.provider,
+    )
+    # The batched check answers as the thread-by-thread one (parks count where a run
+    # can be parked: `runs.park_presence`).
+    taken = park_presence(target, "t-done") is not None
+    assert taken == target.can_park
+    out = run(f"langgraph+sqlite:///{lg_sqlite.path}")
+    assert f"Imported {len(THREADS) - taken} thread(s)" in out and f"{int(taken)} skipped" in out
+    assert ("t-done" in set(SaverSource(target).thread_ids())) is not taken
