@@ -111,7 +111,7 @@ def update_body(config: dict) -> dict:
 
 
 def _interrupt(item: dict) -> dict:
-    return {"value": server_json(item.get("value")), "id": item.get("id")}
+    return {"value": safe_json(item.get("value"), "interrupts"), "id": item.get("id")}
 
 
 # --- values as LangGraph Server writes them ------------------------------------------------
@@ -155,13 +155,15 @@ _TEXT_TYPES = (
 def server_values(values: Mapping[str, Any] | None, path: str = "values") -> dict[str, Any]:
     """Each entry as `server_json` writes it, on its own: an entry that cannot be written so
     is the REST API's plain form (with its ``unrenderable`` marker), never a failed answer."""
-    out = {}
-    for key, value in (values or {}).items():
-        try:
-            out[str(key)] = server_json(value)
-        except Exception:  # a rebuilt model's own model_dump() failed: that entry alone
-            out[str(key)] = to_plain(value, path=f"{path}.{key}")
-    return out
+    return {str(k): safe_json(v, f"{path}.{k}") for k, v in (values or {}).items()}
+
+
+def safe_json(value: Any, path: str) -> Any:
+    """`server_json`, or the REST API's plain form where a rebuilt model's own code fails."""
+    try:
+        return server_json(value)
+    except Exception:  # a rebuilt model's own model_dump() failed: this value alone
+        return to_plain(value, path=path)
 
 
 def server_json(value: Any) -> Any:

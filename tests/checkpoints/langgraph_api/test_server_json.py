@@ -12,7 +12,7 @@ import pytest
 
 from checkpoints.codec.exception import CheckpointedException
 from checkpoints.codec.serde import store_serializer
-from checkpoints.langgraph_api.shapes import server_json, server_values
+from checkpoints.langgraph_api.shapes import safe_json, server_json, server_values
 from tests.checkpoints.langgraph_api import encoder_values
 from tests.langgraph_dev import VENV, dev_venv
 
@@ -97,3 +97,5 @@ def test_an_entry_whose_model_dump_fails_is_written_alone(monkeypatch):
     body = server_values({"model": read["model"], "human": read["human"]})
     assert body["human"]["content"] == "hi"
     assert body["model"] == {"name": "p", "joined": "2026-01-01T00:00:00+00:00"}
+    # An interrupt's value alike.
+    assert safe_json(read["model"], "interrupts") == body["model"]
