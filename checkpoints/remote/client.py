@@ -1,5 +1,8 @@
 """`RemoteSaver`: LangGraph's BaseCheckpointSaver over the store service's `/store/v1/`.
 
+One subject: `RemoteSaver`, one class; its sync and async twins side by side, each one
+call of the wire, so they cannot drift apart.
+
 A worker holds no database connection: each saver call is one HTTP round trip to the
 service, which runs it through the same store contract as the in-process saver (owners,
 sealing, durability, ``max_checkpoints``, retention). Loads neither Django nor psycopg
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import socket
 import threading
 import time
 import weakref
@@ -54,6 +58,9 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRY_SECONDS = 30.0
 RETRY_STATUSES = frozenset({502, 503, 504})
 _BACKOFF_FIRST, _BACKOFF_MOST = 0.1, 2.0
+# A request's headers and body go out as two writes: with Nagle's algorithm the body waits
+# for the server's delayed ACK of the headers (40 ms on Linux), on every call.
+NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 # LangGraph's msgpack options less OPT_REPLACE_SURROGATES: a lone surrogate raises.
 _STRICT_MSGPACK = jsonplus._option & ~ormsgpack.OPT_REPLACE_SURROGATES
 _lg_default = jsonplus._msgpack_default
@@ -199,8 +206,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
                         base_url=self.url,
                         headers=self._headers,
                         timeout=self.timeout,
-                        limits=self._limits(),
-                        transport=self._transport,
+                        transport=self._transport
+                        or httpx.HTTPTransport(limits=self._limits(), socket_options=NO_DELAY),
                     )
         return self._client
 
@@ -214,8 +221,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
                 base_url=self.url,
                 headers=self._headers,
                 timeout=self.timeout,
-                limits=self._limits(),
-                transport=self._atransport,
+                transport=self._atransport
+                or httpx.AsyncHTTPTransport(limits=self._limits(), socket_options=NO_DELAY),
             )
         return client
 
