@@ -83,6 +83,12 @@ def threads_with_metadata(*, alias: str, key: str, values: list) -> QuerySet:
     return rows.order_by().values("thread_id")
 
 
+def thread_pk_of(*, alias: str, thread_id: str) -> int | None:
+    return (
+        Thread.objects.using(alias).filter(thread_id=thread_id).values_list("pk", flat=True).first()
+    )
+
+
 def thread_by_pk(*, alias: str, pk: int) -> Thread | None:
     return Thread.objects.using(alias).filter(pk=pk).first()
 

@@ -310,15 +310,23 @@ class ForkView(_CheckpointPage):
                 owner=request.user,
                 expected_head=shown_head,
             )
-        url = _result_url(snapshot)
+        # The fork lands on its new thread's page (its lineage names the source), the
+        # message linking back to the checkpoint it was forked from.
+        forked = queries.thread_pk_of(alias=store_alias(), thread_id=snapshot.thread_id)
+        url = (
+            keep_store(reverse("admin:checkpoints_thread_change", args=[forked]))
+            if forked is not None
+            else _result_url(snapshot)
+        )
         messages.success(
             request,
             format_html(
-                'Forked thread {} at {} into new thread <a href="{}">{}</a>.',
-                thread_id,
-                source.checkpoint_id,
-                url,
+                'Forked into new thread {} from thread {} at <a class="cs-fork-source" '
+                'href="{}">checkpoint {}</a>.',
                 snapshot.thread_id,
+                thread_id,
+                keep_store(reverse("admin:checkpoints_checkpoint_change", args=[source.pk])),
+                source.checkpoint_id,
             ),
         )
         return HttpResponseRedirect(url)

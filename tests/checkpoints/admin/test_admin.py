@@ -294,9 +294,11 @@ def test_fork_confirmation_prefills_a_uuid_and_post_forks(admin_client, chat):
     response = admin_client.post(url, form, follow=True)
     [forked] = checkpoints_of("forked-1")
     assert forked.source == "fork"
-    assert response.redirect_chain[-1][0] == f"{CHECKPOINTS}{forked.pk}/change/"
+    # The fork lands on the new thread's page, its message linking back to the source.
+    assert response.redirect_chain[-1][0] == f"{THREADS}{forked.thread_id}/change/"
     body = response.content.decode()
-    assert "into new thread" in body and "forked-1" in body
+    assert "Forked into new thread forked-1 from thread" in body
+    assert f'class="cs-fork-source" href="{CHECKPOINTS}{source.pk}/change/"' in body
     # The fork's page links back to its origin; the origin's thread shows the lineage.
     assert f'href="{CHECKPOINTS}{source.pk}/change/"' in body
     fork_thread = admin_client.get(f"{THREADS}{thread_pk('forked-1')}/change/").content.decode()
