@@ -70,6 +70,10 @@ DEFAULTS: dict[str, Any] = {
     "ENCRYPTION_REQUIRE_BOUND": False,
     # name -> "pkg.module:attribute" of a compiled graph or StateGraph builder.
     "GRAPHS": {},
+    # The URL of the LangGraph deployment that runs the registered graphs (this server only
+    # keeps their checkpoints): the console's ready-to-copy resume calls aim there; None
+    # shows a placeholder.
+    "GRAPH_SERVER_URL": None,
     # How many of a message list's messages the admin and the API show at once (the last
     # ones; `messages_before` pages back): a 10,000-message list rendered whole takes seconds.
     "MESSAGES_PAGE_SIZE": 50,

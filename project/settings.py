@@ -298,6 +298,8 @@ CHECKPOINTS = {
     ),
     # A langgraph.json's path, or name=pkg.module:graph pairs (checkpoints.graph_sources).
     "GRAPHS": graphs_from_env(os.environ.get(GRAPHS_ENV)),
+    # The deployment that runs those graphs: the console's resume calls name it.
+    "GRAPH_SERVER_URL": os.environ.get("CHECKPOINTS_GRAPH_SERVER_URL", "").strip() or None,
 }
 
 

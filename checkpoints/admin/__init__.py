@@ -9,6 +9,8 @@ Retention (marks, parks, the sweep) is added by `retention/admin.py`, which impo
 module, never the reverse.
 """
 
+# act registers its thread-page extension (edit state, resume calls, branches) on ThreadAdmin.
+from checkpoints.admin import act  # noqa: F401
 from checkpoints.admin.audit import AuditEventAdmin
 from checkpoints.admin.base import (
     HEAD_ROWS,
