@@ -9,7 +9,6 @@ go where none is sealed, else one by one so a failure names its place.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,6 @@ from checkpoints.codec.encryption import SUFFIX as SEALED
 from checkpoints.codec.encryption import Place, encryption_enabled
 from checkpoints.codec.failures import decode_at, decode_writes
 from checkpoints.errors import CheckpointCodecError, UnreadableValue
-from checkpoints.models import PendingWrite
 from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
 from checkpoints.store.planning.reads import body_shape, metadata_shape
 from checkpoints.store.projection import set_aside
@@ -40,41 +38,6 @@ class OrmReading:
     using: str
     json_as_text: bool
     _load: Callable[..., Any]
-
-    def _with_parent_sends(self, tuples: list[CheckpointTuple]) -> list[CheckpointTuple]:
-        """The tuples, a checkpoint from before format v4 holding its parent's pending
-        sends (`planning.migrate_parent_sends`); one query, only when one needs them."""
-        todo = [t for t in tuples if needs_parent_sends(t.checkpoint, _parent_id(t))]
-        if not todo:
-            return tuples
-        wanted: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for tup in todo:
-            conf = tup.config["configurable"]
-            wanted[(conf["thread_id"], conf["checkpoint_ns"])].add(_parent_id(tup))
-        sends: dict[tuple[str, str, str], list] = defaultdict(list)
-        for (thread_id, ns), parents in wanted.items():
-            rows = (
-                PendingWrite.objects.using(self.using)
-                .filter(
-                    thread__thread_id=thread_id,
-                    checkpoint_ns=ns,
-                    checkpoint_id__in=parents,
-                    channel=TASKS,
-                )
-                .order_by("checkpoint_id", "task_path", "task_id", "idx")
-                .values_list("checkpoint_id", "task_id", "idx", "type", "blob")
-            )
-            for cid, task_id, idx, type_, blob in rows:
-                at = Place.write(thread_id, ns, cid, task_id, idx, TASKS)
-                sends[(thread_id, ns, cid)].append(self._load(type_, blob, at))
-        for tup in todo:
-            conf = tup.config["configurable"]
-            migrate_parent_sends(
-                tup.checkpoint,
-                sends.get((conf["thread_id"], conf["checkpoint_ns"], _parent_id(tup))) or [],
-                lambda: self.get_next_version(None, None),
-            )
-        return tuples
 
     def _plain_loads(self, typed: list[tuple[Any, Any]], seen: dict | None = None) -> list | None:
         """Values read in one go when none is sealed (the common case), else None; also
@@ -141,7 +104,9 @@ class OrmReading:
         # A str is JSON text only where the dialect hands JSON columns back as text.
         text_json = self.json_as_text
         for row in rows:
-            _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row
+            _, _, thread_id, ns, cid, parent, type_, body, metadata, versions, blobs, writes = row[
+                :12
+            ]
             with reading_checkpoint(thread_id, ns, cid):
                 at = {"thread_id": thread_id, "ns": ns, "checkpoint_id": cid}
                 checkpoint = decode_at(
@@ -204,6 +169,8 @@ class OrmReading:
                         ),
                         **at,
                     )
+                if row[12] and needs_parent_sends(checkpoint, parent):
+                    self._migrate_sends(checkpoint, row[12], thread_id, ns, parent)
                 conf = {"thread_id": thread_id, "checkpoint_ns": ns}
                 out.append(
                     CheckpointTuple(
@@ -217,6 +184,39 @@ class OrmReading:
                     )
                 )
         return out
+
+    def _migrate_sends(
+        self, checkpoint: dict, sends: list, thread_id: str, ns: str, parent: str
+    ) -> None:
+        """A checkpoint from before format v4 given its parent's pending sends, which its
+        row carried (task id, idx, type, bytes of each, in task path, task id, idx order:
+        the statement read them with the checkpoint): `planning.migrate_parent_sends`."""
+        sends = [
+            (_text(task_id), int(_text(idx)), _text(t), data) for task_id, idx, t, data in sends
+        ]
+        # In one go, as a row's blobs and writes are read, where nothing is sealed.
+        loaded = self._plain_loads([s[2:] for s in sends]) if not encryption_enabled() else None
+        if loaded is not None:
+            migrate_parent_sends(checkpoint, loaded, lambda: self.get_next_version(None))
+            return
+        values = decode_writes(
+            (
+                (
+                    task_id,
+                    TASKS,
+                    lambda t=type_, d=data, task=task_id, i=idx: self._load(
+                        t, d, lambda: Place.write(thread_id, ns, parent, task, i, TASKS)
+                    ),
+                )
+                for task_id, idx, type_, data in sends
+            ),
+            thread_id=thread_id,
+            ns=ns,
+            checkpoint_id=parent,
+        )
+        migrate_parent_sends(
+            checkpoint, [value for _, _, value in values], lambda: self.get_next_version(None)
+        )
 
     def decode_write(
         self,
@@ -243,10 +243,6 @@ class OrmReading:
 
 # Values a reader cannot change in place: one object may stand in every row that holds it.
 _UNCHANGEABLE = frozenset({str, bytes, int, float, bool, type(None)})
-
-
-def _parent_id(tup: CheckpointTuple) -> str | None:
-    return (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
 
 
 def _blob_place(at: dict, channel: Any, versions: dict) -> Place:

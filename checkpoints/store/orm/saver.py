@@ -332,7 +332,7 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         with self._warm():
             found = self._get_rows(params)
-            return self._with_parent_sends(self._tuples(found))[0] if found else None
+            return self._tuples(found)[0] if found else None
 
     def list(
         self,
@@ -356,12 +356,9 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
                 return self._page(*request)
 
         flow = self._list_flow(config, filter=filter, before=before, limit=limit)
-        for page in stream(flow, fetch_warm):
-            with self._warm():
-                tuples = self._with_parent_sends(page)
-            # Yielded with no connection lent: a caller that stops early leaves this
-            # generator to the garbage collector, which may close it on another thread.
-            yield tuples
+        # Each page is yielded with no connection lent: a caller that stops early leaves this
+        # generator to the garbage collector, which may close it on another thread.
+        yield from stream(flow, fetch_warm)
 
     def _list_flow(self, config, *, filter=None, before=None, limit=None):
         """The paging rules, written once: yields each page's query arguments (params,

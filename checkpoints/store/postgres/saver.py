@@ -28,7 +28,6 @@ from checkpoints.errors import StoreUnavailable
 from checkpoints.flows import astream
 from checkpoints.store.orm.saver import MISSING_OWNER, OrmSaver
 from checkpoints.store.planning import config_keys
-from checkpoints.store.planning.parent_sends import needs_parent_sends
 from checkpoints.store.planning.put import PutPlan
 from checkpoints.store.planning.records import ThreadHoldings
 from checkpoints.store.planning.writes import WritesPlan
@@ -205,17 +204,7 @@ class PostgresStore(OrmSaver):
         thread_id, ns, checkpoint_id = config_keys(config)
         params = {"thread_id": thread_id, "ns": ns, "checkpoint_id": checkpoint_id}
         found = await self._aget_rows(params)
-        return (await self._awith_parent_sends(self._tuples(found)))[0] if found else None
-
-    async def _awith_parent_sends(self, tuples: list[CheckpointTuple]) -> list:
-        # The ORM's query, in Django's thread; only a checkpoint from before v4 needs it.
-        parents = [(t.parent_config or {}).get("configurable", {}) for t in tuples]
-        if not any(
-            needs_parent_sends(t.checkpoint, p.get("checkpoint_id"))
-            for t, p in zip(tuples, parents, strict=True)
-        ):
-            return tuples
-        return await self._in_thread(self._with_parent_sends, tuples)
+        return self._tuples(found)[0] if found else None
 
     async def alist(
         self, config, *, filter=None, before=None, limit=None
@@ -226,7 +215,7 @@ class PostgresStore(OrmSaver):
             return
         flow = self._list_flow(config, filter=filter, before=before, limit=limit)
         async for page in astream(flow, lambda request: self._apage(*request)):
-            for item in await self._awith_parent_sends(page):
+            for item in page:
                 yield item
 
     # -- running a statement --------------------------------------------------------------

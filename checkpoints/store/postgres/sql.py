@@ -50,6 +50,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.types.json import Jsonb
 
+from checkpoints.channels import TASKS
 from checkpoints.store.planning import utcnow
 from checkpoints.store.planning.metadata import exact_filter
 from checkpoints.store.planning.writes import WritesPlan
@@ -164,9 +165,11 @@ RETURNING durability
 """
 
 # The columns every read returns, with the checkpoint's blobs and pending writes folded
-# into two arrays (channel and type names as bytea, so one array type holds them). Reads
-# add their WHERE to it, as LangGraph's PostgresSaver adds its own to its SELECT_SQL.
-SELECT = """
+# into two arrays (channel and type names as bytea, so one array type holds them), and a
+# checkpoint from before format v4 its parent's pending sends, a third (as PostgresSaver's
+# pending_sends subquery once did): one statement a read, legacy or not. Reads add their
+# WHERE to it, as LangGraph's PostgresSaver adds its own to its SELECT_SQL.
+SELECT = f"""
 SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
        c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions,
        (SELECT array_agg(array[convert_to(b.channel, 'UTF8'), convert_to(b.type, 'UTF8'), b.blob])
@@ -185,7 +188,19 @@ SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
                                convert_to(w.type, 'UTF8'), w.blob])
           FROM checkpoints_pendingwrite w
          WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
-           AND w.checkpoint_id = c.checkpoint_id) AS writes
+           AND w.checkpoint_id = c.checkpoint_id) AS writes,
+       (SELECT array_agg(array[convert_to(s.task_id, 'UTF8'), convert_to(s.idx::text, 'UTF8'),
+                               convert_to(s.type, 'UTF8'), s.blob]
+                         ORDER BY s.task_path, s.task_id, s.idx)
+          FROM checkpoints_pendingwrite s
+         -- Only a row that may be from before format v4 (no TASKS channel of its own) reads
+         -- its parent's sends (`planning.parent_sends`, which decides): a one-time filter,
+         -- so any other row pays no probe.
+         WHERE c.parent_checkpoint_id IS NOT NULL
+           AND NOT coalesce(jsonb_exists(c.channel_versions, '{TASKS}'), false)
+           AND s.thread_id = c.thread_id AND s.checkpoint_ns = c.checkpoint_ns
+           AND s.checkpoint_id = c.parent_checkpoint_id
+           AND s.channel = '{TASKS}') AS sends
 FROM checkpoints_checkpoint c
 JOIN checkpoints_thread t ON t.id = c.thread_id
 """

@@ -32,6 +32,7 @@ from checkpoints.store.sqlite.sql import (
     UPSERT_CHECKPOINT,
     UPSERT_THREAD,
     list_page,
+    parent_sends,
     with_blobs_and_writes,
 )
 
@@ -141,15 +142,17 @@ class SqliteStore(OrmSaver):
             found = cur.execute(sql, params).fetchall()
         finally:
             cur.close()
-        row, blobs, writes = None, [], []
+        row, blobs, writes, sends = None, [], [], []
         for kind, *cells in found:
             if kind == 0:
                 row = cells
             elif kind == 1:
                 blobs.append(cells[:3])
-            else:
+            elif kind == 2:
                 writes.append(cells[:6])
-        return [] if row is None else [(*row, blobs, writes)]
+            else:  # path first: (task path, task id, idx, type, bytes)
+                sends.append((cells[1], cells[0], cells[2], None, cells[3], cells[4]))
+        return [] if row is None else [(*row, blobs, writes, parent_sends(sends))]
 
     def _page(self, params, wanted, cursor, size) -> list[tuple]:
         step = wanted.get("step")

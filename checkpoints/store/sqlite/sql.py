@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from checkpoints.channels import TASKS
+
 ROW = """
 SELECT c.id, c.thread_id, t.thread_id, c.checkpoint_ns, c.checkpoint_id,
        c.parent_checkpoint_id, c.type, c.checkpoint, c.metadata, c.channel_versions
@@ -32,8 +34,10 @@ CROSS JOIN checkpoints_channelblob b
 WHERE b.type <> 'empty'
 """
 
-# get_tuple in one statement: the checkpoint row (kind 0), then its blobs (kind 1) and its
-# pending writes (kind 2), padded to the row's width; one round through SQLite, not three.
+# get_tuple in one statement: the checkpoint row (kind 0), then its blobs (kind 1), its
+# pending writes (kind 2) and, for a checkpoint from before format v4, its parent's pending
+# sends (kind 3, `planning.parent_sends`), padded to the row's width; one round through
+# SQLite, not four.
 _ONE = """
 WITH c AS MATERIALIZED (
   SELECT c.id, c.thread_id AS thread_pk, t.thread_id AS thread_name, c.checkpoint_ns,
@@ -55,17 +59,39 @@ SELECT 2, w.task_id, w.task_path, w.idx, w.channel, w.type, w.blob, NULL, NULL, 
 FROM c CROSS JOIN checkpoints_pendingwrite w
   ON w.thread_id = c.thread_pk AND w.checkpoint_ns = c.checkpoint_ns
  AND w.checkpoint_id = c.checkpoint_id
+UNION ALL
+SELECT 3, s.task_path, s.task_id, s.idx, s.type, s.blob, NULL, NULL, NULL, NULL, NULL
+FROM c CROSS JOIN checkpoints_pendingwrite s
+  ON s.thread_id = c.thread_pk AND s.checkpoint_ns = c.checkpoint_ns
+ AND s.checkpoint_id = c.parent_checkpoint_id AND s.channel = '{tasks}'
+WHERE {legacy}
 """
+# Which rows may be from before format v4 and read their parent's sends: those with a
+# parent and no TASKS channel of their own (the reader's `needs_parent_sends` decides).
+_LEGACY = (
+    f"c.parent_checkpoint_id IS NOT NULL AND json_type(c.channel_versions, '$.\"{TASKS}\"') IS NULL"
+)
 GET_LATEST_ONE = _ONE.format(
-    where=f"{_THREAD} AND c.checkpoint_ns = :ns ORDER BY c.checkpoint_id DESC LIMIT 1"
+    where=f"{_THREAD} AND c.checkpoint_ns = :ns ORDER BY c.checkpoint_id DESC LIMIT 1",
+    legacy=_LEGACY,
+    tasks=TASKS,
 )
 GET_BY_ID_ONE = _ONE.format(
-    where=f"{_THREAD} AND c.checkpoint_ns = :ns AND c.checkpoint_id = :checkpoint_id"
+    where=f"{_THREAD} AND c.checkpoint_ns = :ns AND c.checkpoint_id = :checkpoint_id",
+    legacy=_LEGACY,
+    tasks=TASKS,
 )
 
-WRITES = """
-SELECT task_id, task_path, idx, channel, type, blob FROM checkpoints_pendingwrite
+# A listed row's pending writes (kind 0) and, for one from before format v4, its parent's
+# pending sends (kind 1), in one statement.
+WRITES = f"""
+SELECT 0, task_id, task_path, idx, channel, type, blob FROM checkpoints_pendingwrite
 WHERE thread_id = :thread_pk AND checkpoint_ns = :ns AND checkpoint_id = :checkpoint_id
+UNION ALL
+SELECT 1, task_id, task_path, idx, channel, type, blob FROM checkpoints_pendingwrite
+WHERE :parent_id IS NOT NULL AND json_type(:versions, '$."{TASKS}"') IS NULL
+  AND thread_id = :thread_pk AND checkpoint_ns = :ns AND checkpoint_id = :parent_id
+  AND channel = '{TASKS}'
 """
 
 UPSERT_THREAD = """
@@ -159,6 +185,25 @@ def with_blobs_and_writes(cur, rows: list[tuple]) -> list[tuple]:
         if not isinstance(versions, str):
             versions = json.dumps(versions)
         blobs = cur.execute(BLOBS, {"versions": versions, "thread_pk": tpk, "ns": ns}).fetchall()
-        writes = cur.execute(WRITES, {"thread_pk": tpk, "ns": ns, "checkpoint_id": cid}).fetchall()
-        out.append((*row, blobs, writes))
+        found = cur.execute(
+            WRITES,
+            {
+                "thread_pk": tpk,
+                "ns": ns,
+                "checkpoint_id": cid,
+                "parent_id": row[5],
+                "versions": versions,
+            },
+        ).fetchall()
+        writes = [w[1:] for w in found if w[0] == 0]
+        sends = parent_sends(w[1:] for w in found if w[0] == 1)
+        out.append((*row, blobs, writes, sends))
     return out
+
+
+def parent_sends(rows) -> list[tuple]:
+    """(task id, idx, type, bytes) of the parent's sends, from rows of (task id, task path,
+    idx, channel, type, bytes), in PostgresSaver's order: task path, task id, idx (SQLite
+    compares text as bytes, as Python compares str)."""
+    ordered = sorted(rows, key=lambda w: (w[1], w[0], w[2]))
+    return [(w[0], w[2], w[4], w[5]) for w in ordered]
