@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from checkpoints.admin.display import is_internal, transcript
-from checkpoints.admin.store_choice import store_saver
+from checkpoints.admin import queries
+from checkpoints.admin.display import is_internal, transcript, when
+from checkpoints.admin.store_choice import store_alias, store_saver
 from checkpoints.codec.render import is_message_list, message_page
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.graphs import time_travel_for
 from checkpoints.models import Checkpoint
+from checkpoints.status import node_of
 from checkpoints.timetravel.diff import ChannelChange, channel_changes
 
 # The form field that carries the head checkpoint id a confirmation page showed.
@@ -149,3 +151,39 @@ def discards_context(thread_id: str, ns: str, head: Checkpoint | None, result: C
     except CheckpointStoreError as exc:
         return {"discards": None, "discards_error": exc.message}
     return {"discards": discards(now, then), "discards_error": ""}
+
+
+def moved_words(request, *, thread_id: str, ns: str, head: Checkpoint | None) -> str:
+    """A head that moved since the confirmation page, in words: what the page showed and
+    when it was written, what was written since, when and by which node (the page says
+    what to do: look at the new head, confirm again)."""
+    shown = request.POST.get(SHOWN_HEAD, "")
+    alias = store_alias()
+    seen = (
+        queries.checkpoint_row(alias=alias, thread_id=thread_id, checkpoint_id=shown, ns=ns)
+        if shown
+        else None
+    )
+    seen_text = f"checkpoint {shown}" + (f", written {when(seen.created_at)}," if seen else "")
+    if head is None:
+        return f"This page showed {seen_text} as the head; the thread now has no checkpoint."
+    since = (
+        queries.checkpoint_rows(alias=alias)
+        .filter(thread_id=head.thread_id, checkpoint_ns=ns, checkpoint_id__gt=shown)
+        .count()
+    )
+    writers = (
+        queries.writers_of(
+            alias=alias, checkpoints=[(head.thread_id, ns, head.parent_checkpoint_id)]
+        )
+        if head.parent_checkpoint_id
+        else []
+    )
+    nodes = sorted({node_of(path) for *_, path in writers} - {""})
+    by = f" by node {', '.join(nodes)}" if nodes else f" ({head.source or 'unknown source'})"
+    step = f" at step {head.step}" if head.step is not None else ""
+    return (
+        f"This page showed {seen_text} as the head. Since then {since} checkpoint(s) were "
+        f"written: the head is now checkpoint {head.checkpoint_id}, written "
+        f"{when(head.created_at)}{by}{step}."
+    )

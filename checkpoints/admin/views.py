@@ -17,7 +17,7 @@ from django.utils.http import content_disposition_header
 
 from checkpoints import audit
 from checkpoints.admin import queries
-from checkpoints.admin.discards import SHOWN_HEAD, discards_context, shown_head_of
+from checkpoints.admin.discards import SHOWN_HEAD, discards_context, moved_words, shown_head_of
 from checkpoints.admin.display import Paging, shown_change, when
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
 from checkpoints.codec.render import readable
@@ -203,7 +203,7 @@ class RollbackView(_CheckpointPage):
             target_is_head=head is not None and head.pk == target.pk,
             version=target.thread.version,
             shown_head=head.checkpoint_id if head is not None else "",
-            refusal=f"Rollback of thread {thread_id} failed: {refused.message}." if refused else "",
+            refusal=_refusal(request, "Rollback", thread_id, target.checkpoint_ns, head, refused),
             head_moved=refused is not None and refused.field == SHOWN_HEAD,
             action_url=keep_store(
                 reverse("admin:checkpoints_checkpoint_rollback", args=[target.pk])
@@ -259,6 +259,15 @@ def _result_url(snapshot) -> str:
     return keep_store(reverse("admin:checkpoints_checkpoint_change", args=[written.pk]))
 
 
+def _refusal(request, verb: str, thread_id: str, ns: str, head, refused) -> str:
+    """Why the operation was refused: a moved head in words (times, node, what to do)."""
+    if refused is None:
+        return ""
+    if refused.field == SHOWN_HEAD:
+        return moved_words(request, thread_id=thread_id, ns=ns, head=head)
+    return f"{verb} of thread {thread_id} failed: {refused.message}."
+
+
 class ForkView(_CheckpointPage):
     template = "fork_confirmation.html"
     permission = "fork"
@@ -288,7 +297,7 @@ class ForkView(_CheckpointPage):
             head=_summary(head),
             source_is_head=head is not None and head.pk == source.pk,
             shown_head=head.checkpoint_id if head is not None else "",
-            refusal=f"Fork of thread {thread_id} failed: {refused.message}." if refused else "",
+            refusal=_refusal(request, "Fork", thread_id, source.checkpoint_ns, head, refused),
             head_moved=refused is not None and refused.field == SHOWN_HEAD,
             new_thread_id=new_thread_id or str(uuid.uuid4()),
             action_url=keep_store(reverse("admin:checkpoints_checkpoint_fork", args=[source.pk])),

@@ -69,7 +69,10 @@ def test_rollback_against_a_head_the_agent_moved_is_refused(page, saver, shot):
     page.wait_for_selector("#head-moved")
     refusal = page.inner_text("#head-moved")
     assert "Nothing was rolled back: the head moved since this page was shown." in refusal
-    assert f"its head is now '{moved_to}', not '{seen}'" in refusal
+    # In words: the head the page showed, the one written since, when and by which node.
+    assert f"This page showed checkpoint {seen}, written " in refusal
+    assert f"the head is now checkpoint {moved_to}, written " in refusal
+    assert " by node " in refusal
     assert moved_to in page.inner_text("#current-head")
     assert seen not in page.inner_text("#current-head")
     assert page.inner_text("#discard-counts").startswith("20 messages discarded")
