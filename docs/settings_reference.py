@@ -97,6 +97,9 @@ WHAT: dict[str, str] = {
     "row: values sealed in the old unbound format are then refused.",
     "GRAPHS": "Graph name to `pkg.module:attribute` of a compiled graph or `StateGraph`: "
     "state updates through the APIs then run the graph's reducers.",
+    "GRAPH_SERVER_URL": "The URL of the LangGraph deployment that runs your graphs (this "
+    "service only keeps their checkpoints): the console's ready-to-copy resume calls aim "
+    "there; unset shows a placeholder.",
     "MESSAGES_PAGE_SIZE": "How many of a message list's newest messages the admin and the "
     "API show at once.",
     "ADMIN_VALUE_PREVIEW_BYTES": "Characters of a value's indented JSON the admin shows "
