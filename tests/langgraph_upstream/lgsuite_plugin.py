@@ -1,7 +1,9 @@
 """Pytest plugin (``-p lgsuite_plugin``) that runs LangGraph's suite on one of our savers.
 
 LGSUITE_PROVIDER picks the saver: ``baseline`` (upstream's own InMemorySaver fixture, the
-reference) or one of ours: memory, sqlite, postgres, redis (built by `get_saver`).
+reference) or one of ours: memory, sqlite, postgres, redis (built by `get_saver`), or the
+remote saver on a store service in this process (a live server thread) whose store is
+sqlite or postgres: ``remote-sqlite``, ``remote-postgres``.
 Upstream's ``sync_checkpointer`` / ``async_checkpointer`` fixtures in its tests/conftest.py
 are replaced, before pytest parses that conftest, by the two below; every other fixture
 and every test stays upstream's, unedited. Only tests that take one of the two fixtures
@@ -32,6 +34,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 PROVIDER = os.environ.get("LGSUITE_PROVIDER", "baseline")
+# The store behind the saver: the provider's own, or for the remote saver its service's.
+REMOTE = PROVIDER.startswith("remote-")
+STORE = PROVIDER.removeprefix("remote-")
 SUITE = os.environ.get("LGSUITE_SUITE", "langgraph")
 PEER = SUITE != "langgraph"
 TEST_TIMEOUT = int(os.environ.get("LGSUITE_TEST_TIMEOUT", "60"))
@@ -45,7 +50,7 @@ STAND_INS = {
     "ShallowPostgresSaver": (False, True),
     "AsyncShallowPostgresSaver": (True, True),
 }
-OURS = ("memory", "sqlite", "postgres", "redis")
+OURS = ("memory", "sqlite", "postgres", "redis", "remote-sqlite", "remote-postgres")
 FIXTURES = ("sync_checkpointer", "async_checkpointer")
 REDIS_LOCK = b"lgsuite:owner"
 # Dbs the repository's own tests never pick (they use 2..13), claimed with a lock key.
@@ -59,11 +64,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"LGSUITE_PROVIDER={PROVIDER!r}; use baseline or {OURS}")
     if PROVIDER in OURS:
         _setup_django()
-    if PROVIDER == "redis":
+    if STORE == "redis":
         _claim_redis_db()
+    if REMOTE:
+        _start_service()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if "service" in _state:
+        _state.pop("service").terminate()
     if "peer_pg" in _state:
         _drop_peer_pg(_state.pop("peer_pg"))
     if "databases" in _state:
@@ -163,11 +172,11 @@ def _setup_django() -> None:
     import django
 
     django.setup()
-    if PROVIDER not in ("sqlite", "postgres"):
+    if STORE not in ("sqlite", "postgres"):
         return
     from django.test.utils import setup_databases
 
-    aliases = {"default", "pg"} if PROVIDER == "postgres" else {"default"}
+    aliases = {"default", "pg"} if STORE == "postgres" else {"default"}
     _state["databases"] = setup_databases(verbosity=0, interactive=False, aliases=aliases)
 
 
@@ -183,7 +192,7 @@ def _release_pg() -> None:
         pool.close()
     pg_pool._pools.clear()
     gc.collect()  # connections of finished executor threads
-    if PROVIDER != "postgres":
+    if STORE != "postgres":
         return
     name = connections["pg"].settings_dict["NAME"]
     with connections["pg"].cursor() as cur:
@@ -254,6 +263,11 @@ def _make(clean: bool = True, **options):
         _clean()
     from checkpoints.store.registry import get_saver
 
+    if REMOTE:
+        from checkpoints.remote import RemoteSaver
+
+        url, key = _state["remote"]
+        return RemoteSaver(url, api_key=key, **options)
     if PROVIDER == "memory":
         from checkpoints.store.memory import MemorySaver, MemoryStore
 
@@ -261,6 +275,35 @@ def _make(clean: bool = True, **options):
     if PROVIDER == "redis":
         return get_saver("redis", conn_string=_state["redis_url"], **options)
     return get_saver(PROVIDER, using="pg" if PROVIDER == "postgres" else "default", **options)
+
+
+def _start_service() -> None:
+    """The project's URLs served by a live server thread of this process, its store this
+    run's test database (the suite's clean-ups empty it as for the in-process saver)."""
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.db import connections
+    from django.test.testcases import LiveServerThread, _StaticFilesHandler
+    from django.test.utils import override_settings
+    from rest_framework.authtoken.models import Token
+
+    from checkpoints.dburl import database_url
+
+    changed = {"ALLOWED_HOSTS": [*settings.ALLOWED_HOSTS, "127.0.0.1"]}
+    if STORE == "postgres":
+        pg = database_url(connections["pg"].settings_dict)
+        changed["CHECKPOINTS"] = {**settings.CHECKPOINTS, "PROVIDER": "postgres", "CONN_STRING": pg}
+    # Through override_settings, so the store's cached settings are read again.
+    override_settings(**changed).enable()
+    thread = LiveServerThread("127.0.0.1", _StaticFilesHandler, port=0)
+    thread.daemon = True
+    thread.start()
+    thread.is_ready.wait()
+    if thread.error:
+        raise thread.error
+    user = User.objects.create_superuser("lgsuite", "", "lgsuite")
+    _state["service"] = thread
+    _state["remote"] = (f"http://127.0.0.1:{thread.port}", Token.objects.create(user=user).key)
 
 
 class _StandInMeta(type):
@@ -326,7 +369,7 @@ def _substitute(module) -> None:
     rows = module.__dict__.get("_rows")
     if (
         SUITE == "postgres"
-        and PROVIDER == "postgres"
+        and STORE == "postgres"
         and inspect.iscoroutinefunction(rows)
         and list(inspect.signature(rows).parameters) == ["saver", "thread_id"]
     ):
@@ -369,13 +412,17 @@ def _lgpeer_empty_store() -> Iterator[None]:
 
 def _clean() -> None:
     """Empty the store, so the next test (upstream reuses thread ids) starts from nothing."""
-    if PROVIDER == "redis":
+    if STORE == "redis":
         _empty_redis(_state["redis"])
-    elif PROVIDER in ("sqlite", "postgres"):
+    elif STORE in ("sqlite", "postgres"):
         from django.db import connections
 
-        _empty_orm("pg" if PROVIDER == "postgres" else "default")
+        _empty_orm("pg" if STORE == "postgres" else "default")
         connections.close_all()
+        if REMOTE:
+            from checkpoints.store_service.views import forget_service_saver
+
+            forget_service_saver()
 
 
 # One parameter, id "memory" whatever the provider: upstream's syrupy snapshots are keyed by

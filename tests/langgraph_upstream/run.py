@@ -33,6 +33,9 @@ from tests.langgraph_upstream.sdist import installed_version, upstream_root
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PROVIDERS = ("memory", "sqlite", "postgres", "redis")
+# The remote saver on a store service in the suite's process, backed by SQLite or PostgreSQL:
+# on request (--providers remote-postgres) until a whole run of it has been judged.
+CHOICES = (*PROVIDERS, "remote-sqlite", "remote-postgres")
 BASELINE = "baseline"
 FIXTURE_RE = re.compile(r"\b(sync_checkpointer|async_checkpointer)\b")
 ALLOWLIST = HERE / "peer_allowlist.toml"
@@ -418,7 +421,7 @@ def table(results: dict[str, Result]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--providers", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
+    parser.add_argument("--providers", nargs="+", choices=CHOICES, default=list(PROVIDERS))
     parser.add_argument(
         "--suite", nargs="+", choices=list(SUITES), default=["langgraph"], help="whose tests"
     )
