@@ -19,6 +19,7 @@ from checkpoints import audit
 from checkpoints.admin import queries
 from checkpoints.admin.discards import SHOWN_HEAD, discards_context, moved_words, shown_head_of
 from checkpoints.admin.display import Paging, shown_change, when
+from checkpoints.admin.refusals import refused
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
 from checkpoints.codec.render import readable
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput, ThreadVersionConflict
@@ -95,10 +96,18 @@ class _CheckpointPage:
             raise Http404(f"checkpoint {object_id!r} does not exist")
         return obj
 
-    def check(self, request) -> None:
+    def check(self, request, object_id):
+        """None when the user may; else the 403 in the admin's chrome (the attempt audited)."""
         allowed = getattr(self.model_admin, f"has_{self.permission}_permission")
-        if not allowed(request):
-            raise PermissionDenied
+        if allowed(request):
+            return None
+        row = self.model_admin.get_object(request, object_id)
+        return refused(
+            request,
+            self.permission,
+            thread_id=row.thread.thread_id if row is not None else "",
+            provider=store_saver().provider,
+        )
 
     def render(self, request, obj: Checkpoint, **context) -> TemplateResponse:
         opts = self.model_admin.opts
@@ -179,7 +188,8 @@ class RollbackView(_CheckpointPage):
     permission = "rollback"
 
     def __call__(self, request, object_id, from_action=False):
-        self.check(request)
+        if (refusal := self.check(request, object_id)) is not None:
+            return refusal
         target = self.row(request, object_id)
         thread_id = target.thread.thread_id
         if request.method == "POST" and request.POST.get("post") == "yes" and not from_action:
@@ -273,7 +283,8 @@ class ForkView(_CheckpointPage):
     permission = "fork"
 
     def __call__(self, request, object_id, from_action=False):
-        self.check(request)
+        if (refusal := self.check(request, object_id)) is not None:
+            return refusal
         source = self.row(request, object_id)
         thread_id = source.thread.thread_id
         new_thread_id = (request.POST.get("new_thread_id") or "").strip()

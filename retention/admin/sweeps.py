@@ -5,7 +5,6 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -15,6 +14,7 @@ from checkpoints import audit, permissions, selectors, status
 from checkpoints.admin.base import RefuseBadInputMixin
 from checkpoints.admin.display import when
 from checkpoints.admin.filters import ProviderNameFilter
+from checkpoints.admin.refusals import refused
 from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.errors import CheckpointStoreError
 from checkpoints.models import Thread
@@ -165,7 +165,7 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
     def sweep_view(self, request):
         """GET: a dry run of what would go and what is spared. POST post=yes: the sweep."""
         if not permissions.staff_may(request.user, "sweep"):
-            raise PermissionDenied
+            return refused(request, "sweep", provider=get_saver().provider)
         run = request.method == "POST" and request.POST.get("post") == "yes"
         saver = get_saver()
         result = error = None

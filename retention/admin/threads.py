@@ -7,7 +7,6 @@ from datetime import datetime
 from functools import partial
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q
 from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
@@ -18,6 +17,7 @@ from django.utils.translation import ngettext
 
 from checkpoints import audit, permissions
 from checkpoints.admin import ThreadAdmin
+from checkpoints.admin.refusals import refused
 from checkpoints.admin.store_choice import keep_store, store_saver
 from checkpoints.admin.threads import ThreadAdminExtension
 from checkpoints.errors import CheckpointStoreError
@@ -86,8 +86,24 @@ class RetentionThreadExtension(ThreadAdminExtension):
                 )
         return extra
 
+    def _refusal(self, thread_admin, request, object_id, action: str, allowed):
+        """None when the user may press the button; else the 403 in the admin's chrome,
+        naming the permission, the attempt audited."""
+        if allowed(request):
+            return None
+        thread = thread_admin.get_object(request, object_id)
+        return refused(
+            request,
+            action,
+            thread_id=thread.thread_id if thread is not None else "",
+            provider=store_saver().provider,
+        )
+
     def hold_view(self, thread_admin, request, object_id):
         """POST: hold the thread (reason, optional end time), or (release=1) release it."""
+        no = self._refusal(thread_admin, request, object_id, "hold", self.has_hold_permission)
+        if no is not None:
+            return no
         thread, back = self._button_target(
             thread_admin, request, object_id, self.has_hold_permission
         )
@@ -126,10 +142,8 @@ class RetentionThreadExtension(ThreadAdminExtension):
         return HttpResponseRedirect(back)
 
     def _button_target(self, thread_admin, request, object_id, allowed):
-        """The thread a button of its page acts on and that page's URL, once ``allowed``
-        says the user may press it (else 403; an unknown thread is a 404)."""
-        if not allowed(request):
-            raise PermissionDenied
+        """The thread a button of its page acts on and that page's URL; an unknown thread
+        is a 404. ``allowed`` is asked first by the view (`_refusal`)."""
         thread = thread_admin.get_object(request, object_id)
         if thread is None:
             raise Http404(f"no thread with pk {object_id!r} in this store")
@@ -142,6 +156,10 @@ class RetentionThreadExtension(ThreadAdminExtension):
         """POST: mark the thread finished, or (unmark=1) take it out of the finished set."""
         unmark = bool(request.POST.get("unmark"))
         allowed = self.has_unmark_permission if unmark else self.has_mark_permission
+        action = "unfinish" if unmark else "finish"
+        no = self._refusal(thread_admin, request, object_id, action, allowed)
+        if no is not None:
+            return no
         thread, back = self._button_target(thread_admin, request, object_id, allowed)
         if request.method != "POST":
             # A GET never changes anything: it leads back to the page with the button.
