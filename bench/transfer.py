@@ -33,6 +33,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -187,9 +188,8 @@ def run_import(manage: Path, source: str, jobs: int | None, env: dict) -> dict:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    out, err = process.communicate()
-    # RUSAGE_CHILDREN's peak: the largest of the command and the workers it waited for.
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    out, err = _communicate(process)
+    peak = process.peak_mb
     if process.returncode != 0:
         raise SystemExit(f"import failed ({process.returncode}): {err.decode()[-2000:]}")
     found = SUMMARY.search(out.decode())
@@ -197,6 +197,29 @@ def run_import(manage: Path, source: str, jobs: int | None, env: dict) -> dict:
         raise SystemExit(f"no summary in the import's output: {out.decode()[-2000:]}")
     threads, checkpoints, seconds = int(found[1]), int(found[2]), float(found[3])
     return {"threads": threads, "checkpoints": checkpoints, "seconds": seconds, "peak": peak}
+
+
+def _communicate(process: subprocess.Popen) -> tuple[bytes, bytes]:
+    """Its output, then its own peak RSS (``os.wait4``: the command's, and its workers',
+    which it waited for) as ``process.peak_mb``."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pumps = [(process.stdout, out), (process.stderr, err)]
+
+        def pump(source, sink):
+            for chunk in iter(lambda: source.read(65536), b""):
+                sink.write(chunk)
+
+        threads = [threading.Thread(target=pump, args=p) for p in pumps]
+        for thread in threads:
+            thread.start()
+        _, status, usage = os.wait4(process.pid, 0)
+        for thread in threads:
+            thread.join()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        process.peak_mb = usage.ru_maxrss / 1024
+        out.seek(0)
+        err.seek(0)
+        return out.read(), err.read()
 
 
 def floor(source: str, limit: int) -> tuple[float, int]:
