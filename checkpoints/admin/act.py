@@ -148,6 +148,13 @@ def panel(request, thread_pk: str) -> str:
         "url_setting": f'CHECKPOINTS["{URL_SETTING}"]',
         "url_env": f"CHECKPOINTS_{URL_SETTING}",
         "answer_param": ANSWER_PARAM,
+        # The page's other parameters (the store chosen, the branch shown) survive an answer.
+        "kept_query": [
+            (name, value)
+            for name, values in request.GET.lists()
+            if name != ANSWER_PARAM
+            for value in values
+        ],
         "answer_text": answer_text if answer_text is not None else "",
         "answer_error": answer_error,
         "edit_url": keep_store(reverse("admin:checkpoints_thread_edit_state", args=[thread.pk])),

@@ -197,8 +197,11 @@ def test_waiting_thread_shows_its_question_and_the_resume_calls(registered, admi
     assert f"graph.invoke(Command(resume={said}), config)" in page
     assert f"client.runs.create('w-7', 'agent', command={{\"resume\": {said}}})" in page
 
-    page = unescape(thread_page(admin_client, "w-7", "?resume_answer=yes"))
+    page = unescape(thread_page(admin_client, "w-7", "?resume_answer=yes&branch_at=abc"))
     assert "the answer is not JSON" in page
+    # The answer's form keeps the page's other parameters (the branch shown, the store).
+    assert '<input type="hidden" form="cs-answer-form" name="branch_at" value="abc">' in page
+    assert '<form id="cs-answer-form" method="get"' in page
 
 
 def test_a_finished_thread_asks_nothing(saver, admin_client):
