@@ -27,6 +27,7 @@ from checkpoints import audit, permissions
 from checkpoints.admin import branches, queries
 from checkpoints.admin.base import checkpoint_change_url, thread_change_url
 from checkpoints.admin.display import is_internal
+from checkpoints.admin.refusals import refused
 from checkpoints.admin.store_choice import keep_store, store_alias, store_saver
 from checkpoints.admin.threads import ThreadAdmin, ThreadAdminExtension
 from checkpoints.channels import INTERRUPT, RESUME
@@ -35,7 +36,6 @@ from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.graph_sources import GRAPHS_ENV
 from checkpoints.graphs import graph_name_of, load_graph, thread_graph
-from checkpoints.permissions import REQUIRED
 from checkpoints.timetravel.snapshot import thread_config
 from checkpoints.timetravel.updates import update_state
 
@@ -44,7 +44,6 @@ URL_PLACEHOLDER = "https://<your LangGraph deployment>"
 ANSWER_PARAM = "resume_answer"
 ANSWER_PLACEHOLDER = "<your answer>"
 EDIT_TEMPLATE = "admin/checkpoints/act_edit_state.html"
-DENIED_TEMPLATE = "admin/checkpoints/act_denied.html"
 PANEL_TEMPLATE = "admin/checkpoints/act_panel.html"
 
 
@@ -211,12 +210,18 @@ class EditStateView:
         self.thread_admin = thread_admin
 
     def __call__(self, request, object_id):
-        if not permissions.staff_may(request.user, "bulk_update"):
-            return self.denied(request)
         thread = self.thread_admin.get_object(request, object_id)
+        saver = store_saver()
+        if not permissions.staff_may(request.user, "bulk_update"):
+            # The refusal in the admin's chrome naming the permission, audited (refusals).
+            return refused(
+                request,
+                "bulk_update",
+                thread_id=thread.thread_id if thread is not None else "",
+                provider=saver.provider,
+            )
         if thread is None:
             raise Http404(f"no thread with pk {object_id!r} in this store")
-        saver = store_saver()
         head = saver.get_tuple(thread_config(thread.thread_id))
         name = thread_graph(saver, thread.thread_id)
         base = {
@@ -302,21 +307,6 @@ class EditStateView:
                 **more,
             },
             status=status,
-        )
-
-    def denied(self, request) -> TemplateResponse:
-        """403 inside the admin, naming the permission the edit needs."""
-        return TemplateResponse(
-            request,
-            DENIED_TEMPLATE,
-            {
-                **self.thread_admin.admin_site.each_context(request),
-                "opts": self.thread_admin.opts,
-                "title": "Permission needed",
-                "action": "edit a thread's state",
-                "needed": " or ".join(REQUIRED["bulk_update"]),
-            },
-            status=403,
         )
 
 

@@ -17,6 +17,7 @@ AUDIT_ACTIONS = {
     "sweep": "sweep",
     "finish": "mark_finished",
     "unfinish": "unmark_finished",
+    "bulk_update": "bulk_update",
 }
 # What each action is, in the page's words.
 WHAT = {
@@ -26,6 +27,7 @@ WHAT = {
     "sweep": "run the checkpoint sweep",
     "finish": "mark a thread finished",
     "unfinish": "take a thread out of the finished set",
+    "bulk_update": "edit a thread's state",
 }
 
 

@@ -163,6 +163,10 @@ def test_without_the_permission_the_refusal_is_inside_the_admin(registered, clie
         assert "checkpoints.change_checkpoint" in page
         assert 'id="site-name"' in page and 'class="breadcrumbs"' in page
     assert stored("w-5") == before
+    # Each refused attempt is audited as an accepted one would be, marked refused.
+    events = AuditEvent.objects.filter(action="bulk_update", thread_id="w-5")
+    assert events.count() == 2
+    assert all(e.detail["refused"] == "missing permission" for e in events)
 
 
 def test_without_a_registered_graph_the_form_says_what_registers_one(saver, admin_client):
