@@ -22,7 +22,12 @@ from checkpoints.status import AmongValues
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
 from retention.admin.links import ReadMostly, thread_link
+from retention.errors import SweepAlreadyRunning
+from retention.management.commands.compact_checkpoint_store import (
+    summary as compaction_summary,
+)
 from retention.models import DeletedThread, SparedThread, SweepBatch, SweepRun
+from retention.sweep import compact_store
 from retention.sweep import sweep_checkpoints as run_sweep
 
 # Deleted ids shown per page of a sweep run's page.
@@ -116,6 +121,11 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
                 self.admin_site.admin_view(self.sweep_view),
                 name="retention_sweeprun_sweep",
             ),
+            path(
+                "storage/",
+                self.admin_site.admin_view(self.storage_view),
+                name="retention_sweeprun_storage",
+            ),
             *super().get_urls(),
         ]
 
@@ -161,6 +171,31 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
             "next_after": rows[-1][0] if more else None,
             "page_size": DELETED_PAGE,
         }
+
+    def storage_view(self, request):
+        """GET: what compaction does on this store, behind a confirmation. POST post=yes:
+        compact under the sweep's lease (`retention.sweep.compact_store`, as the command
+        does) and show its report."""
+        if not permissions.staff_may(request.user, "sweep"):
+            return refused(request, "sweep", provider=get_saver().provider)
+        saver = get_saver()
+        report = error = None
+        if request.method == "POST" and request.POST.get("post") == "yes":
+            try:
+                report = compact_store(saver)
+            except (SweepAlreadyRunning, CheckpointStoreError) as exc:
+                error = f"Not compacted: {exc}"
+                messages.error(request, error)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Checkpoint storage",
+            "provider": saver.provider,
+            "report": report,
+            "summary": compaction_summary(report) if report else "",
+            "error": error,
+        }
+        return TemplateResponse(request, "admin/retention/sweeprun/storage.html", context)
 
     def sweep_view(self, request):
         """GET: a dry run of what would go and what is spared. POST post=yes: the sweep."""
