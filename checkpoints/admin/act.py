@@ -86,15 +86,22 @@ def resume_calls(
     return {"python": python, "sdk": sdk, "url": url}
 
 
-def waiting_on(head) -> list[Any]:
-    """The interrupt values the head asks and no resume has answered ([] when none)."""
-    writes = (head.pending_writes or []) if head is not None else []
-    if any(channel == RESUME for _task, channel, _value in writes):
+def waiting_on(thread, head_row) -> list[Any]:
+    """The interrupt values the thread's head asks and no resume has answered ([] when
+    none), read from the head's writes alone: the page never decodes the whole head here."""
+    if head_row is None:
         return []
+    alias, heads = store_alias(), {thread.pk: head_row.checkpoint_id}
+    if queries.head_writes(alias=alias, heads=heads, channel=RESUME).exists():
+        return []
+    saver = store_saver()
     asked = []
-    for _task, channel, value in writes:
-        if channel != INTERRUPT:
-            continue
+    for _pk, task_id, idx, _path, type_, blob in queries.head_writes(
+        alias=alias, heads=heads, channel=INTERRUPT
+    ):
+        value = saver.decode_write(
+            thread.thread_id, "", head_row.checkpoint_id, task_id, idx, INTERRUPT, type_, blob
+        )
         for item in value if isinstance(value, (list, tuple)) else [value]:
             asked.append(getattr(item, "value", item))
     return asked
@@ -120,11 +127,11 @@ def panel(request, thread_pk: str) -> str:
     thread = queries.thread_by_pk(alias=alias, pk=int(thread_pk))
     if thread is None:
         return ""
+    head_row = queries.head_row(alias=alias, thread_id=thread.thread_id)
     try:
-        head = store_saver().get_tuple(thread_config(thread.thread_id))
+        asked = waiting_on(thread, head_row)
     except CheckpointStoreError:
-        head = None  # the page's current-state card names the failure
-    asked = waiting_on(head)
+        asked = []  # the page's current-state card names a head it cannot read
     answer_text = request.GET.get(ANSWER_PARAM)
     answer, answer_error, answered = None, "", False
     if asked and answer_text is not None:
@@ -137,7 +144,7 @@ def panel(request, thread_pk: str) -> str:
         "asked": [json.dumps(readable(v), indent=2, ensure_ascii=False) for v in asked],
         "calls": resume_calls(
             thread_id=thread.thread_id,
-            assistant_id=graph_name_of(head.metadata if head else None),
+            assistant_id=graph_name_of(head_row.metadata if head_row else None),
             answer=answer,
             answered=answered,
         )

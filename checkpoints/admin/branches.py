@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -43,6 +44,19 @@ def root_rows(*, alias: str, thread_pk: int) -> list[tuple[int, str, str | None,
     )
 
 
+def has_forks(*, alias: str, thread_pk: int) -> bool:
+    """Whether any root-namespace checkpoint of the thread has two children: one grouped
+    query, so a thread that never branched reads none of its rows for the switcher."""
+    return (
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk, checkpoint_ns="", parent_checkpoint_id__isnull=False)
+        .values("parent_checkpoint_id")
+        .annotate(children=Count("pk"))
+        .filter(children__gt=1)
+        .exists()
+    )
+
+
 def forks_on_path(
     parents: Mapping[str, str | None], steps: Mapping[str, int | None], shown_leaf: str
 ) -> list[Fork]:
@@ -57,12 +71,13 @@ def forks_on_path(
     newest: dict[str, str] = {}
     for cid in sorted(parents, reverse=True):
         newest[cid] = max([cid, *(newest[c] for c in children.get(cid, ()))])
-    path = []
+    path: list[str] = []
+    on_path: set[str] = set()
     cursor: str | None = shown_leaf
-    while cursor in parents and cursor not in path:
+    while cursor in parents and cursor not in on_path:
         path.append(cursor)
+        on_path.add(cursor)
         cursor = parents[cursor]
-    on_path = set(path)
     forks = []
     for cid in reversed(path):
         kids = children.get(cid, [])
@@ -87,9 +102,9 @@ def switcher(
     """The thread page's branch switcher: per fork on the shown branch, "branch k of n" with
     links to the previous and next branches (on this page) and to the shown branch's head
     checkpoint; empty when the thread never branched. ``link(pk)``: a checkpoint's page."""
-    rows = root_rows(alias=alias, thread_pk=thread_pk)
-    if not rows:
+    if not has_forks(alias=alias, thread_pk=thread_pk):
         return mark_safe("")
+    rows = root_rows(alias=alias, thread_pk=thread_pk)
     parents = {cid: parent for _pk, cid, parent, _step in rows}
     steps = {cid: step for _pk, cid, _parent, step in rows}
     pks = {cid: pk for pk, cid, _parent, _step in rows}
