@@ -14,6 +14,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoints.models import AuditEvent, Checkpoint, Thread
+from checkpoints.timetravel import TimeTravel
 from tests.admin_fixtures import chat_graph, run_chat, staff_user
 from tests.checkpoints.langgraph_api import graphs as lg_graphs
 
@@ -241,3 +242,22 @@ def test_branch_switcher_links_each_branch_head(saver, admin_client):
     assert f'/admin/checkpoints/checkpoint/{old_pk}/change/">{old_head}</a><' in other
     back = re.search(r'class="cs-branch-next" href="([^"]+)"', other).group(1)
     assert f"branch_at={new_head}" in unescape(back)
+
+
+def test_a_rollback_is_a_branch_too(saver, admin_client):
+    run_chat(saver, "br-2", turns=2)
+    cfg = {"configurable": {"thread_id": "br-2"}}
+    states = list(chat_graph(saver).get_state_history(cfg))
+    target = next(s for s in states if s.values.get("turn") == 1 and not s.next)
+    target_id = target.config["configurable"]["checkpoint_id"]
+    TimeTravel(saver).rollback("br-2", target_id)
+    page = thread_page(admin_client, "br-2")
+    assert f'data-at="{target_id}"' in page and "branch 2 of 2" in page
+
+
+def test_a_question_asked_inside_a_subgraph_is_shown(saver, admin_client):
+    graph = lg_graphs.nested_builder.compile(checkpointer=saver)
+    graph.invoke({"topic": "news"}, config("nested-1"))
+    page = unescape(thread_page(admin_client, "nested-1"))
+    assert '"question": "publish news?"' in page
+    assert "client.runs.create('nested-1', 'agent'" in page
