@@ -35,7 +35,7 @@ from checkpoints.codec.render import readable
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.graph_sources import GRAPHS_ENV
-from checkpoints.graphs import graph_name_of, load_graph, thread_graph
+from checkpoints.graphs import graph_name_of, load_graph, registered
 from checkpoints.timetravel.snapshot import thread_config
 from checkpoints.timetravel.updates import update_state
 
@@ -163,7 +163,10 @@ def panel(request, thread_pk: str) -> str:
         ],
         "answer_text": answer_text if answer_text is not None else "",
         "answer_error": answer_error,
-        "edit_url": keep_store(reverse("admin:checkpoints_thread_edit_state", args=[thread.pk])),
+        # Offered to those who may use it, as the page's other actions are.
+        "edit_url": keep_store(reverse("admin:checkpoints_thread_edit_state", args=[thread.pk]))
+        if permissions.staff_may(request.user, "bulk_update")
+        else "",
         "switcher": branches.switcher(
             alias=alias,
             thread_pk=thread.pk,
@@ -229,21 +232,32 @@ class EditStateView:
             )
         if thread is None:
             raise Http404(f"no thread with pk {object_id!r} in this store")
-        head = saver.get_tuple(thread_config(thread.thread_id))
-        name = thread_graph(saver, thread.thread_id)
+        base = {"thread": thread, "thread_url": thread_change_url(thread.pk)}
+        try:
+            head = saver.get_tuple(thread_config(thread.thread_id))
+        except CheckpointStoreError as exc:
+            return self.render(
+                request, base, error=f"cannot read the thread's head: {exc.message}", status=503
+            )
+        named = graph_name_of(head.metadata if head else None)
+        name = named if named in registered() else None
         base = {
             "thread": thread,
             "thread_url": thread_change_url(thread.pk),
             "action_url": keep_store(
                 reverse("admin:checkpoints_thread_edit_state", args=[thread.pk])
             ),
-            "named_graph": graph_name_of(head.metadata if head else None),
+            "named_graph": named,
             "graphs_env": GRAPHS_ENV,
             "head": head.config["configurable"]["checkpoint_id"] if head else "",
         }
         if name is None:
             return self.render(request, base, title=f"Edit the state of thread {thread}")
-        graph = load_graph(name)
+        try:
+            graph = load_graph(name)
+        except CheckpointStoreError as exc:
+            # A registered graph whose code fails to load: named, as manage.py check names it.
+            return self.render(request, base | {"load_error": exc.message}, status=503)
         channels, nodes = graph_parts(graph)
         values = (head.checkpoint.get("channel_values") or {}) if head else {}
         base |= {"graph": name, "channels": channels, "nodes": nodes}

@@ -261,3 +261,21 @@ def test_a_question_asked_inside_a_subgraph_is_shown(saver, admin_client):
     page = unescape(thread_page(admin_client, "nested-1"))
     assert '"question": "publish news?"' in page
     assert "client.runs.create('nested-1', 'agent'" in page
+
+
+def test_a_graph_that_fails_to_load_is_named_not_a_500(saver, admin_client, settings):
+    run_waiting(saver, "w-8")
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "GRAPHS": {GRAPH: "tests.no_such_mod:graph"}}
+    answer = admin_client.get(edit_url("w-8"))
+    assert answer.status_code == 503
+    page = unescape(answer.content.decode())
+    assert "cannot be loaded" in page and "tests.no_such_mod:graph" in page
+    assert "<textarea" not in page
+
+
+def test_the_edit_button_is_offered_only_to_who_may_use_it(registered, client, admin_client):
+    run_waiting(registered, "w-9")
+    assert "cs-edit-state" in thread_page(admin_client, "w-9")
+    client.force_login(staff_user("looker", "checkpoints.view_thread"))
+    page = thread_page(client, "w-9")
+    assert "cs-edit-state" not in page and '"question": "approve?"' in unescape(page)
