@@ -8,6 +8,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from checkpoints.models import AuditEvent, Thread
+from tests.admin_fixtures import chat_graph, run_chat
 from tests.browser_fixtures import csp_violations, watch_csp
 from tests.checkpoints.langgraph_api import graphs as lg_graphs
 
@@ -63,3 +64,26 @@ def test_edit_state_confirm_flow(page, saver, settings, shot):
     reference.update_state(CONFIG, {"notes": ["edited in the browser"]}, as_node="write")
     assert graph.get_state(CONFIG).values == reference.get_state(CONFIG).values
     assert AuditEvent.objects.get(thread_id="wait-1").action == "bulk_update"
+
+
+def test_branch_switcher_in_place(page, saver, shot):
+    page.set_viewport_size({"width": 1400, "height": 900})
+    run_chat(saver, "branchy", turns=2)
+    graph = chat_graph(saver)
+    cfg = {"configurable": {"thread_id": "branchy"}}
+    first = next(
+        s for s in graph.get_state_history(cfg) if s.values.get("turn") == 1 and not s.next
+    )
+    graph.update_state(first.config, {"turn": 10}, as_node="review")
+    pk = Thread.objects.get(thread_id="branchy").pk
+
+    page.goto(f"{page.base}/admin/checkpoints/thread/{pk}/change/")
+    assert page.locator(".cs-branch-count").inner_text().lower() == "branch 2 of 2"
+    page.click("a.cs-branch-prev")
+    page.wait_for_url("**branch_at=**")
+    assert page.locator(".cs-branch-count").inner_text().lower() == "branch 1 of 2"
+    page.locator("#cs-branches").scroll_into_view_if_needed()
+    shot(page, "act-branches")
+    page.click("a.cs-branch-next")
+    page.wait_for_selector("#cs-branches")
+    assert page.locator(".cs-branch-count").inner_text().lower() == "branch 2 of 2"
