@@ -123,11 +123,29 @@ class OrmReading:
                 versions = checkpoint["channel_versions"]
                 blobs, unread = set_aside(blobs or [], lambda b: _text(b[0]))
                 values = checkpoint["channel_values"] = unread
-                loaded = (
-                    self._plain_loads([b[1:] for b in blobs], seen) if plain and blobs else None
-                )
+                # A checkpoint from before format v4: its parent's sends, which the row
+                # carried, read in the same go as its blobs (`needs_parent_sends` asked
+                # with the values known so far: those set aside, then the blobs' channels).
+                sends = row[12]
+                if sends and (
+                    not needs_parent_sends(checkpoint, parent)
+                    or any(_text(b[0]) == TASKS for b in blobs)
+                ):
+                    sends = None
+                elif sends:
+                    sends = [(_text(t), int(_text(i)), _text(k), d) for t, i, k, d in sends]
+                typed = [b[1:] for b in blobs]
+                if sends:
+                    typed += [send[2:] for send in sends]
+                loaded = self._plain_loads(typed, seen) if plain and typed else None
                 if loaded is not None:
-                    values.update(zip((_text(b[0]) for b in blobs), loaded, strict=True))
+                    channels = (_text(b[0]) for b in blobs)
+                    values.update(zip(channels, loaded[: len(blobs)], strict=True))
+                    if sends:
+                        migrate_parent_sends(
+                            checkpoint, loaded[len(blobs) :], lambda: self.get_next_version(None)
+                        )
+                        sends = None
                 else:
                     for channel, blob_type, data in blobs or ():
                         channel = _text(channel)
@@ -169,8 +187,8 @@ class OrmReading:
                         ),
                         **at,
                     )
-                if row[12] and needs_parent_sends(checkpoint, parent):
-                    self._migrate_sends(checkpoint, row[12], thread_id, ns, parent)
+                if sends:
+                    self._migrate_sends(checkpoint, sends, thread_id, ns, parent)
                 conf = {"thread_id": thread_id, "checkpoint_ns": ns}
                 out.append(
                     CheckpointTuple(
@@ -189,16 +207,8 @@ class OrmReading:
         self, checkpoint: dict, sends: list, thread_id: str, ns: str, parent: str
     ) -> None:
         """A checkpoint from before format v4 given its parent's pending sends, which its
-        row carried (task id, idx, type, bytes of each, in task path, task id, idx order:
-        the statement read them with the checkpoint): `planning.migrate_parent_sends`."""
-        sends = [
-            (_text(task_id), int(_text(idx)), _text(t), data) for task_id, idx, t, data in sends
-        ]
-        # In one go, as a row's blobs and writes are read, where nothing is sealed.
-        loaded = self._plain_loads([s[2:] for s in sends]) if not encryption_enabled() else None
-        if loaded is not None:
-            migrate_parent_sends(checkpoint, loaded, lambda: self.get_next_version(None))
-            return
+        row carried ((task id, idx, type, bytes) of each, in task path, task id, idx order),
+        read one by one so a failure names its write: `planning.migrate_parent_sends`."""
         values = decode_writes(
             (
                 (
