@@ -13,7 +13,6 @@ import uuid
 
 from django.conf import settings
 from django.db import DatabaseError, connections
-from redis.exceptions import RedisError
 
 from checkpoints.conf import setting
 from checkpoints.errors import CheckpointConfigError, CheckpointStoreError
@@ -87,6 +86,10 @@ def store_findings(*, saver=None, close: bool = False) -> list[Finding]:
                 "provider",
             )
         ]
+    # The Redis driver loads here, not at import: a SQLite saver's cold start (a plain
+    # script) must not pay for it (redis-py 8 loads cryptography).
+    from redis.exceptions import RedisError
+
     alias = saver.db_alias
     try:
         saver.recorded_format()
