@@ -104,7 +104,12 @@ class TableSource:
         ids = iter(thread_ids if thread_ids is not None else self.thread_ids())
         while chunk := list(islice(ids, READ_BATCH)):
             texts = [t for t in chunk if isinstance(t, str)]
-            parts = self.tables.threads_rows(texts) if texts else {}
+            try:
+                parts = self.tables.threads_rows(texts) if texts else {}
+            except RecursionError:
+                # One thread's JSON nests deeper than can be parsed: each read alone, so
+                # that thread alone is refused (`thread_or_refusal`).
+                parts = None
             for thread_id in chunk:
                 if not isinstance(thread_id, str):
                     yield refuse(
@@ -112,7 +117,9 @@ class TableSource:
                         f"{_short(thread_id)}) in {self.name}"
                     )
                     continue
-                record = self.thread_or_refusal(thread_id, parts.get(thread_id))
+                record = self.thread_or_refusal(
+                    thread_id, parts.get(thread_id) if parts is not None else False
+                )
                 if record is not None:
                     yield record
 
@@ -129,11 +136,11 @@ class TableSource:
     ) -> ThreadRecord | TransferFormatError | None:
         """The thread, its refusal, or None; ``parts``: its rows as `threads_rows` read
         them with others' (None: it has none), else they are read here."""
-        if parts is False:
-            parts = self.tables.threads_rows([thread_id]).get(thread_id)
-        if parts is None:
-            return None
         try:
+            if parts is False:
+                parts = self.tables.threads_rows([thread_id]).get(thread_id)
+            if parts is None:
+                return None
             return self._read(thread_id, parts)
         except _Unreadable as exc:
             return refuse(exc.why, thread_id=thread_id, checkpoint=exc.checkpoint)
