@@ -81,10 +81,13 @@ def test_fork_with_an_edited_thread_id(page, saver, shot):
     assert "forked-in-browser" in page.inner_text(".messagelist")
     forked = newest("forked-in-browser").first()
     assert forked.source == "fork"
-    assert re.search(rf"/checkpoint/{forked.pk}/change/$", page.url)
-    origin = page.locator(".field-fork_origin a")
-    assert origin.inner_text() == f"{source.checkpoint_id} (thread fork-me)"
+    # The fork lands on the new thread's page; its message links back to the source.
+    assert re.search(rf"/thread/{forked.thread_id}/change/$", page.url)
+    back = page.locator(".messagelist a.cs-fork-source")
+    assert back.inner_text() == f"checkpoint {source.checkpoint_id}"
     shot(page, "fork")
+    back.click()
+    page.wait_for_url(re.compile(rf"/checkpoint/{source.pk}/change/$"))
 
 
 def test_sweep_dry_run_then_run_lists_the_spared_thread(page, saver, shot):
