@@ -244,7 +244,11 @@ def fuzz_target(
         refused = any(400 <= s < 500 for s in statuses) or REFUSED.search(answer.text)
         counts["refused" if refused else "accepted"] += 1
         if refused or not may_change:
-            assert not changed, (url, store, form, statuses, changed)
+            # A refusal for a missing permission is audited (issue 54): that record, and
+            # the admin's log line it writes, are the only tables it may touch.
+            audited = {"checkpoints_auditevent", "django_admin_log"}
+            allowed = audited if 403 in statuses and csrf == "valid" else set()
+            assert not set(changed) - allowed, (url, store, form, statuses, changed)
         if csrf != "valid":
             # 404 when no view has such a URL (a newline in an id): CSRF runs on views only.
             assert statuses[0] in (403, 404), (url, form, statuses)
