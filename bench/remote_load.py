@@ -240,6 +240,7 @@ class ClientJob:
     turns: int  # turns per thread
     tag: str
     lg_pool: int = 32
+    client_connections: int = 32  # the RemoteSaver's keep-alive pool (its default)
 
 
 def _client(job: ClientJob, ready, go, results) -> None:
@@ -257,7 +258,7 @@ async def _client_async(job: ClientJob, ready, go) -> dict:
     if job.setup == "remote":
         from checkpoints.remote import RemoteSaver
 
-        saver = RemoteSaver(job.url, api_key=job.token, max_connections=max(job.runs, 1))
+        saver = RemoteSaver(job.url, api_key=job.token, max_connections=job.client_connections)
         close = saver.aclose
     else:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -443,7 +444,17 @@ def jobs_for(
         else:
             url, token = server.url(LG_DB), ""
         jobs.append(
-            ClientJob(setup, url, token, runs, args.threads, args.turns, f"{tag}c{i}", args.lg_pool)
+            ClientJob(
+                setup,
+                url,
+                token,
+                runs,
+                args.threads,
+                args.turns,
+                f"{tag}c{i}",
+                args.lg_pool,
+                args.client_connections,
+            )
         )
     return jobs
 
@@ -454,6 +465,7 @@ def report(args, tallies: dict[str, Tally]) -> None:
         f"== {args.runs} concurrent graph runs over {args.clients} client processes "
         f"({args.threads} thread(s) x {args.turns} turn(s) each, {args.rounds} round(s)); "
         f"remote: {args.services} services, store pool {args.service_pool} each, "
+        f"{args.client_connections} HTTP connections per client, "
         + (f"Django pool {args.django_pool} each" if args.django_pool else "no Django pool")
         + " =="
     )
@@ -534,6 +546,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="also give each service Django's own connection pool of N (0: as shipped, none)",
     )
     parser.add_argument("--lg-pool", type=int, default=32, help="each lg client's pool")
+    parser.add_argument(
+        "--client-connections",
+        type=int,
+        default=32,
+        help="each remote client's keep-alive HTTP connections (RemoteSaver max_connections)",
+    )
     parser.add_argument("--only", choices=("remote", "lg-apostgres"), help="one setup")
     parser.add_argument(
         "--quick", action="store_true", help="smoke size: 16 runs, 1 thread, 1 round"
