@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-import dj_database_url
-
 # Scheme -> the store provider a URL opens (`checkpoints.connect`).
 # redis+cluster://host:port[,host:port...] is the Redis saver on a cluster.
 SCHEMES = {
@@ -49,6 +47,10 @@ def parse_database_url(url: str) -> dict:
             + ", ".join(sorted(DATABASE_SCHEMES))
         )
     engine = ENGINES[SCHEMES[scheme]]
+    # Imported here, not at the top: `from checkpoints import from_conn_string` on a worker
+    # that installed only langgraph and httpx (the remote saver) passes through this module.
+    import dj_database_url
+
     parsed = dj_database_url.parse(scheme + url[len(given) :])
     if scheme == "sqlite":
         return {"ENGINE": engine, "NAME": parsed["NAME"] or ":memory:"}

@@ -20,6 +20,16 @@ from tests.store_helpers import config_for, put_chain, remote_saver
 
 WORKER = """
 import json, sys
+
+class NotInstalled:
+    # A worker installs langgraph and httpx only: these packages are absent there.
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in (
+            "django", "dj_database_url", "psycopg", "psycopg2", "psycopg_pool", "redis"
+        ):
+            raise ModuleNotFoundError(f"No module named {{name!r}} (not on a worker)")
+
+sys.meta_path.insert(0, NotInstalled())
 from checkpoints import from_conn_string
 with from_conn_string({url!r}, api_key={key!r}) as saver:
     config = {{"configurable": {{"thread_id": "from-a-worker", "checkpoint_ns": ""}}}}
