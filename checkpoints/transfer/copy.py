@@ -64,7 +64,11 @@ from checkpoints.errors import (
 from checkpoints.store.planning import check_thread_id, utcnow
 from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.transfer.checks import check_thread
-from checkpoints.transfer.extras import lift_metadata, restore_extras
+from checkpoints.transfer.extras import (
+    lift_metadata,
+    refuse_lifting_without_threads_api,
+    restore_extras,
+)
 from checkpoints.transfer.langgraph_tables import TableSource
 from checkpoints.transfer.records import (
     ThreadRecord,
@@ -188,6 +192,7 @@ def copy_threads(
             f"on_conflict must be 'skip' or 'fail', got {on_conflict!r}", field="on_conflict"
         )
     refuse_source_times(target_saver, keep_source_times)
+    refuse_lifting_without_threads_api(thread_metadata)
     source = as_source(source_saver)
     wanted = None if thread_ids is None else [check_thread_id(t) for t in thread_ids]
     owners = _Owners(

@@ -22,6 +22,27 @@ from checkpoints.errors import InvalidCheckpointInput
 from checkpoints.transfer.records import ThreadRecord
 
 METADATA = "metadata"
+# The app whose table keeps thread metadata: the service installs it, a plain script's
+# standalone store (`from_conn_string`) does not.
+THREADS_API_APP = "checkpoints.langgraph_api"
+
+
+def _threads_api_installed() -> bool:
+    from django.apps import apps  # the registry is set up after this module is imported
+
+    return apps.is_installed(THREADS_API_APP)
+
+
+def refuse_lifting_without_threads_api(keys: Iterable[str]) -> None:
+    """``thread_metadata`` needs the table the threads API searches: refused up front where
+    it is missing, before anything is read."""
+    if list(keys) and not _threads_api_installed():
+        raise InvalidCheckpointInput(
+            f"thread_metadata needs the threads API app ({THREADS_API_APP!r}) and its table, "
+            "which this store does not have (a plain script's store); run the import in the "
+            "service (manage.py import_checkpoints --thread-metadata ...)",
+            field="thread_metadata",
+        )
 
 
 class ThreadExtra(Protocol):
@@ -107,6 +128,8 @@ class ThreadMetadataExtra:
     name = METADATA
 
     def export(self, saver, thread_id: str) -> dict | None:
+        if not _threads_api_installed():
+            return None  # no table, so no thread metadata to carry
         # The model reads Django's app registry, which a plain script sets up after
         # importing this module (`from_conn_string`).
         from checkpoints.langgraph_api.models import ThreadMetadata
@@ -115,6 +138,12 @@ class ThreadMetadataExtra:
         return dict(row.metadata) if row is not None and row.metadata else None
 
     def check(self, value: Any) -> str | None:
+        if not _threads_api_installed():
+            return (
+                f"the thread carries thread metadata, which this store cannot keep (no "
+                f"{THREADS_API_APP!r} app: a plain script's store); import it in the service "
+                "(manage.py import_checkpoints)"
+            )
         # The API's rule for a client's metadata; it reads the models (see `export`).
         from checkpoints.api.base import client_metadata
 

@@ -356,3 +356,43 @@ def test_kill_9_mid_import_leaves_whole_threads_then_rerun_completes(
     imported = int(rerun.stdout.split("Imported ", 1)[1].split(" ", 1)[0])
     assert f"{len(counts) - imported} skipped" in rerun.stdout
     assert len(counts) - len(held) <= imported <= len(counts) - len(held) + 1
+
+
+SCRIPT_STORE_EXTRAS = """
+import io, json, sqlite3, sys
+from langgraph.checkpoint.sqlite import SqliteSaver
+from checkpoints import from_conn_string
+from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.transfer import copy_threads, export_threads
+
+source = SqliteSaver(sqlite3.connect(sys.argv[1]))
+with from_conn_string("sqlite:///" + sys.argv[2]) as ours:
+    try:
+        copy_threads(source, ours, thread_ids=["t-done"], thread_metadata=["team"])
+    except InvalidCheckpointInput as exc:
+        refused = [exc.field, str(exc)]
+    copied = copy_threads(source, ours, thread_ids=["t-done"]).threads
+    out = io.BytesIO()
+    export_threads(ours, out)
+    kinds = [json.loads(line).get("kind") for line in out.getvalue().splitlines()]
+print(json.dumps({"refused": refused, "copied": copied, "threads": kinds.count("thread")}))
+"""
+
+
+def test_a_plain_scripts_store_refuses_lifting_metadata_and_exports_without_it(lg_sqlite, tmp_path):
+    """A plain script's store has no threads API table: lifting metadata is refused up front
+    naming what to do, and export works (no thread metadata to carry)."""
+    seed(lg_sqlite)
+    plain = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CHECKPOINTS"))}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT_STORE_EXTRAS, lg_sqlite.path, str(tmp_path / "s.sqlite3")],
+        env={**plain, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    field, words = report["refused"]
+    assert field == "thread_metadata" and "manage.py import_checkpoints" in words
+    assert report["copied"] == 1 and report["threads"] == 1
