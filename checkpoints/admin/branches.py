@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from django.db.models import Count
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from checkpoints.models import Checkpoint
+from checkpoints.admin.queries import branch_root_rows, thread_has_branches
 
 BRANCH_PARAM = "branch_at"
 ID_CHARS = 64
@@ -32,29 +31,6 @@ class Fork:
     step: int | None
     shown: int
     heads: tuple[str, ...]  # each branch's head, in the order the branches started
-
-
-def root_rows(*, alias: str, thread_pk: int) -> list[tuple[int, str, str | None, int | None]]:
-    """(pk, checkpoint id, parent id, step) of the thread's root-namespace checkpoints."""
-    return list(
-        Checkpoint.objects.using(alias)
-        .filter(thread_id=thread_pk, checkpoint_ns="")
-        .order_by("checkpoint_id")
-        .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "step")
-    )
-
-
-def has_forks(*, alias: str, thread_pk: int) -> bool:
-    """Whether any root-namespace checkpoint of the thread has two children: one grouped
-    query, so a thread that never branched reads none of its rows for the switcher."""
-    return (
-        Checkpoint.objects.using(alias)
-        .filter(thread_id=thread_pk, checkpoint_ns="", parent_checkpoint_id__isnull=False)
-        .values("parent_checkpoint_id")
-        .annotate(children=Count("pk"))
-        .filter(children__gt=1)
-        .exists()
-    )
 
 
 def forks_on_path(
@@ -102,9 +78,9 @@ def switcher(
     """The thread page's branch switcher: per fork on the shown branch, "branch k of n" with
     links to the previous and next branches (on this page) and to the shown branch's head
     checkpoint; empty when the thread never branched. ``link(pk)``: a checkpoint's page."""
-    if not has_forks(alias=alias, thread_pk=thread_pk):
+    if not thread_has_branches(alias=alias, thread_pk=thread_pk):
         return mark_safe("")
-    rows = root_rows(alias=alias, thread_pk=thread_pk)
+    rows = branch_root_rows(alias=alias, thread_pk=thread_pk)
     parents = {cid: parent for _pk, cid, parent, _step in rows}
     steps = {cid: step for _pk, cid, _parent, step in rows}
     pks = {cid: pk for pk, cid, _parent, _step in rows}

@@ -14,6 +14,7 @@ from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySe
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce, Length
 
+from checkpoints import status
 from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite, Thread
 from checkpoints.store.registry import dialect_saver
 
@@ -399,3 +400,60 @@ def lineage_links(
             :limit
         ]
     )
+
+
+# The branch switcher (`checkpoints.admin.branches`).
+
+
+def branch_root_rows(
+    *, alias: str, thread_pk: int
+) -> list[tuple[int, str, str | None, int | None]]:
+    """(pk, checkpoint id, parent id, step) of the thread's root-namespace checkpoints."""
+    return list(
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk, checkpoint_ns="")
+        .order_by("checkpoint_id")
+        .values_list("pk", "checkpoint_id", "parent_checkpoint_id", "step")
+    )
+
+
+def thread_has_branches(*, alias: str, thread_pk: int) -> bool:
+    """Whether any root-namespace checkpoint of the thread has two children: one grouped
+    query, so a thread that never branched reads none of its rows for the switcher."""
+    return (
+        Checkpoint.objects.using(alias)
+        .filter(thread_id=thread_pk, checkpoint_ns="", parent_checkpoint_id__isnull=False)
+        .values("parent_checkpoint_id")
+        .annotate(children=Count("pk"))
+        .filter(children__gt=1)
+        .exists()
+    )
+
+
+# The sweep preview (`retention.admin.sweeps`).
+
+
+def sweep_preview_facts(*, alias: str, among) -> dict[str, tuple[int, str, Any]]:
+    """thread id -> (pk, owner's username or "", last write) of the threads ``among`` (a
+    filter on ``thread_id``) names."""
+    return {
+        tid: (pk, owner or "", last)
+        for pk, tid, owner, last in Thread.objects.using(alias)
+        .filter(among)
+        .values_list("pk", "thread_id", "owner__username", "last_write_at")
+    }
+
+
+def thread_ids_matching(*, alias: str, among, condition) -> set[str]:
+    """The ids of the threads ``among`` names whose status facts meet ``condition``."""
+    return set(
+        status.with_status_facts(Thread.objects.using(alias))
+        .filter(among)
+        .filter(condition)
+        .values_list("thread_id", flat=True)
+    )
+
+
+def threads_with_status_facts(*, alias: str, pks: Iterable[int]) -> list[Thread]:
+    """The threads of ``pks`` with the facts their markers are read from."""
+    return list(status.with_status_facts(Thread.objects.using(alias)).filter(pk__in=pks))

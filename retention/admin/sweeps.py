@@ -11,13 +11,13 @@ from django.urls import path, reverse
 from django.utils.translation import ngettext
 
 from checkpoints import audit, permissions, selectors, status
+from checkpoints.admin import queries
 from checkpoints.admin.base import RefuseBadInputMixin
 from checkpoints.admin.display import when
 from checkpoints.admin.filters import ProviderNameFilter
 from checkpoints.admin.refusals import refused
 from checkpoints.admin.store_choice import keep_store, store_alias
 from checkpoints.errors import CheckpointStoreError
-from checkpoints.models import Thread
 from checkpoints.status import AmongValues
 from checkpoints.store.planning import utcnow
 from checkpoints.store.registry import get_saver
@@ -250,17 +250,12 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
         the table is as long as the count), not a second listing at a later time."""
         horizon_of = {t: h for h, listed in result.deleted_ids.items() for t in listed}
         alias = store_alias()
-        facts = {
-            tid: (pk, owner or "", last)
-            for pk, tid, owner, last in Thread.objects.using(alias)
-            .filter(AmongValues("thread_id", horizon_of))
-            .values_list("pk", "thread_id", "owner__username", "last_write_at")
-        }
-        failed = set(
-            status.with_status_facts(Thread.objects.using(alias))
-            .filter(AmongValues("thread_id", horizon_of))
-            .filter(status.marker_condition("failed", utcnow(), saver=saver))
-            .values_list("thread_id", flat=True)
+        among = AmongValues("thread_id", horizon_of)
+        facts = queries.sweep_preview_facts(alias=alias, among=among)
+        failed = queries.thread_ids_matching(
+            alias=alias,
+            among=among,
+            condition=status.marker_condition("failed", utcnow(), saver=saver),
         )
         sort = request.GET.get("sort", "order")
         key = sort.lstrip("-")
@@ -328,7 +323,7 @@ class SweepRunAdmin(RefuseBadInputMixin, ReadMostly, admin.ModelAdmin):
 
 def _markers(saver, alias: str, pks: list[int]) -> dict[str, list[status.Marker]]:
     """thread id -> its markers, for one page of the preview's rows."""
-    rows = list(status.with_status_facts(Thread.objects.using(alias)).filter(pk__in=pks))
+    rows = queries.threads_with_status_facts(alias=alias, pks=pks)
     now = utcnow()
     claims = status.claims_of(
         provider=saver.provider, thread_ids=[r.thread_id for r in rows], now=now
