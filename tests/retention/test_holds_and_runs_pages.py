@@ -55,6 +55,10 @@ def test_hold_and_release_from_the_thread_page(client, operator, due):
     page = client.get(f"{THREADS}{pk}/change/").content.decode()
     assert 'id="thread-hold"' in page and "Hold this thread" in page
     assert "Due for deletion" in page
+    # The hold sits with the actions, after the change form (the thread's state), not
+    # above everything; the page's tools link to it.
+    assert page.index('id="thread-hold"') > page.index('id="thread_form"')
+    assert 'href="#thread-hold" class="cs-hold-tool">Hold…' in page
     # A GET changes nothing; a hold without a reason is refused, saying why.
     assert client.get(f"{THREADS}{pk}/hold/")["Location"] == f"{THREADS}{pk}/change/"
     refused = client.post(f"{THREADS}{pk}/hold/", {"reason": " "}, follow=True)
