@@ -168,7 +168,7 @@ class CheckpointAdmin(RefuseBadInputMixin, StoreChoiceMixin, ReadOnlyMixin, admi
         return format_html(
             '<span class="cs-ns" title="{}">{}</span>',
             obj.checkpoint_ns,
-            namespace_words(obj.checkpoint_ns),
+            getattr(obj, "call_name", None) or namespace_words(obj.checkpoint_ns),
         )
 
     @admin.display(description="branch")

@@ -175,6 +175,7 @@ class HistoryChangeList(ChangeList):
         self._read_nodes()
         if self.keyset:
             self._read_branches()
+            self._read_calls()
 
     def _keyset_results(self, request):
         get = request.GET
@@ -287,6 +288,19 @@ class HistoryChangeList(ChangeList):
             key = (row.thread_id, row.checkpoint_ns, row.parent_checkpoint_id)
             row.nodes = stated[row.pk] or sorted(nodes.get(key, []))
             row.thread_links = links
+
+    def _read_calls(self):
+        """Each subgraph row's call, named as the thread page names it (``act #37``): steps
+        restart in every call, so the node alone does not say which call a row is in."""
+        rows = [r for r in self.result_list if r.checkpoint_ns]
+        for thread_pk in {r.thread_id for r in rows}:
+            calls = subgraphs.calls_by_node(
+                queries.subgraph_namespaces(alias=store_alias(), thread_pk=thread_pk)
+            )
+            for row in rows:
+                if row.thread_id == thread_pk:
+                    call = subgraphs.call_of(row.checkpoint_ns, calls)
+                    row.call_name = call.name if call else None
 
     def _read_branches(self):
         """Each row's branch, traced per namespace from its head down to the page's rows."""

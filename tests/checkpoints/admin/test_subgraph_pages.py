@@ -81,6 +81,8 @@ def test_a_call_s_tree_and_history_are_a_link_away(admin_client, saver):
     ).content.decode()
     shown = set(re.findall(r'title="(act:[^"]+)"', history))
     assert shown == {ns}
+    # Each row names its call as the thread page does: steps restart in every call.
+    assert re.findall(r'<span class="cs-ns" title="act:[^"]+">([^<]+)<', history)[0] == "act #30"
 
 
 def test_the_history_filter_offers_the_node_with_its_call_count(admin_client, saver):
