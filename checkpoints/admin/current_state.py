@@ -23,23 +23,39 @@ def _short(text: str) -> str:
     return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
 
 
-def current_state(thread_pk) -> SafeString | str:
-    """The head checkpoint of the thread's root namespace: its place, the last messages of
-    each message channel, and the graph's other channels in words."""
+def current_state(thread_pk, branch_at: str | None = None) -> SafeString | str:
+    """The head checkpoint of the thread's root namespace (or, when the branch switcher shows
+    another branch, that branch's head ``branch_at``): its place, the last messages of each
+    message channel, and the graph's other channels in words."""
     if not str(thread_pk).isdigit():
         return ""
     thread = queries.thread_by_pk(alias=store_alias(), pk=int(thread_pk))
     if thread is None:
         return ""
-    head_row = queries.head_row(alias=store_alias(), thread_id=thread.thread_id)
-    if head_row is None:
+    thread_head = queries.head_row(alias=store_alias(), thread_id=thread.thread_id)
+    if thread_head is None:
         return format_html(
             '<div class="cs-card cs-current"><h2>Current state</h2><p>{}</p></div>',
             "No checkpoint yet.",
         )
+    shown = (
+        queries.checkpoint_row(
+            alias=store_alias(), thread_id=thread.thread_id, checkpoint_id=branch_at
+        )
+        if branch_at
+        else None
+    )
+    head_row = shown or thread_head
+    on_branch = head_row.pk != thread_head.pk
     try:
         head = store_saver().get_tuple(
-            {"configurable": {"thread_id": thread.thread_id, "checkpoint_ns": ""}}
+            {
+                "configurable": {
+                    "thread_id": thread.thread_id,
+                    "checkpoint_ns": "",
+                    "checkpoint_id": head_row.checkpoint_id,
+                }
+            }
         )
     except CheckpointStoreError as exc:
         return format_html(
@@ -79,10 +95,21 @@ def current_state(thread_pk) -> SafeString | str:
         if others
         else ""
     )
+    title = (
+        format_html(
+            'State of the shown branch <span class="cs-muted">(the thread\'s head is '
+            '<a href="{}">{}</a>)</span>',
+            checkpoint_change_url(thread_head.pk),
+            thread_head.checkpoint_id,
+        )
+        if on_branch
+        else "Current state"
+    )
     return format_html(
-        '<div class="cs-card cs-current"><h2>Current state</h2>'
+        '<div class="cs-card cs-current"><h2>{}</h2>'
         '<p class="cs-muted">head checkpoint <a href="{}">{}</a> · step {} · {} · written {}</p>'
         "{}{}</div>",
+        title,
         link,
         head_row.checkpoint_id,
         head_row.step if head_row.step is not None else "—",

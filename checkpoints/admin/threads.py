@@ -24,6 +24,7 @@ from checkpoints.admin.base import (
     history_url,
     thread_change_url,
 )
+from checkpoints.admin.branches import asked_leaf
 from checkpoints.admin.current_state import current_state
 from checkpoints.admin.display import error_text, when
 from checkpoints.admin.filters import FinishedFilter, ProviderFilter, StatusFilter
@@ -645,7 +646,7 @@ class ThreadAdmin(
         extra = {
             "history_url": history_url(object_id),
             # Read when the page renders, after Django has checked the user may see it.
-            "current_state": partial(current_state, object_id),
+            "current_state": partial(current_state, object_id, asked_leaf(request.GET)),
         }
         for extension in self.extensions:
             extra.update(extension.change_context(self, request, object_id))

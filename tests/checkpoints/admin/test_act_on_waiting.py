@@ -238,6 +238,11 @@ def test_branch_switcher_links_each_branch_head(saver, admin_client):
 
     other = admin_client.get(unescape(prev)).content.decode()
     assert "branch 1 of 2" in other
+    # The state card follows the shown branch: its head, not the thread's.
+    card = other[other.index('class="cs-card cs-current"') :]
+    assert card.index("State of the shown branch") < card.index(f">{old_head}</a>")
+    assert f">{new_head}</a>)" in card  # the thread's head, named beside it
+    assert "Current state" in page and "State of the shown branch" not in page
     old_pk = Checkpoint.objects.get(checkpoint_id=old_head).pk
     assert f'/admin/checkpoints/checkpoint/{old_pk}/change/">{old_head}</a><' in other
     back = re.search(r'class="cs-branch-next" href="([^"]+)"', other).group(1)
