@@ -25,8 +25,9 @@ PG_DB = "checkpoint_bench_messages"
 SLOW_MS = 10_000.0
 
 
-def configure(family: str) -> None:
-    """Point the project's settings at a fresh store of ``family`` before Django starts."""
+def configure(family: str, *, sqlite_name: str = "messages.sqlite3", pg_db: str = PG_DB) -> None:
+    """Point the project's settings at a fresh store of ``family`` before Django starts
+    (a SQLite file ``sqlite_name`` under the bench folder, or PostgreSQL database ``pg_db``)."""
     base = os.environ.get("CHECKPOINTS_BENCH_DIR", os.path.join("var", "bench"))
     os.makedirs(base, exist_ok=True)
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
@@ -36,7 +37,7 @@ def configure(family: str) -> None:
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1")
     os.environ.setdefault("LOG_LEVEL", "ERROR")
     if family == "sqlite":
-        path = os.path.abspath(os.path.join(base, "messages.sqlite3"))
+        path = os.path.abspath(os.path.join(base, sqlite_name))
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
@@ -51,9 +52,9 @@ def configure(family: str) -> None:
     with psycopg.connect(
         host=host, port=port, user=user, dbname="postgres", autocommit=True
     ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{PG_DB}"')
-    os.environ["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{PG_DB}"
+        conn.execute(f'DROP DATABASE IF EXISTS "{pg_db}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{pg_db}"')
+    os.environ["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{pg_db}"
     os.environ["LLM_PROVIDER_CHECKPOINT"] = "postgres"
 
 

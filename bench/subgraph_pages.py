@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import operator
-import os
 import sys
 import time
 from typing import Annotated, TypedDict
 
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
+
+from bench import messages
 
 PG_DB = "checkpoint_bench_subgraphs"
 # The console's page budget (issue 54).
@@ -96,34 +97,7 @@ def run_subgraph_calls(saver, thread_id: str, calls: int, per_turn: int = 25) ->
 
 def configure(family: str) -> None:
     """Point the project's settings at a fresh store of ``family`` before Django starts."""
-    base = os.environ.get("CHECKPOINTS_BENCH_DIR", os.path.join("var", "bench"))
-    os.makedirs(base, exist_ok=True)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    os.environ["DJANGO_DEBUG"] = "0"
-    # DEBUG off refuses the dev key and "*" hosts; a benchmark serves no one.
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "0123456789abcdef" * 4)
-    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1")
-    os.environ.setdefault("LOG_LEVEL", "ERROR")
-    if family == "sqlite":
-        path = os.path.abspath(os.path.join(base, "subgraphs.sqlite3"))
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.remove(path + suffix)
-        os.environ["DATABASE_URL"] = f"sqlite:///{path}"
-        os.environ["LLM_PROVIDER_CHECKPOINT"] = "sqlite"
-        return
-    import psycopg
-
-    host = os.environ.get("CHECKPOINTS_BENCH_PG_HOST", "127.0.0.1")
-    port = os.environ.get("CHECKPOINTS_BENCH_PG_PORT", "5432")
-    user = os.environ.get("CHECKPOINTS_BENCH_PG_USER", "postgres")
-    with psycopg.connect(
-        host=host, port=port, user=user, dbname="postgres", autocommit=True
-    ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{PG_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{PG_DB}"')
-    os.environ["DATABASE_URL"] = f"postgres://{user}@{host}:{port}/{PG_DB}"
-    os.environ["LLM_PROVIDER_CHECKPOINT"] = "postgres"
+    messages.configure(family, sqlite_name="subgraphs.sqlite3", pg_db=PG_DB)
 
 
 def main(argv: list[str] | None = None) -> int:
