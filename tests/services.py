@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.conf import settings
@@ -38,3 +40,20 @@ def redis_tools_unavailable() -> str | None:
     """What the private Redis setups (cluster, sentinels, a lone server) lack, if anything."""
     missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
     return f"{' and '.join(missing)} not installed" if missing else None
+
+
+@contextmanager
+def throwaway_postgres_database(name: str) -> Iterator[str]:
+    """A database ``name`` made afresh on the shared PostgreSQL server, dropped after: its URL."""
+    need_service(settings.POSTGRES_UNAVAILABLE)
+    import psycopg
+
+    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -21,8 +21,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 
 from checkpoints.channels import TASKS
-from tests import settings
-from tests.services import need_service
+from tests.services import throwaway_postgres_database
 
 # Fixed ids and versions, so ours and the peer hold byte-for-byte the same checkpoints.
 PARENT_ID = "1ef4f797-8335-6428-8001-8a1503f9b875"
@@ -106,17 +105,8 @@ def _snapshot(graph, config) -> tuple:
 
 @pytest.fixture(scope="module")
 def lg_postgres_url():
-    need_service(settings.POSTGRES_UNAVAILABLE)
-    import psycopg
-
-    name = f"lg_legacy_{os.getpid()}"
-    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with throwaway_postgres_database(f"lg_legacy_{os.getpid()}") as url:
+        yield url
 
 
 @pytest.fixture

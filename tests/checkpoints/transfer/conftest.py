@@ -8,23 +8,13 @@ import sqlite3
 
 import pytest
 
-from tests import settings
-from tests.services import need_service
+from tests.services import throwaway_postgres_database
 
 
 @pytest.fixture(scope="session")
 def lg_postgres_url():
-    need_service(settings.POSTGRES_UNAVAILABLE)
-    import psycopg
-
-    name = f"lg_transfer_{os.getpid()}"
-    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with throwaway_postgres_database(f"lg_transfer_{os.getpid()}") as url:
+        yield url
 
 
 @pytest.fixture
