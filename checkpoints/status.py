@@ -308,7 +308,12 @@ def thread_markers(
         found.append(Marker("parked", parked.detail))
     if mark_due is not None:
         if written_since(marked_at, last_write_at):
-            detail = f"written {when(last_write_at)}, after its mark at {when(marked_at)}"
+            # The run rule: a thread written since its mark runs again, and the mark no
+            # longer deletes it (its waiting horizon, counted from the new write, still does).
+            detail = (
+                f"finished, written since: written {when(last_write_at)}, after its mark "
+                f"at {when(marked_at)}" + ("" if past else "; the sweep spares it")
+            )
         else:
             detail = f"due at {when(mark_due)}"
         found.append(Marker("finished", detail))

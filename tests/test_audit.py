@@ -81,9 +81,14 @@ def test_api_changes_are_recorded_with_user_and_address(clients, users, threads)
         ("delete_thread", "alice-fork"),
         ("sweep", ""),
     ]
-    # The admin's action filter offers exactly these, and the two only the LangGraph-compatible
-    # API performs (tests/checkpoints/langgraph_api/test_sdk.py audits them).
-    assert {action for action, _ in recorded} | {"prune", "copy_thread"} == set(audit.ACTIONS)
+    # The admin's action filter offers exactly these, the two only the LangGraph-compatible
+    # API performs (tests/checkpoints/langgraph_api/test_sdk.py audits them) and the store
+    # service's delete_for_runs (tests/remote/test_service.py audits it).
+    assert {action for action, _ in recorded} | {
+        "prune",
+        "copy_thread",
+        "delete_runs",
+    } == set(audit.ACTIONS)
     for event in events(origin="api"):
         operator = event.action in ("sweep", "hold", "release_hold")
         expected = users["sweeper"] if operator else users["alice"]

@@ -161,7 +161,8 @@ def test_history_shows_each_rows_namespace_and_filters_on_it(admin_client, saver
     inner_ns = next(r.checkpoint_ns for r in rows_of("asks", ns=None) if r.checkpoint_ns)
     assert len(listed) == len(rows_of("asks", ns=None))
     assert sum('field-namespace"><span class="cs-ns cs-ns-root">root<' in r for r in listed) == 3
-    assert sum(f'title="{inner_ns}">review<' in r for r in listed) == 2
+    # A subgraph row names its call (node and call number, issue 54): steps restart per call.
+    assert sum(f'title="{inner_ns}">review #1<' in r for r in listed) == 2
     # The filter offers root, any subgraph, and each node with its calls (issue 54).
     assert "?namespace=root" in every and "?namespace=subgraphs" in every
     assert "namespace=review%3A%2A" in every and "review: 1 call<" in every
