@@ -10,6 +10,7 @@ serving, so the answer stays 200); `CeleryBroker` connects to the broker.
 answers 503, not the library's 500, when one fails. Needs ``django-health-check`` (the
 ``prod`` extra); a host that mounts none never imports it.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -121,4 +121,3 @@ class RedisWithLocalFallback(BaseCache):
 
     def close(self, **kwargs):
         self.primary.close(**kwargs)
-
