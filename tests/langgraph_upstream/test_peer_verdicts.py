@@ -201,6 +201,7 @@ async def _rows_of_a_namespace(saver, thread_id, ns):
     ("suite", "provider", "reader", "translated"),
     [
         ("postgres", "postgres", _rows, True),
+        ("postgres", "remote-postgres", _rows, True),
         ("postgres", "baseline", _rows, False),
         ("sqlite", "sqlite", _rows, False),
         ("postgres", "postgres", _rows_of_a_namespace, False),
@@ -215,6 +216,8 @@ def test_only_the_postgres_suites_table_reader_is_pointed_at_ours(
 
     monkeypatch.setattr(lgsuite_plugin, "SUITE", suite)
     monkeypatch.setattr(lgsuite_plugin, "PROVIDER", provider)
+    # The store behind the saver (the remote saver's service's for remote-*).
+    monkeypatch.setattr(lgsuite_plugin, "STORE", provider.removeprefix("remote-"))
     module = types.ModuleType("tests.test_prune")
     module._rows = reader
     lgsuite_plugin._substitute(module)
