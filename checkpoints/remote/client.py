@@ -52,6 +52,7 @@ from checkpoints.remote.wire import (
     unpack_whole,
     wire_config,
 )
+from checkpoints.versions import next_version
 
 SCHEMES = {"checkpoints+http": "http", "checkpoints+https": "https"}
 DEFAULT_TIMEOUT = 30.0
@@ -619,13 +620,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     # -- versions: the store's rule, computed here (no round trip) ----------------------------
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """As the store's savers: a zero-padded counter and a random tail, in write order."""
-        if current is None:
-            number = 0
-        elif isinstance(current, (int, float)):
-            number = int(current)
-        else:
-            number = int(str(current).split(".", 1)[0])
-        return f"{number + 1:032}.{random.random():016}"
+        return next_version(current)
 
 
 def _id_list(ids: Any, field: str = "thread_ids") -> list[str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import random
 from abc import ABCMeta, abstractmethod
 from collections.abc import Generator, Mapping, Sequence
 from datetime import datetime
@@ -70,6 +69,7 @@ from checkpoints.store.requests import (
     StoreWrites,
 )
 from checkpoints.threads import refuse_existing
+from checkpoints.versions import next_version
 
 logger = logging.getLogger(__name__)
 
@@ -270,13 +270,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
     # -- versions -------------------------------------------------------------------------
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """Zero-padded counter plus a random tail: strings that sort in write order."""
-        if current is None:
-            number = 0
-        elif isinstance(current, (int, float)):
-            number = int(current)
-        else:
-            number = int(str(current).split(".", 1)[0])
-        return f"{number + 1:032}.{random.random():016}"
+        return next_version(current)
 
     # -- put ------------------------------------------------------------------------------
     def _flow_put(self, config, checkpoint, metadata, new_versions) -> Flow:
