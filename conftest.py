@@ -5,6 +5,8 @@ pytest_plugins = [
     "tests.admin_fixtures",
     "tests.api_fixtures",
     "tests.browser_fixtures",
+    "tests.fast_flush",
+    "tests.live_servers",
     "tests.checkpoints.codec.codec_helpers",
     "tests.fuzz_fixtures",
     "tests.pgbouncer",

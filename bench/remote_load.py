@@ -10,7 +10,8 @@ two setups in turn:
 - ``remote``: every client's runs on a `RemoteSaver`, the clients split over ``--services``
   store service processes (gunicorn with one uvicorn worker each, as `bench.remote` starts
   them, two ports), all of them on one PostgreSQL store; each service's own pool capped by
-  the store's setting ``CHECKPOINTS_PG_POOL_SIZE`` (``--service-pool``);
+  the store's setting ``CHECKPOINTS_PG_POOL_SIZE`` (``--service-pool``) and Django's own
+  pool by ``DATABASE_POOL_SIZE`` (``--django-pool``; as shipped unless given);
 - ``lg-apostgres``: every client's runs on LangGraph's AsyncPostgresSaver over its own
   AsyncConnectionPool of ``--lg-pool`` (32: 128 connections for four clients), set up as
   LangGraph's docs say (autocommit, prepare_threshold=0, dict_row).
@@ -410,19 +411,21 @@ def _log(message: str) -> None:
 
 
 def start_services(
-    server: PrivatePostgres, count: int, pool: int, django_pool: int = 0
+    server: PrivatePostgres, count: int, pool: int, django_pool: int | None = None
 ) -> list[Service]:
-    """``count`` store services (one uvicorn worker each) on one store database; with
-    ``django_pool``, Django's own connection pool of that size too (`remote_load_settings`)."""
+    """``count`` store services (one uvicorn worker each) on one store database; Django's own
+    connection pool as shipped (``DATABASE_POOL_SIZE``'s default), or of ``django_pool``
+    (0: none)."""
     services = []
     for n in range(count):
         service = Service(STORE_DB, workers=1)
         service.env["DATABASE_URL"] = server.url(STORE_DB)
         # The store's own pool per process: the setting an operator sizes it with.
         service.env["CHECKPOINTS_PG_POOL_SIZE"] = str(pool)
-        if django_pool:
-            service.env["DJANGO_SETTINGS_MODULE"] = "bench.remote_load_settings"
-            service.env["BENCH_DJANGO_POOL_SIZE"] = str(django_pool)
+        if django_pool is not None:
+            service.env["DATABASE_POOL_SIZE"] = str(django_pool)
+        else:
+            service.env.pop("DATABASE_POOL_SIZE", None)
         services.append(service)
         service.start()  # migrates (a no-op after the first) and makes user "bench"'s token
         # The next service makes "bench" again: this one's user keeps its token, renamed.
@@ -466,7 +469,13 @@ def report(args, tallies: dict[str, Tally]) -> None:
         f"({args.threads} thread(s) x {args.turns} turn(s) each, {args.rounds} round(s)); "
         f"remote: {args.services} services, store pool {args.service_pool} each, "
         f"{args.client_connections} HTTP connections per client, "
-        + (f"Django pool {args.django_pool} each" if args.django_pool else "no Django pool")
+        + (
+            "Django pool as shipped (DATABASE_POOL_SIZE's default)"
+            if args.django_pool is None
+            else f"Django pool {args.django_pool} each"
+            if args.django_pool
+            else "no Django pool"
+        )
         + " =="
     )
     print(
@@ -542,8 +551,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--django-pool",
         type=int,
-        default=0,
-        help="also give each service Django's own connection pool of N (0: as shipped, none)",
+        default=None,
+        help="each service's Django connection pool (DATABASE_POOL_SIZE; 0: none; "
+        "default: as shipped)",
     )
     parser.add_argument("--lg-pool", type=int, default=32, help="each lg client's pool")
     parser.add_argument(

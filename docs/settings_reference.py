@@ -31,7 +31,7 @@ ELSEWHERE = ("project", "checkpoints", "retention")
 SCRIPTS = ROOT / "scripts"
 # What the scripts pass between themselves (the tests set these), not an operator's choice.
 SCRIPT_PLUMBING = {"DEMO_SKIP_INSTALL", "SERVE_SKIP_INSTALL", "DJANGO_SETTINGS_MODULE"}
-ENV_HELPERS = {"_env_number", "_env_count", "_env_rate", "_env_networks"}
+ENV_HELPERS = {"_env_number", "_env_count", "_env_rate", "_env_networks", "_env_pool_size"}
 
 # What each setting does, in words. Keys: an environment variable, or CHECKPOINTS["KEY"].
 WHAT: dict[str, str] = {
@@ -124,6 +124,11 @@ WHAT: dict[str, str] = {
     "DJANGO_HSTS_PRELOAD": "`0` leaves `preload` out of HSTS.",
     "DATABASE_URL": "Django's database (`postgres://user@host:5432/name`, "
     "`sqlite:////abs/path.db`); unset, a SQLite file in `CHECKPOINTS_DATA_DIR`.",
+    "DATABASE_POOL_SIZE": "Connections in Django's own pool per server process when "
+    '`DATABASE_URL` is PostgreSQL (Django 5.1+ `OPTIONS["pool"]`, set by `project.asgi` '
+    "and `project.wsgi`; management commands connect directly); `0` turns it off (a "
+    "connection per request under ASGI). Size it with `CHECKPOINTS_PG_POOL_SIZE`: (both) x "
+    "processes is what the service holds.",
     "REDIS_URL": "The cache (the API's throttle counters live there) and the default Redis store.",
     "CHECKPOINTS_GRAPHS": "The graphs the threads API runs for state updates: a path to a "
     "`langgraph.json` (its `graphs` map, paths relative to the file as the LangGraph CLI "

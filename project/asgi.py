@@ -5,7 +5,7 @@ import os
 from django.core.asgi import get_asgi_application
 
 from project.otel import setup as setup_tracing  # noqa: E402
-from project.startup import announce, explained, prepare
+from project.startup import announce, explained, pool_connections, prepare
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 setup_tracing()  # before the app loads, so Django's middleware is instrumented
@@ -13,5 +13,6 @@ setup_tracing()  # before the app loads, so Django's middleware is instrumented
 # a worker that will fail the same way.
 with explained(exit_code=3):
     prepare()
+    pool_connections()
     application = get_asgi_application()
     announce()

@@ -104,6 +104,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /store/v1/ (the remote saver's calls) on a short chain of its own (project.middleware).
+    "project.middleware.StoreServicePath",
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     # Before anything that answers: a preflight gets its CORS answer here, unauthenticated.
     "corsheaders.middleware.CorsMiddleware",
@@ -181,6 +183,30 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
             "init_command": "PRAGMA journal_mode=WAL;",
         }
     )
+
+
+def _env_pool_size(name: str, default: int) -> int:
+    """The variable as a whole number of 0 or more (0: no pool); ImproperlyConfigured names
+    it otherwise."""
+    raw = os.environ.get(name, "").strip() or str(default)
+    if not raw.isdigit():
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of connections (0 turns the pool off), not {raw!r}"
+        )
+    return int(raw)
+
+
+# Django's own pool (5.1+) on a PostgreSQL default database, for the server processes
+# (project.startup.pool_connections, from project/asgi.py and wsgi.py): without it an ASGI
+# worker runs each request's sync view on a fresh thread, so with CONN_MAX_AGE 0 every
+# request opened and closed a PostgreSQL connection (the token and owner queries): one
+# backend start per call and one connection per request in flight beside the store's pool.
+# Management commands connect directly, so a wrong DATABASE_URL is the driver's own error at
+# once, not a pool's timeout. Its own variable, not a DATABASE_URL parameter: DATABASE_URL
+# is handed on to child processes and tools that read it as libpq does, and the size sits
+# next to the store pool's CHECKPOINTS_PG_POOL_SIZE (8), with which an operator sizes
+# (store pool + this) x processes: 2 keeps two processes within 20.
+DATABASE_POOL_SIZE = _env_pool_size("DATABASE_POOL_SIZE", 2)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -43,6 +43,26 @@ def prepare() -> None:
         Path(data_dir).mkdir(parents=True, exist_ok=True)
 
 
+# How long a request waits for one of the pool's connections before it fails (a database
+# that does not answer is then an error within this, not at once).
+POOL_WAIT_SECONDS = 10
+
+
+def pool_connections() -> None:
+    """Give a server process Django's connection pool on a PostgreSQL default database, of
+    ``DATABASE_POOL_SIZE`` (0: none); before any connection is made."""
+    from django.conf import settings
+
+    size = getattr(settings, "DATABASE_POOL_SIZE", 0)
+    default = settings.DATABASES.get("default", {})
+    if size and default.get("ENGINE", "").endswith("postgresql"):
+        default.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 0,
+            "max_size": size,
+            "timeout": POOL_WAIT_SECONDS,
+        }
+
+
 def announce() -> None:
     """Say at a server's start what the system checks would (gunicorn and uvicorn run none):
     a missing static manifest."""

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from django.test import override_settings
 
+from tests.ci_legs import mark_first_leg_only
+from tests.private_servers import RedisServer
 from tests.services import need_service, redis_tools_unavailable, redis_unavailable
 from tests.store_helpers import PROVIDERS, make_saver
 
@@ -73,6 +76,29 @@ def redis_sentinel_url(redis_sentinel):
     sentinel_client(redis_sentinel.url).flushall()
 
 
+@pytest.fixture
+def private_cache():
+    """The default cache on a private Redis the test may stop, retried every 60 s."""
+    need_service(redis_tools_unavailable())
+    server = RedisServer()
+    server.start()
+    caches = {
+        "default": {
+            "BACKEND": "project.cache.RedisWithLocalFallback",
+            "LOCATION": server.url,
+            "OPTIONS": {
+                "CLIENT_CLASS": "django_redis.client.DefaultClient",
+                "FALLBACK_RETRY_SECONDS": 60,
+            },
+        }
+    }
+    try:
+        with override_settings(CACHES=caches):
+            yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(params=PROVIDERS)
 def provider(request):
     return request.param
@@ -95,6 +121,7 @@ def saver_factory(request, provider):
 
 
 def pytest_collection_modifyitems(config, items):
+    mark_first_leg_only(items)
     # Store tests flush every database between tests, so ORM savers in other threads
     # (async twins, concurrent writers) see committed rows.
     # Only a postgres case pays for flushing the PostgreSQL database.

@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from checkpoints.store.planning import utcnow
 from retention import live_filters
 from retention.runs import mark_finished
-from tests.store_helpers import config_for
+from tests.store_helpers import backing_saver, config_for
 
 WAITING = 10080
 FINISHED = 1440
@@ -39,7 +39,9 @@ def holds(saver, thread_id: str) -> bool:
 def finished_past_due(saver, thread_id: str, now):
     """A thread with a checkpoint, marked finished long enough ago to be due at ``now``."""
     write(saver, thread_id)
-    mark_finished(saver, thread_id, owner="tests", now=now - timedelta(minutes=FINISHED + 1))
+    mark_finished(
+        backing_saver(saver), thread_id, owner="tests", now=now - timedelta(minutes=FINISHED + 1)
+    )
 
 
 def minutes_from_now(minutes: float):

@@ -12,8 +12,13 @@ from tests.services import need_service
 # Spawned writer processes import this module (through tests.reliability_fixtures) before
 # they set Django up: what needs the apps is imported where it is used.
 
-# The providers the `store` fixture (tests/conftest.py) runs each test on.
-PROVIDERS = ["memory", "sqlite", "postgres", "redis"]
+# The in-process savers: a test about a saver's own mechanics (its connections, its locks, its
+# process-local state) runs on these; the remote saver holds none of them.
+IN_PROCESS = ["memory", "sqlite", "postgres", "redis"]
+# The providers the `store` fixture (tests/conftest.py) runs each test on: the in-process
+# savers, and the remote saver on a live store service (marked, so a CI leg can pick it).
+REMOTE = pytest.param("remote", marks=pytest.mark.remote)
+PROVIDERS = [*IN_PROCESS, REMOTE]
 # A test so marked runs on the private Redis Cluster too (the `redis_cluster` fixture).
 on_every_provider_and_the_cluster = pytest.mark.parametrize(
     "provider", [*PROVIDERS, pytest.param("redis-cluster", marks=pytest.mark.redis)]
@@ -70,10 +75,23 @@ def service_token(user) -> str:
     return Token.objects.get_or_create(user=user)[0].key
 
 
+# Options of the service's store rather than of the client: on remote they become the
+# service's settings (one store configuration per service, so per test).
+SERVICE_SETTINGS = {"max_checkpoints": "MAX_CHECKPOINTS"}
+
+
 def remote_saver(request, *, user=None, **options):
     """The remote saver on the service on a live port (its store: the test database's
-    SQLite saver), as a superuser's token unless ``user`` is given."""
+    SQLite saver), as a superuser's token unless ``user`` is given.
+
+    Options the client takes go to `RemoteSaver`; store options (``max_checkpoints``)
+    configure the service's saver for this test.
+    """
     request.getfixturevalue("transactional_db")
+    service = {SERVICE_SETTINGS[k]: options.pop(k) for k in list(options) if k in SERVICE_SETTINGS}
+    if service:
+        overrides = request.getfixturevalue("settings")
+        overrides.CHECKPOINTS = {**overrides.CHECKPOINTS, **service}
     live = request.getfixturevalue("live_server")
     from django.contrib.auth.models import User
 
@@ -90,6 +108,24 @@ def remote_saver(request, *, user=None, **options):
     saver = RemoteSaver(live.url, api_key=service_token(user), retry_seconds=5, **options)
     request.addfinalizer(saver.close)
     return saver
+
+
+def backing_saver(saver):
+    """The in-process saver whose store ``saver`` writes to: for a remote saver, the service's
+    own (same process, same test database), with the deployment's serializer, so a test can
+    set up or inspect the rows the service wrote; any other saver is its own."""
+    from checkpoints.remote import RemoteSaver
+
+    if not isinstance(saver, RemoteSaver):
+        return saver
+    import copy
+
+    from checkpoints.store_service.views import service_saver
+
+    service = service_saver()
+    backing = copy.copy(service)
+    backing.serde = service.serde.inner
+    return backing
 
 
 def config_for(
@@ -127,6 +163,7 @@ def put_chain(saver, thread_id: str, values: dict, *, steps: int = 1, ns: str = 
 def corrupt_values(saver, thread_id: str, typed: tuple[str, bytes], channel: str = "") -> None:
     """Overwrite every stored channel value of the thread (or of ``channel`` alone) with
     ``typed``, as a person with access to the database could."""
+    saver = backing_saver(saver)
     if saver.provider in ("sqlite", "postgres"):
         from checkpoints.models import ChannelBlob
 

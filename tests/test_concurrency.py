@@ -19,7 +19,7 @@ from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.sweep import sweep_checkpoints
 from tests.reliability_fixtures import put_value, write_batch, writer_process
-from tests.store_helpers import config_for
+from tests.store_helpers import IN_PROCESS, config_for
 
 WRITERS = 8
 PUTS = 12
@@ -135,6 +135,9 @@ def _check(saver, acknowledged: list[tuple[dict, dict]], background: Background)
     assert head.checkpoint["channel_values"] == {"rb": 0}
 
 
+# Its writer processes each build their own in-process saver from the provider's connection
+# (alias, URL), beside a sweep and rollbacks on the store.
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_thread_writers_with_sweep_and_rollback(store):
     target = _seed(store)
 

@@ -23,7 +23,7 @@ from tests.private_servers import RedisServer
 from tests.reliability_fixtures import put_value
 from tests.retention_fixtures import holds
 from tests.services import need_service
-from tests.store_helpers import config_for
+from tests.store_helpers import IN_PROCESS, config_for
 
 WAIT_SECONDS = 30
 
@@ -230,6 +230,10 @@ def _assert_finished_job(store, doomed: int, live: int) -> None:
     assert holds(store, "unmarked")
 
 
+# The sweep's delete is killed or failed from inside (the in-process saver's
+# delete_threads_unwritten, patched) to show the next sweep finishes it: the sweep runs where
+# the store is, never in a worker.
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_sweep_killed_after_some_deletes_is_finished_by_the_next(store):
     doomed, live = 7, 3
     _seed_sweep(store, doomed, live)
@@ -265,6 +269,10 @@ def test_sweep_killed_after_some_deletes_is_finished_by_the_next(store):
     _assert_finished_job(store, doomed, live)
 
 
+# The sweep's delete is killed or failed from inside (the in-process saver's
+# delete_threads_unwritten, patched) to show the next sweep finishes it: the sweep runs where
+# the store is, never in a worker.
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_sweep_stopped_by_a_failing_filter_mid_way_is_finished_by_the_next(store):
     doomed, live = 6, 2
     _seed_sweep(store, doomed, live)

@@ -18,9 +18,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 
-from tests.private_servers import RedisServer, free_port
+from tests.private_servers import free_port
 from tests.reliability_fixtures import health
-from tests.services import need_service, redis_tools_unavailable
+from tests.services import need_service
 from tests.standalone import ROOT, service_env
 
 SECRET = "test-only-" + "a1b2c3d4e5f6g7h8" * 4
@@ -338,29 +338,6 @@ def test_admin_pages_answer_without_a_static_manifest(tmp_path):
 
 
 # -- the cache's Redis down --------------------------------------------------------------
-@pytest.fixture
-def private_cache():
-    """The default cache on a private Redis the test may stop, retried every 60 s."""
-    need_service(redis_tools_unavailable())
-    server = RedisServer()
-    server.start()
-    caches = {
-        "default": {
-            "BACKEND": "project.cache.RedisWithLocalFallback",
-            "LOCATION": server.url,
-            "OPTIONS": {
-                "CLIENT_CLASS": "django_redis.client.DefaultClient",
-                "FALLBACK_RETRY_SECONDS": 60,
-            },
-        }
-    }
-    try:
-        with override_settings(CACHES=caches):
-            yield server
-    finally:
-        server.stop()
-
-
 def rates(**scopes: str):
     return override_settings(
         REST_FRAMEWORK={**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": scopes}

@@ -25,7 +25,7 @@ from checkpoints.conf import setting
 from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 from checkpoints.models import Thread
 from tests.reliability_fixtures import put_value
-from tests.store_helpers import config_for
+from tests.store_helpers import backing_saver, config_for
 
 CODEC = FaithfulJSONCodec(compress_bytes=None)
 ENVELOPE_TYPES = sorted(_READERS)
@@ -210,7 +210,7 @@ def test_odd_thread_ids_on_every_saver(store):
     for i, thread_id in enumerate(ODD_IDS):
         stored[thread_id] = put_value(store, thread_id, None, {"i": i})
         store.put_writes(stored[thread_id], [("i", i * 10)], f"task-{i}")
-    assert set(store.threads()) == set(ODD_IDS)
+    assert set(backing_saver(store).threads()) == set(ODD_IDS)
     for i, thread_id in enumerate(ODD_IDS):
         tup = store.get_tuple(config_for(thread_id, ns=""))
         assert tup.config["configurable"]["thread_id"] == thread_id
@@ -219,7 +219,7 @@ def test_odd_thread_ids_on_every_saver(store):
         assert len(list(store.list(config_for(thread_id, ns="")))) == 1
     for thread_id in ODD_IDS[::2]:
         store.delete_thread(thread_id)
-    assert set(store.threads()) == set(ODD_IDS[1::2])
+    assert set(backing_saver(store).threads()) == set(ODD_IDS[1::2])
     for thread_id in ODD_IDS[1::2]:
         assert store.get_tuple(config_for(thread_id, ns="")) is not None
 
@@ -236,7 +236,7 @@ def test_refused_thread_ids_change_nothing(store):
             with pytest.raises(InvalidCheckpointInput) as caught:
                 call()
             assert caught.value.field == "thread_id"
-    assert store.threads() == ["keep"]
+    assert backing_saver(store).threads() == ["keep"]
     assert store.get_tuple(config_for("keep", ns="")).checkpoint["channel_values"] == {"n": 1}
 
 
@@ -251,12 +251,12 @@ def test_any_thread_id_round_trips_or_is_refused(store, thread_id):
     if not thread_id or "\x00" in thread_id or encoded > 1024:
         with pytest.raises(InvalidCheckpointInput):
             put_value(store, thread_id, None, {"n": 1})
-        assert thread_id not in store.threads()
+        assert thread_id not in backing_saver(store).threads()
         return
     stored = put_value(store, thread_id, None, {"n": 1})
     tup = store.get_tuple(config_for(thread_id, ns=""))
     assert tup.config == stored and tup.checkpoint["channel_values"] == {"n": 1}
-    assert thread_id in store.threads()
+    assert thread_id in backing_saver(store).threads()
     store.delete_thread(thread_id)
     assert store.get_tuple(config_for(thread_id, ns="")) is None
 
@@ -267,7 +267,7 @@ def test_odd_thread_ids_make_safe_distinct_redis_keys(store, provider):
 
     for i, thread_id in enumerate(ODD_IDS):
         put_value(store, thread_id, None, {"i": i})
-    keys = [k.decode() for k in store.client.keys("*")]
+    keys = [k.decode() for k in backing_saver(store).client.keys("*")]
     from checkpoints.store.redis.keys import STORE_TAG
 
     # Store-wide keys share the {cp} tag (one cluster slot); every other key is a thread's.

@@ -21,7 +21,7 @@ from checkpoints.models import Checkpoint, Thread
 from checkpoints.store.redis.keys import dec, ns_hex, pack, thread_prefix, unpack
 from checkpoints.timetravel import TimeTravel
 from tests.reliability_fixtures import put_value
-from tests.store_helpers import config_for
+from tests.store_helpers import backing_saver, config_for
 
 # name -> (what the stored body becomes, words the refusal must say)
 MALFORMED = {
@@ -49,6 +49,7 @@ MALFORMED = {
 def reshape_bodies(saver, thread_id: str, reshape) -> None:
     """Rewrite every stored checkpoint body of the thread as ``reshape(body)``, the way a
     person with access to the storage could: raw SQL, a raw Redis key, the memory dicts."""
+    saver = backing_saver(saver)
     if saver.provider in ("sqlite", "postgres"):
         _reshape_rows(saver, thread_id, reshape)
     elif saver.provider == "memory":
@@ -97,7 +98,7 @@ def test_a_body_of_the_wrong_shape_is_unreadable_naming_where(store, shape):
     checkpoint_id = stored["configurable"]["checkpoint_id"]
     put_value(store, "fine", None, {"b": 2})
     reshape_bodies(store, "shaped", reshape)
-    travel = TimeTravel(store)
+    travel = TimeTravel(backing_saver(store))
     for read in (
         lambda: store.get_tuple(config_for("shaped", ns="")),
         lambda: store.get_tuple(config_for("shaped", checkpoint_id, ns="")),
@@ -160,7 +161,7 @@ def test_the_admin_shows_the_cannot_decode_panel_for_a_wrong_shape(
     client.force_login(superuser)
     put_value(store, "shaped", None, {"a": 1})
     reshape_bodies(store, "shaped", MALFORMED[shape][0])
-    alias = store.db_alias
+    alias = backing_saver(store).db_alias
     query = {} if alias == "default" else {"provider": alias}
     row = Checkpoint.objects.using(alias).get(thread__thread_id="shaped")
     page = client.get(f"/admin/checkpoints/checkpoint/{row.pk}/change/", query)
@@ -199,7 +200,7 @@ def test_a_lone_surrogate_in_a_key_is_refused_naming_the_field(store, field, bad
             call()
         assert caught.value.field == field, caught.value.message
         assert said in caught.value.message
-    assert store.threads() == ["keep"]
+    assert backing_saver(store).threads() == ["keep"]
     assert store.get_tuple(config_for("keep", ns="")).checkpoint["channel_values"] == {"n": 1}
 
 
@@ -309,7 +310,7 @@ def test_a_lone_surrogate_in_metadata_is_refused_on_every_provider(store, metada
         _put_meta(store, "sur", {"source": "loop", "step": 1, **metadata})
     assert "lone surrogate" in caught.value.message
     assert caught.value.field.startswith("metadata"), caught.value.field
-    assert store.threads() == []
+    assert backing_saver(store).threads() == []
 
 
 class Surrogate(enum.Enum):
@@ -423,14 +424,14 @@ def test_metadata_of_the_wrong_shape_is_unreadable_naming_where(store, stored):
     checkpoint_id = written["configurable"]["checkpoint_id"]
     if store.provider == "redis":
         key = f"{thread_prefix('meta')}c:{ns_hex('')}"
-        for field, record in store.client.hgetall(key).items():
+        for field, record in backing_saver(store).client.hgetall(key).items():
             parts = unpack(record)
             parts[2] = stored
-            store.client.hset(key, field, pack(*parts))
+            backing_saver(store).client.hset(key, field, pack(*parts))
     else:
         table, threads = Checkpoint._meta.db_table, Thread._meta.db_table
         cast = "CAST(%s AS jsonb)" if store.provider == "postgres" else "%s"
-        with connections[store.db_alias].cursor() as cur:
+        with connections[backing_saver(store).db_alias].cursor() as cur:
             cur.execute(
                 f"UPDATE {table} SET metadata = {cast} WHERE thread_id IN "
                 f"(SELECT id FROM {threads} WHERE thread_id = %s)",

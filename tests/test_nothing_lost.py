@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -21,7 +22,7 @@ from checkpoints.store.planning import utcnow
 from checkpoints.timetravel import TimeTravel
 from retention.sweep import sweep_checkpoints
 from tests.reliability_fixtures import put_value
-from tests.store_helpers import config_for
+from tests.store_helpers import IN_PROCESS, config_for
 
 NAMES = ["t0", "t1", "t2", "t3/x", "ü"]
 SWEEP_AT = 1500  # minutes ahead: past "soon" marks, before "late" ones and the waiting horizon
@@ -192,6 +193,9 @@ class NothingLost(RuleBasedStateMachine):
             assert (mark is not None) == (name in self.marks), name
 
 
+# The state machine resets, sweeps, marks and reads marks on the saver it holds (reset_store,
+# finished_mark, the sweep): the in-process saver's own extras, on every step.
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_nothing_lost(store):
     ran: Counter = Counter()
     machine = type(

@@ -23,11 +23,13 @@ structural characters (``{ [ , :``), made at C speed.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from typing import Any
 
-from checkpoints.codec.compression import limit_text
-from checkpoints.conf import setting
+from checkpoints.codec.failures import limit_text
 from checkpoints.errors import UnreadableValue
 
 # A value may build this many times the bytes a value (or a checkpoint) may hold. The
@@ -55,15 +57,39 @@ class ObjectBudgetExceeded(UnreadableValue):
     code = "object_budget"
 
 
-def value_limit() -> int | None:
+Limits = Mapping[str, Any] | None
+"""``CODEC_MAX_BYTES`` and ``MAX_CHECKPOINT_BYTES`` as given (the remote saver holds the
+service's), or None: this process's CHECKPOINTS settings, read at each call."""
+
+
+def setting(key: str) -> Any:
+    """``key`` of this process's CHECKPOINTS settings, imported at the first call: the codec
+    given its limits (the remote saver's reader) needs no Django, and a worker has none."""
+    return _reader()(key)
+
+
+@functools.cache
+def _reader() -> Callable[[str], Any]:
+    # Once: an import statement run at each call cost 2.1 us of a setting's 2.3 (seven a
+    # read of a checkpoint on PostgreSQL, bench/README "Issue 56: the floor pipelined").
+    from checkpoints.conf import setting as read
+
+    return read
+
+
+def _setting(key: str, limits: Limits) -> Any:
+    return limits[key] if limits is not None else setting(key)
+
+
+def value_limit(limits: Limits = None) -> int | None:
     """Estimated bytes of objects one value may build (None: unbounded)."""
-    limit = setting("CODEC_MAX_BYTES")
+    limit = _setting("CODEC_MAX_BYTES", limits)
     return None if limit is None else OBJECT_BUDGET_FACTOR * limit
 
 
-def checkpoint_limit() -> int | None:
+def checkpoint_limit(limits: Limits = None) -> int | None:
     """Estimated bytes of objects the values of one checkpoint may build together."""
-    limit = setting("MAX_CHECKPOINT_BYTES")
+    limit = _setting("MAX_CHECKPOINT_BYTES", limits)
     return None if limit is None else OBJECT_BUDGET_FACTOR * limit
 
 
@@ -255,20 +281,20 @@ class ObjectBudget:
 _CURRENT: ContextVar[ObjectBudget | None] = ContextVar("object_budget", default=None)
 
 
-def charge_msgpack(data: bytes) -> None:
+def charge_msgpack(data: bytes, limits: Limits = None) -> None:
     """Refuse msgpack ``data`` whose objects would pass the per-value bound or what is left
     of the enclosing :class:`ObjectBudget`; else charge it there."""
-    _charge(data, msgpack_cost)
+    _charge(data, msgpack_cost, limits)
 
 
-def charge_json(data: bytes | str) -> None:
+def charge_json(data: bytes | str, limits: Limits = None) -> None:
     """As :func:`charge_msgpack`, for JSON text."""
-    _charge(data, lambda text, _limit: json_cost(text))
+    _charge(data, lambda text, _limit: json_cost(text), limits)
 
 
-def _charge(data, measure) -> None:
+def _charge(data, measure, limits: Limits) -> None:
     budget = _CURRENT.get()
-    per_value = value_limit()
+    per_value = value_limit(limits)
     bound = len(data) * MAX_COST_PER_BYTE
     if (budget is None or not budget.exact) and (per_value is None or bound <= per_value):
         return  # nothing this long can pass either bound
@@ -277,7 +303,7 @@ def _charge(data, measure) -> None:
         limit = min(limit, budget.left)
     cost = measure(data, limit)
     if per_value is not None and cost > per_value:
-        raise _refusal(cost, "CODEC_MAX_BYTES", per_value, "one value")
+        raise _refusal(cost, "CODEC_MAX_BYTES", per_value, "one value", limits)
     if budget is not None and budget.exact:
         if cost > budget.left:
             raise _refusal(
@@ -285,6 +311,7 @@ def _charge(data, measure) -> None:
                 "MAX_CHECKPOINT_BYTES",
                 budget.limit,
                 "one checkpoint's values together",
+                limits,
             )
         budget.left -= cost
 
@@ -294,27 +321,27 @@ class UnreadableWhenStored(ValueError):
     where the value was)."""
 
 
-def refuse_unreadable(data: bytes, *, as_json: bool = False) -> None:
+def refuse_unreadable(data: bytes, *, as_json: bool = False, limits: Limits = None) -> None:
     """Refuse to store msgpack (or, ``as_json``, JSON) ``data`` that one value's read would
     refuse: a stored value never trips its own read's bound."""
-    per_value = value_limit()
+    per_value = value_limit(limits)
     if per_value is None or len(data) * MAX_COST_PER_BYTE <= per_value:
         return
     cost = json_cost(data) if as_json else msgpack_cost(data, per_value)
     if cost > per_value:
         raise UnreadableWhenStored(
             f"reading it back would build more than {per_value} bytes of objects (estimated "
-            f"{cost} so far), the most one value may build: {_limit_of('CODEC_MAX_BYTES')}"
+            f"{cost} so far), the most one value may build: {_limit_of('CODEC_MAX_BYTES', limits)}"
         )
 
 
-def _limit_of(key: str) -> str:
-    return f"{OBJECT_BUDGET_FACTOR} x {limit_text(key, setting(key))}"
+def _limit_of(key: str, limits: Limits) -> str:
+    return f"{OBJECT_BUDGET_FACTOR} x {limit_text(key, _setting(key, limits))}"
 
 
-def _refusal(cost: int, key: str, limit: int, scope: str) -> ObjectBudgetExceeded:
+def _refusal(cost: int, key: str, limit: int, scope: str, limits: Limits) -> ObjectBudgetExceeded:
     return ObjectBudgetExceeded(
         f"decoding it would build more than {limit} bytes of objects (estimated {cost} so "
-        f"far), the most {scope} may build: {_limit_of(key)}",
+        f"far), the most {scope} may build: {_limit_of(key, limits)}",
         field=key,
     )

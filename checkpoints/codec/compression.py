@@ -11,9 +11,14 @@ from typing import Any
 
 import zstandard
 
-from checkpoints.codec.failures import part_text, place
+from checkpoints.codec.failures import (
+    limit_text,
+    place,
+    refuse_checkpoint_over,
+    refuse_value_over,
+)
 from checkpoints.conf import setting
-from checkpoints.errors import UnreadableValue, ValueTooLarge
+from checkpoints.errors import UnreadableValue
 
 # zstd level 3 (zstd's default): on prose-like documents and message lists levels -5 to 3
 # compress at the same speed here and 3 makes the smallest frames (`python -m
@@ -217,11 +222,6 @@ def reserve(typed: Iterable[tuple[str, Any]]) -> None:
 # MAX_CHECKPOINT_BYTES. Both are refused before anything is stored, so a stored checkpoint
 # never trips its own read's limits. Plain bytes are what a read charges for a frame, and
 # more than it charges for a value stored uncompressed (that costs it nothing).
-def limit_text(key: str, limit: int | None) -> str:
-    """How a refusal names a limit: ``CHECKPOINTS['KEY'] (N bytes)``."""
-    return f"CHECKPOINTS[{key!r}] ({limit} bytes)"
-
-
 def plain_size(typed: tuple[str, bytes]) -> int:
     """The bytes ``(type, data)`` decodes from: a frame's stated size (ours always state
     it: a header read, no expansion), else the data's length."""
@@ -235,40 +235,17 @@ def plain_size(typed: tuple[str, bytes]) -> int:
 
 
 def refuse_large_value(size: int, where: Any) -> None:
-    """ValueTooLarge when one value's plain bytes are over ``CODEC_MAX_BYTES``.
-
-    ``where``: the value's place as text, (kind, name) or a function (`part_text`), made
-    into text only for a refusal.
-    """
-    limit = setting("CODEC_MAX_BYTES")
-    if limit is not None and size > limit:
-        text = part_text(where)
-        raise ValueTooLarge(
-            f"cannot store {text}: it is {size} bytes, over "
-            f"{limit_text('CODEC_MAX_BYTES', limit)}, the most one value may hold",
-            field=text,
-            limit="CODEC_MAX_BYTES",
-            size=size,
-        )
+    """ValueTooLarge when one value's plain bytes are over ``CODEC_MAX_BYTES``
+    (`failures.refuse_value_over`)."""
+    refuse_value_over(size, where, setting("CODEC_MAX_BYTES"))
 
 
 def refuse_large_checkpoint(
     total: int, where: Any, at: tuple[str, str, str], what: str = "this put's values"
 ) -> None:
-    """ValueTooLarge when the plain bytes one write stores for checkpoint ``at`` (thread,
-    namespace, id) come to more than ``MAX_CHECKPOINT_BYTES``; ``where`` is the value that
-    took them over."""
-    limit = setting("MAX_CHECKPOINT_BYTES")
-    if limit is not None and total > limit:
-        text = part_text(where)
-        raise ValueTooLarge(
-            f"cannot store {place(*at, text)}: with it {what} come to {total} bytes, over "
-            f"{limit_text('MAX_CHECKPOINT_BYTES', limit)}, the most one checkpoint read may "
-            "decompress",
-            field=text,
-            limit="MAX_CHECKPOINT_BYTES",
-            size=total,
-        )
+    """ValueTooLarge when the plain bytes one write stores for checkpoint ``at`` come to
+    more than ``MAX_CHECKPOINT_BYTES`` (`failures.refuse_checkpoint_over`)."""
+    refuse_checkpoint_over(total, where, at, setting("MAX_CHECKPOINT_BYTES"), what)
 
 
 def compress_typed(

@@ -14,6 +14,7 @@ from checkpoints.errors import (
     CheckpointEncryptionError,
     UndecryptableValue,
     UnreadableValue,
+    ValueTooLarge,
 )
 
 T = TypeVar("T")
@@ -106,3 +107,49 @@ def _where(thread_id: str, ns: str, checkpoint_id: str, part: str) -> dict[str, 
         "checkpoint_id": checkpoint_id,
         "part": part,
     }
+
+
+# -- write limits, given the limit (Django-free: the remote saver holds a put to the
+# service's limits before sending it; `compression` applies them with the settings') -----
+def limit_text(key: str, limit: int | None) -> str:
+    """How a refusal names a limit: ``CHECKPOINTS['KEY'] (N bytes)``."""
+    return f"CHECKPOINTS[{key!r}] ({limit} bytes)"
+
+
+def refuse_value_over(size: int, where: Any, limit: int | None) -> None:
+    """ValueTooLarge when one value's plain bytes are over ``limit`` (``CODEC_MAX_BYTES``).
+
+    ``where``: the value's place as text, (kind, name) or a function (`part_text`), made
+    into text only for a refusal.
+    """
+    if limit is not None and size > limit:
+        text = part_text(where)
+        raise ValueTooLarge(
+            f"cannot store {text}: it is {size} bytes, over "
+            f"{limit_text('CODEC_MAX_BYTES', limit)}, the most one value may hold",
+            field=text,
+            limit="CODEC_MAX_BYTES",
+            size=size,
+        )
+
+
+def refuse_checkpoint_over(
+    total: int,
+    where: Any,
+    at: tuple[str, str, str],
+    limit: int | None,
+    what: str = "this put's values",
+) -> None:
+    """ValueTooLarge when the plain bytes one write stores for checkpoint ``at`` (thread,
+    namespace, id) come to more than ``limit`` (``MAX_CHECKPOINT_BYTES``); ``where`` is the
+    value that took them over."""
+    if limit is not None and total > limit:
+        text = part_text(where)
+        raise ValueTooLarge(
+            f"cannot store {place(*at, text)}: with it {what} come to {total} bytes, over "
+            f"{limit_text('MAX_CHECKPOINT_BYTES', limit)}, the most one checkpoint read may "
+            "decompress",
+            field=text,
+            limit="MAX_CHECKPOINT_BYTES",
+            size=total,
+        )

@@ -312,3 +312,28 @@ def unpack(hook: SafeExtHook, data: bytes) -> tuple[Any, list, list]:
     if failed is not None and not unreadable:
         raise failed
     return value, blocked, unreadable
+
+
+class CheckingExtHook(SafeExtHook):
+    """`SafeExtHook`'s verdict on every ext payload (unreadable, blocked or rebuilt), with
+    nothing rebuilt: what an import that moves a value's stored bytes as they are needs to
+    know (`serde.StoreSerializer.check_typed`), at the price of unpacking alone. A class
+    whose own constructor would fail on its data is the one verdict it cannot give: such a
+    value is read back as its data, warned (or refused under ``BLOCKED_TYPES = "raise"``),
+    when it is read, as it would be from the peer's store."""
+
+    def _build(
+        self, key: tuple[str, str], call: Callable[..., Any], payload: Any, code: int
+    ) -> Any:
+        if code == EXT_CONSTRUCTOR_POS_ARGS and type(payload) not in (list, tuple):
+            return self._block(key, "rebuilding it failed: TypeError", payload)
+        if code == EXT_CONSTRUCTOR_KW_ARGS and (
+            type(payload) is not dict or not all(type(k) is str for k in payload)
+        ):
+            return self._block(key, "rebuilding it failed: TypeError", payload)
+        return None
+
+    def _model(self, key: tuple[str, str], cls: type, payload: Any) -> Any:
+        if type(payload) is not dict or not all(type(k) is str for k in payload):
+            return self._block(key, "its fields are not an object of names", payload)
+        return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack
@@ -27,7 +27,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ormsgpack import OPT_NON_STR_KEYS, unpackb
 
 from checkpoints.codec import msgpack_read
-from checkpoints.codec.budget import charge_json, charge_msgpack, refuse_unreadable
+from checkpoints.codec.budget import charge_json, charge_msgpack, refuse_unreadable, setting
 from checkpoints.codec.envelope import (
     _lc_reviver,
     lone_surrogate_path,
@@ -35,9 +35,10 @@ from checkpoints.codec.envelope import (
     may_hold_lone_surrogate,
     strict_msgpack,
 )
-from checkpoints.codec.msgpack_read import SafeExtHook, unpack
-from checkpoints.conf import setting
+from checkpoints.codec.msgpack_read import CheckingExtHook, SafeExtHook, unpack
 from checkpoints.errors import CheckpointConfigError, UnreadableValue
+
+_FROM_SETTINGS: Any = object()  # "not given": this process's CHECKPOINTS settings
 
 
 class BlockedTypeError(UnreadableValue):
@@ -50,9 +51,11 @@ class LoneSurrogateError(ValueError):
     """A string to store holds a lone surrogate, which has no UTF-8 form."""
 
 
-def configured_msgpack_allowlist() -> Any:
-    """The allowlist for a new serializer: LangGraph's default unless the deployment set one."""
-    configured = setting("ALLOWED_MSGPACK_MODULES")
+def configured_msgpack_allowlist(configured: Any = _FROM_SETTINGS) -> Any:
+    """The allowlist for a new serializer: LangGraph's default unless the deployment set one
+    (``configured``: an ``ALLOWED_MSGPACK_MODULES`` value; by default this process's)."""
+    if configured is _FROM_SETTINGS:
+        configured = setting("ALLOWED_MSGPACK_MODULES")
     if configured is None:
         return True if not lg_msgpack.STRICT_MSGPACK_ENABLED else None
     if configured is True:
@@ -82,23 +85,64 @@ def _entry(item: Any) -> tuple[str, ...]:
 _lg_dumps_typed = JsonPlusSerializer.dumps_typed
 
 
+class Verbatim:
+    """A value read from another store as its stored msgpack, to be stored as it is.
+
+    LangGraph's savers and ours write a value as the same ``("msgpack", bytes)``, so an
+    import that decoded each value only to encode it again would spend its time making
+    the bytes it started from (and reviving every model in them). A reader hands this out
+    instead, once `StoreSerializer.check_typed` has passed the bytes (what a read of them
+    would refuse is refused there); `StoreSerializer.dumps_typed` returns the bytes, and the
+    saver then holds them to its size limits, compresses and seals them as any value. Only
+    for a saver that encodes each value on its own (`Capabilities.stores_values_verbatim`):
+    one that encodes a whole body at once would meet this object inside it.
+    """
+
+    __slots__ = ("typed",)
+
+    def __init__(self, typed: tuple[str, bytes]) -> None:
+        self.typed = typed
+
+    def __repr__(self) -> str:
+        return f"Verbatim({self.typed[0]!r}, {len(self.typed[1])} bytes)"
+
+
 class StoreSerializer(JsonPlusSerializer):
     """LangGraph's serializer (never pickle) whose reading never imports or calls what the
     bytes name (``checkpoints.codec.msgpack_read`` states the rule)."""
 
-    def __init__(self, *, allowed_msgpack_modules: Any = lg_msgpack._SENTINEL) -> None:
+    def __init__(
+        self,
+        *,
+        allowed_msgpack_modules: Any = lg_msgpack._SENTINEL,
+        policy: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``policy``: the CHECKPOINTS values the reader follows (``ALLOWED_MSGPACK_MODULES``,
+        ``BLOCKED_TYPES``, ``CODEC_MAX_BYTES``, ``MAX_CHECKPOINT_BYTES``) when they are not
+        this process's settings: the remote saver's, as its service answers them."""
         listed: frozenset = frozenset()
         if allowed_msgpack_modules is lg_msgpack._SENTINEL:
-            allowed_msgpack_modules = configured_msgpack_allowlist()
+            allowed_msgpack_modules = configured_msgpack_allowlist(
+                policy["ALLOWED_MSGPACK_MODULES"] if policy is not None else _FROM_SETTINGS
+            )
             if isinstance(allowed_msgpack_modules, tuple):
                 listed = frozenset(allowed_msgpack_modules)
         super().__init__(pickle_fallback=False, allowed_msgpack_modules=allowed_msgpack_modules)
         self._listed = listed
-        self._blocked_raise = blocked_types_raise()
+        self._blocked_raise = blocked_types_raise(
+            policy["BLOCKED_TYPES"] if policy is not None else _FROM_SETTINGS
+        )
+        # None: the object budget's limits are this process's settings (`budget.Limits`).
+        self._limits = (
+            None
+            if policy is None
+            else {k: policy[k] for k in ("CODEC_MAX_BYTES", "MAX_CHECKPOINT_BYTES")}
+        )
         self._safe_hook()
 
     def _safe_hook(self) -> None:
         self._unpack_ext_hook = SafeExtHook(self._allowed_msgpack_modules, self._listed)
+        self._check_ext_hook = CheckingExtHook(self._allowed_msgpack_modules, self._listed)
 
     def with_msgpack_allowlist(self, extra_allowlist: Any) -> StoreSerializer:
         clone = super().with_msgpack_allowlist(extra_allowlist)
@@ -107,9 +151,11 @@ class StoreSerializer(JsonPlusSerializer):
         return clone
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if type(obj) is Verbatim:
+            return obj.typed  # checked when it was read (`check_typed`)
         typed = self._dumps_typed(obj)
         if typed[0] == "msgpack":
-            refuse_unreadable(typed[1])
+            refuse_unreadable(typed[1], limits=self._limits)
         return typed
 
     def _dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -149,9 +195,18 @@ class StoreSerializer(JsonPlusSerializer):
             return self._json(data_)
         return super().loads_typed(data)
 
-    def _unpacked(self, data: bytes) -> Any:
-        charge_msgpack(data)
-        value, blocked, unreadable = unpack(self._unpack_ext_hook, data)
+    def check_typed(self, data: tuple[str, bytes]) -> None:
+        """Refuse msgpack ``data`` as `loads_typed` would (unreadable, a blocked type under
+        ``BLOCKED_TYPES = "raise"``, past the object budget), rebuilding nothing
+        (`msgpack_read.CheckingExtHook`): the check before a `Verbatim` is handed out."""
+        type_, data_ = data
+        if type_ != "msgpack":
+            raise ValueError(f"only msgpack is checked without being read, not {type_!r}")
+        self._unpacked(data_, self._check_ext_hook)
+
+    def _unpacked(self, data: bytes, hook: SafeExtHook | None = None) -> Any:
+        charge_msgpack(data, self._limits)
+        value, blocked, unreadable = unpack(hook or self._unpack_ext_hook, data)
         if unreadable:
             raise UnreadableValue(f"stored value holds {unreadable[0]}")
         if blocked and self._blocked_raise:
@@ -167,7 +222,7 @@ class StoreSerializer(JsonPlusSerializer):
 
     def _json(self, data: bytes) -> Any:
         # LangGraph's pre-msgpack format: LangChain envelopes revived by the same rule.
-        charge_json(data)
+        charge_json(data, self._limits)
         try:
             return json.loads(data, object_hook=self._revive_json)
         except _JsonRefusal as refusal:
@@ -233,7 +288,7 @@ class StoreSerializer(JsonPlusSerializer):
         outer = hook.begin()
         try:
             values = [
-                self._unpack_charged(hook, data)
+                self._unpack_charged(hook, data, self._limits)
                 if type_ == "msgpack"
                 else self.loads_typed((type_, data))
                 for type_, data in typed
@@ -245,8 +300,8 @@ class StoreSerializer(JsonPlusSerializer):
         return values
 
     @staticmethod
-    def _unpack_charged(hook: SafeExtHook, data: bytes) -> Any:
-        charge_msgpack(data)
+    def _unpack_charged(hook: SafeExtHook, data: bytes, limits: Any) -> Any:
+        charge_msgpack(data, limits)
         return unpackb(data, ext_hook=hook, option=OPT_NON_STR_KEYS)
 
 
@@ -254,9 +309,11 @@ class _JsonRefusal(Exception):
     """Internal: a LangChain envelope in a "json" value that cannot be read at all."""
 
 
-def blocked_types_raise() -> bool:
-    """Whether a type the reader does not rebuild is refused (else: its data, warned)."""
-    mode = setting("BLOCKED_TYPES")
+def blocked_types_raise(mode: Any = _FROM_SETTINGS) -> bool:
+    """Whether a type the reader does not rebuild is refused (else: its data, warned);
+    ``mode``: a ``BLOCKED_TYPES`` value, by default this process's."""
+    if mode is _FROM_SETTINGS:
+        mode = setting("BLOCKED_TYPES")
     if mode not in ("warn", "raise"):
         raise CheckpointConfigError(
             f"CHECKPOINTS['BLOCKED_TYPES'] must be 'warn' or 'raise', got {mode!r}",

@@ -166,10 +166,10 @@ class _Writer:
         return {_MARK: "tuple", "items": self.items(v, depth)}
 
     def set_(self, v: set[Any], depth: int) -> dict[str, Any]:
-        return {_MARK: "set", "items": self.items(v, depth)}
+        return {_MARK: "set", "items": self.items(_in_order(v), depth)}
 
     def frozenset_(self, v: frozenset[Any], depth: int) -> dict[str, Any]:
-        return {_MARK: "frozenset", "items": self.items(v, depth)}
+        return {_MARK: "frozenset", "items": self.items(_in_order(v), depth)}
 
     def bytes_(self, v: bytes, depth: int) -> dict[str, Any]:
         return {_MARK: "bytes", "b64": base64.b64encode(v).decode("ascii")}
@@ -448,3 +448,14 @@ def _warn_local_model(cls: type) -> None:
         cls.__module__,
         cls.__qualname__,
     )
+
+
+def _in_order(items: set[Any] | frozenset[Any]) -> Iterable[Any]:
+    """A set's items sorted where they sort: a set of str iterates in an order set by the
+    process's salted str hashes, so the same set stored by two processes (a worker's put
+    through the service and one in process) would otherwise be different bytes. Items of
+    kinds that do not compare keep the set's own order."""
+    try:
+        return sorted(items)
+    except TypeError:
+        return items

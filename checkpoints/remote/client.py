@@ -20,6 +20,7 @@ failure raises.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 import socket
@@ -40,18 +41,21 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.serde import jsonplus
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpoints import errors
+from checkpoints.codec.failures import decode_at, refuse_checkpoint_over, refuse_value_over
+from checkpoints.codec.serde import StoreSerializer
 from checkpoints.remote.wire import (
     API_PATH,
     CONTENT_TYPE,
     WireFormatError,
     pack,
+    stored_pair,
     typed_pair,
     unpack_whole,
     wire_config,
 )
+from checkpoints.surrogates import lone_surrogate_path, lone_surrogate_refusal
 from checkpoints.versions import next_version
 
 SCHEMES = {"checkpoints+http": "http", "checkpoints+https": "https"}
@@ -138,9 +142,13 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         transport: Any = None,
         atransport: Any = None,
     ) -> None:
-        # LangGraph's serializer, as its own savers build it (the store's strict reader lives in
-        # `checkpoints.codec`, which loads Django); the service checks what it is sent.
-        super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
+        # The store's strict reader (nothing imported or called that the bytes name, the object
+        # budget before anything is built, BLOCKED_TYPES), under the service's policy once its
+        # `info` is in (`_set_info`, before the first read or size check). A caller's own
+        # serializer is used as given.
+        self._own_serde = serde is None
+        self._extra_allowlist: frozenset = frozenset()
+        super().__init__(serde=serde or StoreSerializer(policy=_UNTIL_INFO))
         self.url = service_url(url)
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise errors.CheckpointConfigError(
@@ -153,7 +161,17 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             )
         self.timeout = float(timeout)
         self.retry_seconds = float(retry_seconds)
+        if type(max_connections) is not int or max_connections < 1:
+            raise errors.CheckpointConfigError(
+                f"max_connections must be a whole number of 1 or more, got {max_connections!r}",
+                field="max_connections",
+            )
         self.max_connections = max_connections
+        # At most max_connections calls in flight, so none waits inside httpx's pool: httpcore
+        # rescans every queued request and connection at each request's start and end, which
+        # cost 212 ms of client CPU a graph turn at 32 concurrent runs against 76 behind a gate.
+        self._gate = threading.BoundedSemaphore(max_connections)
+        self._agates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         # Answers are msgpack, refusals JSON.
         self._headers = {
             "content-type": CONTENT_TYPE,
@@ -172,10 +190,49 @@ class RemoteSaver(BaseCheckpointSaver[str]):
 
     # -- the service's facts, asked once ----------------------------------------------------
     def info(self) -> dict[str, Any]:
-        """The service's provider, durability and capabilities (asked once per saver)."""
+        """The service's provider, durability, capabilities and codec policy (asked once per
+        saver, before its first other call)."""
         if self._info is None:
-            self._info = self._call("info", {}, idempotent=True)
+            self._set_info(self._call("info", {}, idempotent=True))
         return self._info
+
+    async def ainfo(self) -> dict[str, Any]:
+        if self._info is None:
+            self._set_info(await self._acall("info", {}, idempotent=True))
+        return self._info
+
+    def _set_info(self, info: Any) -> None:
+        """Take the service's answer to ``info``: values are read, and puts held to size
+        limits, under the service's codec policy, as its in-process saver reads and holds
+        them."""
+        policy = info.get("codec") if type(info) is dict else None
+        if type(policy) is not dict or not _POLICY_KEYS <= policy.keys():
+            raise WireFormatError(
+                f"the service at {self.url} answers info without its codec policy "
+                f"({', '.join(sorted(_POLICY_KEYS))}): it is older than this client",
+                field="info",
+            )
+        if self._own_serde:
+            serde = StoreSerializer(policy=policy)
+            if self._extra_allowlist:
+                serde = serde.with_msgpack_allowlist(self._extra_allowlist)
+            self.serde = serde
+        self._codec_limits = {k: policy[k] for k in ("CODEC_MAX_BYTES", "MAX_CHECKPOINT_BYTES")}
+        self._info = info
+
+    def with_allowlist(self, extra_allowlist: Any) -> RemoteSaver:
+        """A shallow clone whose reader also revives ``extra_allowlist`` (LangGraph passes the
+        graph's schema types when it compiles a graph): kept, so a reader made afresh from the
+        service's policy keeps them too."""
+        if not self._own_serde:
+            return super().with_allowlist(extra_allowlist)
+        extra = frozenset(tuple(entry) for entry in extra_allowlist)
+        if extra <= self._extra_allowlist:
+            return self
+        clone = copy.copy(self)
+        clone._extra_allowlist = self._extra_allowlist | extra
+        clone.serde = self.serde.with_msgpack_allowlist(extra)
+        return clone
 
     @property
     def provider(self) -> str:
@@ -197,6 +254,14 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             max_connections=self.max_connections, max_keepalive_connections=self.max_connections
         )
 
+    def _transport_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"limits": self._limits(), "socket_options": NO_DELAY}
+        if self.url.startswith("http://"):
+            # No TLS to verify: building the default context loads the CA bundle, 30-80 ms
+            # of a worker's first call (LangGraph's stream timing test saw it).
+            options["verify"] = False
+        return options
+
     def _sync_client(self):
         if self._client is None:
             import httpx
@@ -208,7 +273,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
                         headers=self._headers,
                         timeout=self.timeout,
                         transport=self._transport
-                        or httpx.HTTPTransport(limits=self._limits(), socket_options=NO_DELAY),
+                        or httpx.HTTPTransport(**self._transport_options()),
                     )
         return self._client
 
@@ -222,10 +287,17 @@ class RemoteSaver(BaseCheckpointSaver[str]):
                 base_url=self.url,
                 headers=self._headers,
                 timeout=self.timeout,
-                transport=self._atransport
-                or httpx.AsyncHTTPTransport(limits=self._limits(), socket_options=NO_DELAY),
+                transport=self._atransport or httpx.AsyncHTTPTransport(**self._transport_options()),
             )
         return client
+
+    def _async_gate(self) -> asyncio.Semaphore:
+        # One per event loop, as the pools: a semaphore's waiters belong to one loop.
+        loop = asyncio.get_running_loop()
+        gate = self._agates.get(loop)
+        if gate is None:
+            gate = self._agates[loop] = asyncio.Semaphore(self.max_connections)
+        return gate
 
     def close(self) -> None:
         """Close the sync pool (the async pools close with `aclose` on their loop)."""
@@ -255,13 +327,16 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     def _call(self, op: str, body: dict[str, Any], *, idempotent: bool) -> Any:
         import httpx
 
-        data = pack(body)
+        if self._info is None and op in _READS_VALUES:
+            self.info()
+        data = _packed(op, body)
         deadline = time.monotonic() + self.retry_seconds
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = self._sync_client().post(op, content=data)
+                with self._gate:
+                    response = self._sync_client().post(op, content=data)
             except httpx.TransportError as exc:
                 wait = self._retry_wait(op, exc, attempt, deadline, idempotent)
                 time.sleep(wait)
@@ -275,13 +350,16 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     async def _acall(self, op: str, body: dict[str, Any], *, idempotent: bool) -> Any:
         import httpx
 
-        data = pack(body)
+        if self._info is None and op in _READS_VALUES:
+            await self.ainfo()
+        data = _packed(op, body)
         deadline = time.monotonic() + self.retry_seconds
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = await self._async_client().post(op, content=data)
+                async with self._async_gate():
+                    response = await self._async_client().post(op, content=data)
             except httpx.TransportError as exc:
                 wait = self._retry_wait(op, exc, attempt, deadline, idempotent)
                 await asyncio.sleep(wait)
@@ -360,8 +438,11 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         cls = self._errors.get((code, status))
         if cls is None:
             return RemoteStoreError(message, code=code, status=status, field=field)
+        # What the store's typed error carries besides its message (a limit and size, where
+        # an unreadable value is), when the service sent it.
+        details = {k: error[k] for k in ("limit", "size", "where") if k in error}
         try:
-            return cls(message, field=field)
+            return cls(message, field=field, **details)
         except TypeError:
             return RemoteStoreError(message, code=code, status=status, field=field)
 
@@ -374,11 +455,18 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             type_, data = self.serde.dumps_typed(value)
             if type_ == "msgpack" and b"?" in data:
                 ormsgpack.packb(value, default=_lg_default, option=_STRICT_MSGPACK)
+                # Sets, dataclasses and named tuples reach LangGraph's encoder through its
+                # default hook, which replaces a lone surrogate with "?": the walk finds it.
+                if lone_surrogate_path(value) is not None:
+                    raise ValueError("string contains surrogates")
         except (TypeError, ValueError, OverflowError) as exc:
+            if where == "metadata":
+                _refuse_as_the_store({"metadata": value})
             if "surrogates" in str(exc):
+                # Worded as the store's savers word it, naming the place inside the value.
+                reason = lone_surrogate_refusal(lone_surrogate_path(value))
                 raise errors.CheckpointCodecError(
-                    f"{where} holds a string with a lone surrogate, which has no UTF-8 form "
-                    "and cannot be stored faithfully",
+                    f"{where} holds a {type(value).__name__} the serializer cannot store: {reason}",
                     field=where,
                 ) from exc
             raise errors.CheckpointCodecError(
@@ -395,13 +483,33 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             return None
         if type(raw) is not dict:
             raise WireFormatError("a checkpoint tuple is not a map", field="tuple")
+        configurable = (raw.get("config") or {}).get("configurable") or {}
+        # A stored value this reader refuses is named as the in-process saver names it.
+        at = {
+            "thread_id": str(configurable.get("thread_id")),
+            "ns": configurable.get("checkpoint_ns") or "",
+            "checkpoint_id": str(configurable.get("checkpoint_id")),
+        }
+        loads = self.serde.loads_typed
         checkpoint = dict(raw["checkpoint"])
         checkpoint["channel_values"] = {
-            channel: self._load(pair, f"channel {channel!r}")
+            channel: decode_at(
+                lambda p=stored_pair(pair, f"channel {channel!r}"): loads(p),
+                part=("channel", channel),
+                **at,
+            )
             for channel, pair in (checkpoint.get("channel_values") or {}).items()
         }
         writes = [
-            (task_id, channel, self._load(pair, f"write to {channel!r}"))
+            (
+                task_id,
+                channel,
+                decode_at(
+                    lambda p=stored_pair(pair, f"write to {channel!r}"): loads(p),
+                    part=lambda c=channel, t=task_id: f"pending write {c!r} of task {t!r}",
+                    **at,
+                ),
+            )
             for task_id, channel, pair in raw.get("pending_writes") or ()
         ]
         return CheckpointTuple(
@@ -437,6 +545,33 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             "task_id": task_id,
             "task_path": task_path,
         }
+
+    def _sized(self, config: Any, body: dict[str, Any]) -> None:
+        """Hold a put's or put_writes' encoded values to the service's CODEC_MAX_BYTES each
+        and MAX_CHECKPOINT_BYTES together, as the store holds them: refused here, naming the
+        limit and where, rather than sent to be refused as a body too large to read."""
+        configurable = (config or {}).get("configurable") or {}
+        if "writes" in body:
+            pairs = body["writes"]
+            checkpoint_id = configurable.get("checkpoint_id")
+            what = f"the writes of task {body['task_id']!r}"
+        else:
+            pairs = list(body["checkpoint"]["channel_values"].items())
+            checkpoint_id = body["checkpoint"].get("id")
+            what = "this put's values"
+        at = (
+            str(configurable.get("thread_id")),
+            configurable.get("checkpoint_ns") or "",
+            str(checkpoint_id),
+        )
+        per_value = self._codec_limits["CODEC_MAX_BYTES"]
+        per_checkpoint = self._codec_limits["MAX_CHECKPOINT_BYTES"]
+        total = 0
+        for channel, pair in pairs:
+            size = len(pair[1])
+            refuse_value_over(size, ("channel", channel), per_value)
+            total += size
+            refuse_checkpoint_over(total, ("channel", channel), at, per_checkpoint, what)
 
     @staticmethod
     def _list_body(config, filter, before, limit) -> dict[str, Any]:
@@ -487,6 +622,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         body = self._put_body(config, checkpoint, metadata, new_versions)
+        self.info()  # its limits, once the values are encoded (a refusal there sends nothing)
+        self._sized(config, body)
         return self._call("put", body, idempotent=True)
 
     def put_writes(
@@ -496,9 +633,10 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        self._call(
-            "put_writes", self._writes_body(config, writes, task_id, task_path), idempotent=True
-        )
+        body = self._writes_body(config, writes, task_id, task_path)
+        self.info()
+        self._sized(config, body)
+        self._call("put_writes", body, idempotent=True)
 
     def delete_thread(self, thread_id: str) -> None:
         self._call("delete_thread", {"thread_id": thread_id}, idempotent=True)
@@ -523,6 +661,14 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     def get_durability(self, config: RunnableConfig) -> dict[str, str] | None:
         """``{"level", "at"}`` the store stamped the checkpoint with (see StoreSaver)."""
         return self._call("durability", {"config": wire_config(config)}, idempotent=True)
+
+    def write_slots(self, thread_id: str) -> list[tuple] | None:
+        """``(checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel)`` of each of the
+        thread's pending writes, what ``pending_writes`` leaves out: an import's verify
+        compares the task paths and indexes it wrote (`transfer.sources`). None when the
+        service's store cannot say."""
+        rows = self._call("write_slots", {"thread_id": thread_id}, idempotent=True)
+        return None if rows is None else [tuple(row) for row in rows]
 
     # -- the store's extras a worker uses -----------------------------------------------------
     def mark_finished(self, thread_id: str) -> datetime:
@@ -574,6 +720,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         body = self._put_body(config, checkpoint, metadata, new_versions)
+        await self.ainfo()
+        self._sized(config, body)
         return await self._acall("put", body, idempotent=True)
 
     async def aput_writes(
@@ -584,6 +732,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         body = self._writes_body(config, writes, task_id, task_path)
+        await self.ainfo()
+        self._sized(config, body)
         await self._acall("put_writes", body, idempotent=True)
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -621,6 +771,74 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """As the store's savers: a zero-padded counter and a random tail, in write order."""
         return next_version(current)
+
+
+# The calls whose answers hold stored values: the service's codec policy is asked first.
+_READS_VALUES = frozenset({"get_tuple", "list", "delta_history"})
+# The service's `info` answer's codec policy (`store_service.views.codec_policy`).
+_POLICY_KEYS = frozenset(
+    {"CODEC_MAX_BYTES", "MAX_CHECKPOINT_BYTES", "ALLOWED_MSGPACK_MODULES", "BLOCKED_TYPES"}
+)
+# Until the service has said, the serializer only encodes (a read asks first): LangGraph's
+# default allowlist, and no object budget on a write, which the service checks each value
+# against with its own settings.
+_UNTIL_INFO = {
+    "ALLOWED_MSGPACK_MODULES": None,
+    "BLOCKED_TYPES": "warn",
+    "CODEC_MAX_BYTES": None,
+    "MAX_CHECKPOINT_BYTES": None,
+}
+
+
+def _packed(op: str, body: dict[str, Any]) -> bytes:
+    """The request body; what the wire cannot carry (a lone surrogate in a thread id, a
+    namespace, a channel or task name; an integer past 64 bits) is the caller's bad input,
+    refused before any call, as the store's savers refuse it."""
+    try:
+        return pack(body)
+    except (TypeError, ValueError, OverflowError) as exc:
+        _refuse_as_the_store(body)
+        where = lone_surrogate_path(body) if "surrogates" in str(exc) else None
+        if where is not None:
+            field = where.rsplit(".", 1)[-1].split("[", 1)[0] or op
+            raise errors.InvalidCheckpointInput(
+                f"{op}: {where.lstrip('.')} holds a lone surrogate, which is not UTF-8: "
+                "no store can keep it",
+                field=field,
+            ) from None
+        raise errors.InvalidCheckpointInput(
+            f"{op}: the call's arguments cannot be sent: {exc}", field=op
+        ) from None
+
+
+def _refuse_as_the_store(body: dict[str, Any]) -> None:
+    """Raise the error the store's savers raise for what the wire could not carry, from the
+    store's own argument checks (Django-free), so a refusal names the same field; only on
+    that failure's path, so a call that packs pays nothing."""
+    from checkpoints.store.planning import check_key, check_step, check_thread_id, list_bounds
+    from checkpoints.store.planning.metadata import json_metadata, validate_filter
+
+    config, before = body.get("config"), body.get("before")
+    if config is not None or before is not None:
+        list_bounds(config, before)
+    if "metadata" in body and type(body["metadata"]) is dict:
+        check_step(json_metadata({}, body["metadata"]).get("step"), "metadata.step")
+    if body.get("filter"):
+        validate_filter(body["filter"])
+    checkpoint = body.get("checkpoint")
+    for versions in (
+        body.get("new_versions"),
+        checkpoint.get("channel_versions") if type(checkpoint) is dict else None,
+    ):
+        for channel in versions or ():
+            check_key(channel, "channel")
+    for write in body.get("writes") or ():
+        check_key(write[0], "channel")
+    for name in ("task_id", "task_path"):
+        if body.get(name):
+            check_key(body[name], name)
+    if "thread_id" in body:
+        check_thread_id(body["thread_id"])
 
 
 def _id_list(ids: Any, field: str = "thread_ids") -> list[str]:

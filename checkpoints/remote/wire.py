@@ -76,9 +76,10 @@ def unpack_whole(data: bytes, what: str = "the request body", ext_hook=_no_ext) 
     return framed[0]
 
 
-def typed_pair(value: Any, what: str) -> tuple[str, bytes]:
-    """``[type, bin]`` from the wire as a ``(type, bytes)`` pair, its type one a client may
-    send; WireFormatError naming ``what`` otherwise."""
+def stored_pair(value: Any, what: str) -> tuple[str, bytes]:
+    """``[type, bin]`` of an answer as a ``(type, bytes)`` pair, whatever its type: a stored
+    value the reader cannot read (pickle, an unknown type) is its refusal to make, naming
+    where the value is, not the wire's."""
     if (
         type(value) not in (list, tuple)
         or len(value) != 2
@@ -86,13 +87,20 @@ def typed_pair(value: Any, what: str) -> tuple[str, bytes]:
         or type(value[1]) is not bytes
     ):
         raise WireFormatError(f"{what} is not a [type, bytes] pair", field=what)
-    if value[0] not in VALUE_TYPES:
+    return value[0], value[1]
+
+
+def typed_pair(value: Any, what: str) -> tuple[str, bytes]:
+    """``[type, bin]`` from the wire as a ``(type, bytes)`` pair, its type one a client may
+    send; WireFormatError naming ``what`` otherwise."""
+    type_, data = stored_pair(value, what)
+    if type_ not in VALUE_TYPES:
         raise WireFormatError(
-            f"{what} has type {value[0]!r}; a value travels as one of "
+            f"{what} has type {type_!r}; a value travels as one of "
             f"{', '.join(sorted(VALUE_TYPES))}",
             field=what,
         )
-    return value[0], value[1]
+    return type_, data
 
 
 def field(body: Any, name: str, kind: type | tuple[type, ...], *, optional: bool = False) -> Any:

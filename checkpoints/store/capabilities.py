@@ -66,6 +66,10 @@ class Capabilities:
     process_local = False
     # The store can list threads idle past their waiting horizon itself (`idle_threads`).
     supports_idle_sweep = False
+    # Each channel value and pending write is encoded on its own by the serializer, so an
+    # import may hand it a value as its stored bytes (`codec.serde.Verbatim`); a store
+    # that encodes a whole body at once (memory) would meet the wrapper inside it.
+    stores_values_verbatim = False
 
     # -- naming the store -----------------------------------------------------------------
     @property

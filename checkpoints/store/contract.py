@@ -347,6 +347,12 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         stored = stored_config(plan.thread_id, plan.ns, plan.checkpoint_id)
         # The receivers list first: asking has_listeners costs more than a put's other checks.
         if checkpoint_created.receivers and checkpoint_created.has_listeners(type(self)):
+            checkpoint = plan.checkpoint
+            # The store service's saver holds values as their bytes: its serializer reads
+            # them for the receivers (only when there are any).
+            as_received = getattr(self.serde, "as_received", None)
+            if as_received is not None:
+                checkpoint = as_received(checkpoint)
             checkpoint_created.send(
                 sender=type(self),
                 saver=self,
@@ -355,7 +361,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 checkpoint_id=plan.checkpoint_id,
                 envelope={
                     "config": stored,
-                    "checkpoint": plan.checkpoint,
+                    "checkpoint": checkpoint,
                     "metadata": plan.metadata,
                 },
                 durability=plan.durability,

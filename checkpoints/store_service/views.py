@@ -21,15 +21,13 @@ from django.http import HttpResponse
 from django.utils.module_loading import import_string
 from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
-from rest_framework.throttling import SimpleRateThrottle
 
 from checkpoints import audit, threads
 from checkpoints.api.base import StoreAPIView
-from checkpoints.api.limits import StrictTokenAuthentication
 from checkpoints.codec.compression import refuse_large_checkpoint
+from checkpoints.codec.serde import blocked_types_raise, configured_msgpack_allowlist
 from checkpoints.conf import setting
-from checkpoints.errors import CheckpointConfigError, InvalidCheckpointInput
-from checkpoints.langgraph_api.base import ApiKeyAuthentication
+from checkpoints.errors import CheckpointConfigError, CheckpointStoreError, InvalidCheckpointInput
 from checkpoints.models import Thread
 from checkpoints.remote.wire import (
     CONTENT_TYPE,
@@ -39,9 +37,14 @@ from checkpoints.remote.wire import (
     pack,
     unpack_whole,
 )
+from checkpoints.store.planning import config_keys
 from checkpoints.store.registry import get_saver
 from checkpoints.store_service.access import Caller
-from checkpoints.store_service.values import WireSerde, check_value, stored_as_sent, value_pair
+from checkpoints.store_service.auth import StoreServiceAuthentication, StoreServiceThrottle
+from checkpoints.store_service.values import check_value, service_serde, value_pair
+
+# The attributes of the store's typed errors an answer carries besides code, message, field.
+ERROR_DETAILS = ("limit", "size", "where")
 
 _savers: dict[str, Any] = {}
 _savers_lock = threading.Lock()
@@ -55,15 +58,8 @@ def service_saver() -> Any:
             saver = _savers.get("saver")
             if saver is None:
                 base = get_saver()
-                if not stored_as_sent(base.serde):
-                    raise CheckpointConfigError(
-                        f"the {base.provider} store keeps values in a form of its own "
-                        f"({type(base.serde).__name__}); /store/v1/ hands the client's bytes "
-                        "through, so it serves stores keeping LangGraph's serializer's bytes",
-                        field="provider",
-                    )
                 saver = copy.copy(base)
-                saver.serde = WireSerde(base.serde)
+                saver.serde = service_serde(base.serde)
                 _savers["saver"] = saver
     return saver
 
@@ -88,6 +84,23 @@ def body_limit() -> int | None:
     return None if most is None else most + ENVELOPE_BYTES
 
 
+def codec_policy() -> dict[str, Any]:
+    """What a worker's reader follows, as this service's in-process reader does: the object
+    budget's limits, the size limits of a put, the msgpack allowlist the deployment set (None:
+    LangGraph's default of the worker's own process, as of this one's) and BLOCKED_TYPES."""
+    configured = setting("ALLOWED_MSGPACK_MODULES")
+    return {
+        "CODEC_MAX_BYTES": setting("CODEC_MAX_BYTES"),
+        "MAX_CHECKPOINT_BYTES": setting("MAX_CHECKPOINT_BYTES"),
+        "ALLOWED_MSGPACK_MODULES": (
+            configured
+            if configured is None or configured is True
+            else [list(entry) for entry in configured_msgpack_allowlist(configured)]
+        ),
+        "BLOCKED_TYPES": "raise" if blocked_types_raise() else "warn",
+    }
+
+
 class MsgpackParser(BaseParser):
     """The wire's body, read whole up to `body_limit` and held to one msgpack document."""
 
@@ -110,25 +123,6 @@ class MsgpackParser(BaseParser):
         if type(body) is not dict:
             raise WireFormatError("the request body is not a map", field="body")
         return body
-
-
-class StoreServiceThrottle(SimpleRateThrottle):
-    """Calls per token, at ``CHECKPOINTS["STORE_SERVICE_RATE"]`` (None: no limit)."""
-
-    scope = "checkpoints.store_service"
-
-    def get_rate(self):
-        return setting("STORE_SERVICE_RATE")
-
-    def allow_request(self, request, view):
-        self.rate = self.get_rate()
-        if self.rate is None:
-            return True
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
-
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
 
 
 def _config(body: dict, name: str = "config", *, optional: bool = False) -> dict | None:
@@ -194,7 +188,9 @@ def _retention_call(path: str) -> Callable[..., Any]:
 class StoreServiceView(StoreAPIView):
     """POST ``/store/v1/<call>``: one saver call."""
 
-    authentication_classes = [ApiKeyAuthentication, StrictTokenAuthentication]
+    # x-api-key or Authorization: Token, cached per process, lockout and throttle counted in
+    # one round trip (auth.py says what that keeps and what it bounds).
+    authentication_classes = [StoreServiceAuthentication]
     parser_classes = [MsgpackParser]
     throttle_classes = [StoreServiceThrottle]
     pagination_class = None
@@ -236,6 +232,7 @@ class StoreServiceView(StoreAPIView):
                 "supports_idle_sweep": saver.supports_idle_sweep,
             },
             "max_body_bytes": body_limit(),
+            "codec": codec_policy(),
         }
 
     # -- reads ---------------------------------------------------------------------------------
@@ -300,6 +297,12 @@ class StoreServiceView(StoreAPIView):
         caller.may_read(_thread_of(config), config)
         return saver.get_durability(config)
 
+    def call_write_slots(self, saver, caller: Caller, body: dict) -> list | None:
+        thread_id = field(body, "thread_id", str)
+        caller.may_read(thread_id)
+        slots = getattr(saver, "write_slots", None)
+        return None if slots is None else [list(row) for row in slots(thread_id)]
+
     # -- writes --------------------------------------------------------------------------------
     def call_put(self, saver, caller: Caller, body: dict) -> dict:
         config = caller.scrub(_config(body))
@@ -311,9 +314,7 @@ class StoreServiceView(StoreAPIView):
         checkpoint["channel_values"] = {
             channel: check_value(pair, f"channel {channel!r}") for channel, pair in values.items()
         }
-        metadata = saver.serde.inner.loads_typed(
-            _plain(check_value(body.get("metadata"), "metadata"))
-        )
+        metadata = saver.serde.sent(check_value(body.get("metadata"), "metadata"))
         thread_id = _thread_of(config)
         # The sizes the put would refuse, refused before the thread is claimed.
         refuse_large_checkpoint(
@@ -321,6 +322,8 @@ class StoreServiceView(StoreAPIView):
             "channel_values",
             (thread_id, "", str(checkpoint.get("id") or "")),
         )
+        # The store's own key checks first: a refused call claims no thread.
+        config_keys(config)
         caller.claim(thread_id, config)
         return saver.put(config, checkpoint, metadata, new_versions)
 
@@ -341,6 +344,8 @@ class StoreServiceView(StoreAPIView):
             (thread_id, "", str((config.get("configurable") or {}).get("checkpoint_id") or "")),
             f"the writes of task {task_id!r}",
         )
+        # The store's own key checks first: a refused call claims no thread.
+        config_keys(config, need_checkpoint=True)
         caller.claim(thread_id, config)
         saver.put_writes(config, checked, task_id, task_path)
 
@@ -408,10 +413,18 @@ class StoreServiceView(StoreAPIView):
             "finished_minutes": declared.finished_minutes,
         }
 
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        # The store's typed errors keep what they carry beyond a message (a limit and size,
+        # where an unreadable value is), so the client raises them as the saver would.
+        error = response.data.get("error") if isinstance(response.data, dict) else None
+        if isinstance(exc, CheckpointStoreError) and isinstance(error, dict):
+            for name in ERROR_DETAILS:
+                value = getattr(exc, name, None)
+                if value:
+                    error[name] = value
+        return response
+
     def get_throttles(self):
         # Not the API's scoped throttle: every call of a token counts, reads included.
         return [throttle() for throttle in self.throttle_classes]
-
-
-def _plain(value) -> tuple[str, bytes]:
-    return value.type, value.data

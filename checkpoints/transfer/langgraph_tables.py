@@ -37,11 +37,12 @@ from itertools import islice
 from typing import Any
 from urllib.parse import quote
 
+import ormsgpack
 from langgraph.checkpoint.base import writes_sort_key
 from langgraph.constants import TASKS
 
 from checkpoints.codec.budget import ObjectBudget
-from checkpoints.codec.serde import store_serializer
+from checkpoints.codec.serde import Verbatim, store_serializer
 from checkpoints.errors import CheckpointConfigError
 from checkpoints.store.planning.parent_sends import migrate_parent_sends, needs_parent_sends
 from checkpoints.transfer.records import (
@@ -79,6 +80,9 @@ class TableSource:
         self.tables = tables
         self.name = name
         self.serde = serde or store_serializer()
+        # `threads` hands each msgpack value it checked as its stored bytes (`Verbatim`),
+        # not decoded: set by an import whose target stores them as they are.
+        self.verbatim = False
 
     def thread_ids(self) -> Iterator[Any]:
         # Pages in the primary key's order: memory stays flat however many threads.
@@ -118,7 +122,9 @@ class TableSource:
                     )
                     continue
                 record = self.thread_or_refusal(
-                    thread_id, parts.get(thread_id) if parts is not None else False
+                    thread_id,
+                    parts.get(thread_id) if parts is not None else False,
+                    verbatim=self.verbatim,
                 )
                 if record is not None:
                     yield record
@@ -132,16 +138,17 @@ class TableSource:
         return found
 
     def thread_or_refusal(
-        self, thread_id: str, parts: tuple | None | bool = False
+        self, thread_id: str, parts: tuple | None | bool = False, *, verbatim: bool = False
     ) -> ThreadRecord | TransferFormatError | None:
         """The thread, its refusal, or None; ``parts``: its rows as `threads_rows` read
-        them with others' (None: it has none), else they are read here."""
+        them with others' (None: it has none), else they are read here. ``verbatim``:
+        checked msgpack values as `Verbatim` (see ``self.verbatim``)."""
         try:
             if parts is False:
                 parts = self.tables.threads_rows([thread_id]).get(thread_id)
             if parts is None:
                 return None
-            return self._read(thread_id, parts)
+            return self._read(thread_id, parts, verbatim)
         except _Unreadable as exc:
             return refuse(exc.why, thread_id=thread_id, checkpoint=exc.checkpoint)
         except RecursionError:
@@ -154,20 +161,30 @@ class TableSource:
             )
 
     # -- one thread -----------------------------------------------------------------------
-    def _read(self, thread_id: str, parts: tuple) -> ThreadRecord | None:
+    def _read(self, thread_id: str, parts: tuple, verbatim: bool = False) -> ThreadRecord | None:
         rows, blobs, write_rows = parts
+        keep = self._keep if verbatim else None
         if not rows:
             return None
         writes: dict[tuple[str, str], list[WriteRecord]] = {}
-        # What one checkpoint's values may build (codec.budget): its writes, body and blobs.
-        budgets: dict[tuple[str, str], ObjectBudget] = {}
+        # What one checkpoint's values may build (codec.budget): its writes, body and blobs,
+        # sized first, so a checkpoint far below the budget has no value walked for it.
+        raw: dict[tuple[Any, Any], int] = {}
+        for ns, cid, *_, data in write_rows:
+            raw[(ns, cid)] = raw.get((ns, cid), 0) + _size(data)
+        for row in rows:
+            at = (row[0] or "", row[1])
+            raw[at] = raw.get(at, 0) + self.tables.raw_size(row, blobs)
+        budgets = {at: ObjectBudget(size) for at, size in raw.items()}
         for ns, cid, task_id, task_path, idx, channel, type_, data in write_rows:
             at = (_text(ns, "checkpoint_ns"), _text(cid, "checkpoint_id"))
             where = f"pending write of task {_short(task_id)} to channel {_short(channel)}"
             if not isinstance(idx, int) or isinstance(idx, bool):
                 raise _Unreadable(f"the {where} has an idx that is not a whole number", at)
             with budgets.setdefault(at, ObjectBudget()):
-                value = self._decode(type_, data, f"the {where}", at)
+                # A legacy child moves its parent's sends into its own channel: decoded.
+                read = self._decode if channel == TASKS or keep is None else keep
+                value = read(type_, data, f"the {where}", at)
             writes.setdefault(at, []).append(
                 WriteRecord(
                     task_id=_text(task_id, "task_id", at),
@@ -183,26 +200,28 @@ class TableSource:
         rows = sorted(rows, key=lambda r: (str(r[0] or ""), str(r[1])))
         return ThreadRecord(
             thread_id=thread_id,
-            checkpoints=[self._checkpoint(row, blobs, decoded, writes, budgets) for row in rows],
+            checkpoints=[
+                self._checkpoint(row, blobs, decoded, writes, budgets, keep) for row in rows
+            ],
         )
 
     def _checkpoint(
-        self, row: tuple, blobs, decoded: dict, writes: dict, budgets: dict
+        self, row: tuple, blobs, decoded: dict, writes: dict, budgets: dict, keep
     ) -> CheckpointRecord:
         ns, cid = _text(row[0] or "", "checkpoint_ns"), _text(row[1], "checkpoint_id")
         at = (ns, cid)
-        with budgets.get(at) or ObjectBudget():
-            return self._checkpoint_values(row, at, blobs, decoded, writes)
+        with budgets.get(at) or ObjectBudget():  # an id not text: refused inside
+            return self._checkpoint_values(row, at, blobs, decoded, writes, keep)
 
     def _checkpoint_values(
-        self, row: tuple, at: tuple[str, str], blobs, decoded: dict, writes: dict
+        self, row: tuple, at: tuple[str, str], blobs, decoded: dict, writes: dict, keep
     ) -> CheckpointRecord:
         ns, cid = at
         decode = partial(self._decode, at=at)
         parent = row[2] or None
         if parent is not None:
             parent = _text(parent, "parent_checkpoint_id", at)
-        body, metadata = self.tables.body(row, decode)
+        body, metadata = self.tables.body(row, decode, keep and partial(keep, at=at))
         if type(body) is not dict:
             raise _Unreadable(f"its body is a {type(body).__name__}, not an object", at)
         if body.get("id") != cid:
@@ -211,7 +230,7 @@ class TableSource:
             )
         if type(metadata) is not dict:
             raise _Unreadable(f"its metadata is a {type(metadata).__name__}, not an object", at)
-        self.tables.add_blobs(body, row, blobs, decoded, decode)
+        self.tables.add_blobs(body, row, blobs, decoded, partial(keep or self._decode, at=at))
         if needs_parent_sends(body, parent):
             sends = [w.value for w in writes.get((ns, parent), ()) if w.channel == TASKS]
             try:
@@ -231,6 +250,23 @@ class TableSource:
             return self.serde.loads_typed((type_, bytes(data)))
         except Exception as exc:  # noqa: BLE001 - the reader's refusal, whatever its kind
             raise _Unreadable(f"{where} cannot be read: {exc}", at) from None
+
+    def _keep(self, type_: Any, data: Any, where: str, at: tuple[str, str] | None) -> Any:
+        """A msgpack value as its stored bytes once the reader passed them (`Verbatim`);
+        any other kind decoded (`_decode`)."""
+        if type_ != "msgpack" or not isinstance(data, (bytes, bytearray, memoryview)):
+            return self._decode(type_, data, where, at)
+        typed = (type_, bytes(data))
+        try:
+            self.serde.check_typed(typed)
+        except Exception as exc:  # noqa: BLE001 - the reader's refusal, whatever its kind
+            raise _Unreadable(f"{where} cannot be read: {exc}", at) from None
+        return Verbatim(typed)
+
+
+def _size(data: Any) -> int:
+    # Anything else is refused when it is read; a str (JSON text) by its characters.
+    return len(data) if isinstance(data, (bytes, bytearray, memoryview, str)) else 0
 
 
 def _text(value: Any, what: str, at: tuple[str, str] | None = None) -> str:
@@ -258,11 +294,18 @@ class _Tables:
         that have checkpoints, in one snapshot and a query per table."""
         raise NotImplementedError
 
-    def body(self, row: tuple, decode) -> tuple[Any, Any]:
+    def body(self, row: tuple, decode, keep=None) -> tuple[Any, Any]:
+        """(body, metadata) of a checkpoint row; ``keep``: how a value is read where the
+        body holds the channel values (`TableSource._keep`), else they are decoded."""
         raise NotImplementedError
 
     def add_blobs(self, body, row, blobs, decoded, decode) -> None:
         """Put the values a layout keeps apart from the body into its channel_values."""
+
+    def raw_size(self, row: tuple, blobs) -> int:
+        """The stored bytes of a checkpoint's body and values that are decoded as msgpack
+        or JSON (a blob shared by checkpoints counts for each: an over-estimate)."""
+        raise NotImplementedError
 
 
 class _PostgresTables(_Tables):
@@ -319,7 +362,15 @@ class _PostgresTables(_Tables):
                         found[thread_id][2].append(tuple(write))
         return found
 
-    def body(self, row, decode):
+    def raw_size(self, row, blobs) -> int:
+        versions = row[5]
+        if type(versions) is not dict:
+            return 0
+        ns = row[0] or ""
+        found = (blobs.get((ns, channel, version)) for channel, version in versions.items())
+        return sum(_size(blob[1]) for blob in found if blob is not None)
+
+    def body(self, row, decode, keep=None):
         body = row[3]
         return (dict(body) if type(body) is dict else body), row[4]
 
@@ -382,8 +433,13 @@ class _SqliteTables(_Tables):
                     found[thread_id][2].append(tuple(write))
         return found
 
-    def body(self, row, decode):
-        body = decode(row[3], row[4], "its body")
+    def raw_size(self, row, blobs) -> int:
+        return _size(row[4]) + _size(row[5])
+
+    def body(self, row, decode, keep=None):
+        body = self._body(row, decode, keep) if keep else None
+        if body is None:
+            body = decode(row[3], row[4], "its body")
         raw = row[5]
         if raw is None:
             return body, {}
@@ -394,6 +450,157 @@ class _SqliteTables(_Tables):
         except ValueError as exc:
             ns, cid = row[0] or "", row[1]
             raise _Unreadable(f"its metadata is not JSON: {exc}", (ns, cid)) from None
+
+    @staticmethod
+    def _body(row, decode, keep) -> Any:
+        """The body with each channel value as its own stored bytes (``keep``), the rest
+        decoded; None when the bytes are not a map laid out as `channel_entries` reads."""
+        if row[3] != "msgpack" or not isinstance(row[4], bytes):
+            return None
+        if not any(lead in row[4] for lead in _EXT_LEADS):
+            # Plain data (no model, no ext payload anywhere): read whole and encoded again
+            # in C, cheaper than laying it out in Python; the same values either way.
+            return None
+        found = channel_entries(row[4])
+        if found is None:
+            return None
+        rest, entries = found
+        body = decode("msgpack", rest, "its body")
+        if type(body) is not dict or "channel_values" in body:
+            return None
+        values = {}
+        for key, value in entries:
+            try:
+                name = ormsgpack.unpackb(key)
+            except Exception:  # noqa: BLE001 - decoded whole below, and refused there
+                return None
+            if type(name) is not str or name in values:
+                return None  # decoded whole: the checks name what is wrong with it
+            values[name] = keep("msgpack", value, f"the value of channel {name!r}")
+        body["channel_values"] = values
+        return body
+
+
+# -- msgpack laid out, not read -----------------------------------------------------------
+# Bytes after the lead byte before the next item, and items inside, of each lead byte
+# (`_FIXED`), and the width of the length that follows the others (`_SIZED`).
+_FIXED = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_FIXED |= {0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+# lead byte -> (length width, bytes after the length besides the payload, items per count)
+_SIZED = {
+    0xC4: (1, 0, 0),
+    0xC5: (2, 0, 0),
+    0xC6: (4, 0, 0),  # bin
+    0xC7: (1, 1, 0),
+    0xC8: (2, 1, 0),
+    0xC9: (4, 1, 0),  # ext: the type byte
+    0xD9: (1, 0, 0),
+    0xDA: (2, 0, 0),
+    0xDB: (4, 0, 0),  # str
+    0xDC: (2, 0, 1),
+    0xDD: (4, 0, 1),
+    0xDE: (2, 0, 2),
+    0xDF: (4, 0, 2),  # array, map
+}
+
+
+class _Layout(Exception):
+    """Internal: the bytes are not msgpack laid out as expected."""
+
+
+def _skip(data: bytes, pos: int) -> int:
+    """Where the msgpack item at ``pos`` ends, walking only its lengths."""
+    end, count = len(data), 1
+    while count:
+        if pos >= end:
+            raise _Layout
+        lead = data[pos]
+        count -= 1
+        if lead <= 0x7F or lead >= 0xE0:
+            pos += 1
+        elif lead <= 0x8F:
+            count += 2 * (lead & 0x0F)
+            pos += 1
+        elif lead <= 0x9F:
+            count += lead & 0x0F
+            pos += 1
+        elif lead <= 0xBF:
+            pos += 1 + (lead & 0x1F)
+        elif lead in _FIXED:
+            pos += 1 + _FIXED[lead]
+        elif lead in _SIZED:
+            width, extra, items = _SIZED[lead]
+            size = int.from_bytes(data[pos + 1 : pos + 1 + width], "big")
+            pos += 1 + width
+            if items:
+                count += items * size
+            else:
+                pos += extra + size
+        else:
+            raise _Layout  # 0xC1, never used
+    if pos > end:
+        raise _Layout
+    return pos
+
+
+def _map_header(data: bytes, pos: int) -> tuple[int, int]:
+    """(entries, where the first key starts) of the map at ``pos``."""
+    lead = data[pos] if pos < len(data) else None
+    if lead is not None and 0x80 <= lead <= 0x8F:
+        return lead & 0x0F, pos + 1
+    if lead in (0xDE, 0xDF):
+        width = 2 if lead == 0xDE else 4
+        return int.from_bytes(data[pos + 1 : pos + 1 + width], "big"), pos + 1 + width
+    raise _Layout
+
+
+_CHANNEL_VALUES = ormsgpack.packb("channel_values")
+# The lead bytes of msgpack's ext items: a body without any holds no ext payload.
+_EXT_LEADS = tuple(bytes([lead]) for lead in (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8))
+
+
+def channel_entries(data: bytes) -> tuple[bytes, list[tuple[bytes, bytes]]] | None:
+    """A SqliteSaver body's bytes split without reading them: (the body's map without
+    its channel_values entry, [(a channel's key bytes, its value's bytes)]); None when the
+    body is not one map, with one channel_values map, ending where the bytes end."""
+    try:
+        entries, pos = _map_header(data, 0)
+        kept, values = [], None
+        for _ in range(entries):
+            key_end = _skip(data, pos)
+            value_end = _skip(data, key_end)
+            if data[pos:key_end] == _CHANNEL_VALUES and values is None:
+                values = _entries(data, key_end, value_end)
+            else:
+                kept.append(data[pos:value_end])
+            pos = value_end
+    except _Layout:
+        return None
+    if values is None or pos != len(data):
+        return None
+    rest = ormsgpack.packb({}) if not kept else _map_of(len(kept)) + b"".join(kept)
+    return rest, values
+
+
+def _entries(data: bytes, start: int, end: int) -> list[tuple[bytes, bytes]]:
+    count, pos = _map_header(data, start)
+    found = []
+    for _ in range(count):
+        key_end = _skip(data, pos)
+        value_end = _skip(data, key_end)
+        found.append((data[pos:key_end], data[key_end:value_end]))
+        pos = value_end
+    if pos != end:
+        raise _Layout
+    return found
+
+
+def _map_of(entries: int) -> bytes:
+    if entries <= 0x0F:
+        return bytes([0x80 | entries])
+    if entries <= 0xFFFF:
+        return b"\xde" + entries.to_bytes(2, "big")
+    return b"\xdf" + entries.to_bytes(4, "big")
 
 
 # -- opening ------------------------------------------------------------------------------

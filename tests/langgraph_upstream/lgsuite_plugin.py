@@ -3,7 +3,7 @@
 LGSUITE_PROVIDER picks the saver: ``baseline`` (upstream's own InMemorySaver fixture, the
 reference) or one of ours: memory, sqlite, postgres, redis (built by `get_saver`), or the
 remote saver on a store service in this process (a live server thread) whose store is
-sqlite or postgres: ``remote-sqlite``, ``remote-postgres``.
+sqlite, postgres or redis: ``remote-sqlite``, ``remote-postgres``, ``remote-redis``.
 Upstream's ``sync_checkpointer`` / ``async_checkpointer`` fixtures in its tests/conftest.py
 are replaced, before pytest parses that conftest, by the two below; every other fixture
 and every test stays upstream's, unedited. Only tests that take one of the two fixtures
@@ -13,7 +13,8 @@ LGSUITE_SUITE names a saver package's own suite instead (``checkpoint``, ``sqlit
 ``postgres``; see `run.SUITES`). Those tests build the peer saver themselves
 (``InMemorySaver()``, ``SqliteSaver.from_conn_string(":memory:")``, ``PostgresSaver(conn)``),
 so for ours the plugin swaps those names, in each collected test module, for stand-ins that
-build our saver; ``Shallow*`` ones build ours with ``max_checkpoints=1``. The peer's
+build our saver; ``Shallow*`` ones build ours with ``max_checkpoints=1`` (the remote
+saver: its service's MAX_CHECKPOINTS set to 1, see `_service_keeps`). The peer's
 PostgreSQL address is pointed at a database of this run's own on the shared server.
 
 One helper of a peer suite is translated too: the postgres suite's prune tests observe
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import socket
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -50,7 +52,15 @@ STAND_INS = {
     "ShallowPostgresSaver": (False, True),
     "AsyncShallowPostgresSaver": (True, True),
 }
-OURS = ("memory", "sqlite", "postgres", "redis", "remote-sqlite", "remote-postgres")
+OURS = (
+    "memory",
+    "sqlite",
+    "postgres",
+    "redis",
+    "remote-sqlite",
+    "remote-postgres",
+    "remote-redis",
+)
 FIXTURES = ("sync_checkpointer", "async_checkpointer")
 REDIS_LOCK = b"lgsuite:owner"
 # Dbs the repository's own tests never pick (they use 2..13), claimed with a lock key.
@@ -172,7 +182,7 @@ def _setup_django() -> None:
     import django
 
     django.setup()
-    if STORE not in ("sqlite", "postgres"):
+    if STORE not in ("sqlite", "postgres") and not REMOTE:
         return
     from django.test.utils import setup_databases
 
@@ -230,25 +240,30 @@ def _empty_redis(client) -> None:
 
 
 def _empty_orm(alias: str) -> None:
+    """Every checkpoints and retention table emptied but the store's format record, which
+    the savers (and the service's) checked once and would otherwise check again."""
     from django.apps import apps
     from django.db import connections, transaction
 
-    from checkpoints.store.orm.ledger import forget_format_checks
+    from checkpoints.models import StoreFormat
 
     tables = [
         m._meta.db_table
         for label in ("checkpoints", "retention")
         for m in apps.get_app_config(label).get_models()
+        if m is not StoreFormat
     ]
     conn = connections[alias]
+    statements = [f"DELETE FROM {conn.ops.quote_name(t)}" for t in tables]
     with transaction.atomic(using=alias), conn.cursor() as cur:
         if conn.vendor == "postgresql":
-            names = ", ".join(conn.ops.quote_name(t) for t in tables)
-            cur.execute(f"TRUNCATE {names} CASCADE")
+            # DELETEs, not TRUNCATE: a few rows a table, and TRUNCATE's lock and new files cost
+            # more than the rows; the keys are deferred, so the order does not matter.
+            cur.execute("SET CONSTRAINTS ALL DEFERRED")
+            cur.execute(";".join(statements))
         else:
-            for table in tables:
-                cur.execute(f"DELETE FROM {conn.ops.quote_name(table)}")
-    forget_format_checks()
+            for statement in statements:
+                cur.execute(statement)
 
 
 # -- the saver ------------------------------------------------------------------------------
@@ -266,6 +281,7 @@ def _make(clean: bool = True, **options):
     if REMOTE:
         from checkpoints.remote import RemoteSaver
 
+        _service_keeps(options.pop("max_checkpoints", 0))
         url, key = _state["remote"]
         return RemoteSaver(url, api_key=key, **options)
     if PROVIDER == "memory":
@@ -293,8 +309,24 @@ def _start_service() -> None:
     if STORE == "postgres":
         pg = database_url(connections["pg"].settings_dict)
         changed["CHECKPOINTS"] = {**settings.CHECKPOINTS, "PROVIDER": "postgres", "CONN_STRING": pg}
+    elif STORE == "redis":
+        # Its users and tokens stay in the SQLite test database; the checkpoints go to Redis.
+        url = _state["redis_url"]
+        changed["CHECKPOINTS"] = {**settings.CHECKPOINTS, "PROVIDER": "redis", "CONN_STRING": url}
     # Through override_settings, so the store's cached settings are read again.
     override_settings(**changed).enable()
+
+    class NoDelayServer(LiveServerThread.server_class):
+        # Django's test server sends headers and body apart: without TCP_NODELAY each
+        # keep-alive answer waited ~40 ms for the client's delayed ACK, most of a test's
+        # time on the remote saver. (Upstream's own `tests` package shadows ours here, so
+        # the suite's tests/live_servers.py cannot be imported.)
+        def get_request(self):
+            sock, address = super().get_request()
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock, address
+
+    LiveServerThread.server_class = NoDelayServer
     thread = LiveServerThread("127.0.0.1", _StaticFilesHandler, port=0)
     thread.daemon = True
     thread.start()
@@ -304,6 +336,21 @@ def _start_service() -> None:
     user = User.objects.create_superuser("lgsuite", "", "lgsuite")
     _state["service"] = thread
     _state["remote"] = (f"http://127.0.0.1:{thread.port}", Token.objects.create(user=user).key)
+
+
+def _service_keeps(most: int):
+    """The service keeps ``most`` checkpoints a thread (0: all). A worker's saver has no
+    ``max_checkpoints`` of its own: a shallow saver on the remote saver is a service whose
+    deployment sets MAX_CHECKPOINTS, so a ``Shallow*`` stand-in sets it here (the change of
+    setting makes the service build its saver afresh) and any other saver puts it back."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    if (settings.CHECKPOINTS.get("MAX_CHECKPOINTS") or 0) == most:
+        return None
+    changed = override_settings(CHECKPOINTS={**settings.CHECKPOINTS, "MAX_CHECKPOINTS": most})
+    changed.enable()
+    return changed  # the suite's process never undoes it; a test of this function does
 
 
 class _StandInMeta(type):
@@ -419,10 +466,12 @@ def _clean() -> None:
 
         _empty_orm("pg" if STORE == "postgres" else "default")
         connections.close_all()
-        if REMOTE:
-            from checkpoints.store_service.views import forget_service_saver
+    if REMOTE and STORE == "redis":
+        # The emptied Redis store lost its format record: the service's saver records it
+        # again (the ORM stores keep theirs).
+        from checkpoints.store_service.views import forget_service_saver
 
-            forget_service_saver()
+        forget_service_saver()
 
 
 # One parameter, id "memory" whatever the provider: upstream's syrupy snapshots are keyed by

@@ -1,10 +1,11 @@
 """Run LangGraph's own suite on our savers and on its InMemorySaver, and compare.
 
-    python -m tests.langgraph_upstream.run [--providers memory sqlite postgres redis]
+    python -m tests.langgraph_upstream.run [--providers memory ... remote-redis]
     python -m tests.langgraph_upstream.run --suite checkpoint sqlite postgres
 
 The second form runs the suites of LangGraph's saver packages (`SUITES`), each test once on
-the peer saver (``baseline``) and once on ours, and judges them with `peer_allowlist.toml`.
+the peer saver (``baseline``) and once on each of ours (in process and the remote saver), and
+judges them with `peer_allowlist.toml`.
 
 Fetches the installed langgraph's sdist (see sdist.py), then runs every upstream test
 module that takes ``sync_checkpointer`` / ``async_checkpointer``: one pytest process per
@@ -33,9 +34,11 @@ from tests.langgraph_upstream.sdist import installed_version, upstream_root
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 PROVIDERS = ("memory", "sqlite", "postgres", "redis")
-# The remote saver on a store service in the suite's process, backed by SQLite or PostgreSQL:
-# on request (--providers remote-postgres) until a whole run of it has been judged.
-CHOICES = (*PROVIDERS, "remote-sqlite", "remote-postgres")
+# The remote saver on a store service in the suite's process, backed by PostgreSQL or Redis,
+# runs by default (the main suite runs it on SQLite); remote-sqlite on request.
+REMOTE = ("remote-postgres", "remote-redis")
+DEFAULT = (*PROVIDERS, *REMOTE)
+CHOICES = (*PROVIDERS, "remote-sqlite", *REMOTE)
 BASELINE = "baseline"
 FIXTURE_RE = re.compile(r"\b(sync_checkpointer|async_checkpointer)\b")
 ALLOWLIST = HERE / "peer_allowlist.toml"
@@ -50,10 +53,12 @@ class Suite:
 
 SUITES = {
     "langgraph": Suite("langgraph", "langgraph", PROVIDERS),
-    # InMemorySaver's tests on the two providers that keep no SQL.
-    "checkpoint": Suite("checkpoint", "langgraph-checkpoint", ("memory", "redis")),
-    "sqlite": Suite("sqlite", "langgraph-checkpoint-sqlite", ("sqlite",)),
-    "postgres": Suite("postgres", "langgraph-checkpoint-postgres", ("postgres",)),
+    # InMemorySaver's tests on the providers that keep no SQL: the remote saver's among them
+    # is the service on Redis, the one store the other two suites' remote savers leave out.
+    "checkpoint": Suite("checkpoint", "langgraph-checkpoint", ("memory", "redis", "remote-redis")),
+    # Each SQL package's tests also on the remote saver whose service keeps that database.
+    "sqlite": Suite("sqlite", "langgraph-checkpoint-sqlite", ("sqlite", "remote-sqlite")),
+    "postgres": Suite("postgres", "langgraph-checkpoint-postgres", ("postgres", "remote-postgres")),
 }
 PEER_SUITES = [s for s in SUITES if s != "langgraph"]
 
@@ -421,7 +426,7 @@ def table(results: dict[str, Result]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--providers", nargs="+", choices=CHOICES, default=list(PROVIDERS))
+    parser.add_argument("--providers", nargs="+", choices=CHOICES, default=list(DEFAULT))
     parser.add_argument(
         "--suite", nargs="+", choices=list(SUITES), default=["langgraph"], help="whose tests"
     )

@@ -223,3 +223,26 @@ def test_only_the_postgres_suites_table_reader_is_pointed_at_ours(
     lgsuite_plugin._substitute(module)
     assert (module._rows is lgsuite_plugin._our_rows) is translated
     assert (module._rows is reader) is not translated
+
+
+@pytest.mark.django_db
+def test_a_shallow_stand_in_on_the_remote_saver_makes_the_service_keep_one_checkpoint():
+    """A worker's RemoteSaver takes no max_checkpoints: the peer's Shallow* savers are the
+    service's MAX_CHECKPOINTS, and the next saver of another kind puts it back."""
+    from checkpoints.store_service.views import service_saver
+    from tests.langgraph_upstream import lgsuite_plugin
+
+    before = service_saver().max_checkpoints
+    assert before != 1
+    shallow = lgsuite_plugin._service_keeps(1)
+    try:
+        assert service_saver().max_checkpoints == 1
+        assert lgsuite_plugin._service_keeps(1) is None  # already so: nothing stacked
+        back = lgsuite_plugin._service_keeps(before)
+        try:
+            assert service_saver().max_checkpoints == before
+        finally:
+            back.disable()
+    finally:
+        shallow.disable()
+    assert service_saver().max_checkpoints == before

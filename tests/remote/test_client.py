@@ -12,7 +12,11 @@ import httpx
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from checkpoints.errors import CheckpointCodecError, CheckpointConfigError, StoreUnavailable
+from checkpoints.errors import (
+    CheckpointCodecError,
+    CheckpointConfigError,
+    StoreUnavailable,
+)
 from checkpoints.remote import RemoteSaver, service_url
 from checkpoints.remote.wire import CONTENT_TYPE, pack
 from tests.standalone import ROOT, run_python
@@ -124,7 +128,9 @@ def test_a_503_while_the_service_restarts_is_retried_and_the_put_lands(request):
         transport=flaky,
     )
     config = put_chain(saver, "through-a-restart", {"a": 1})
-    assert flaky.seen == 4
+    # Three 503s and the service's answer to info (its codec policy, asked once before the
+    # first put is sized), then the put itself.
+    assert flaky.seen == 5
     assert base.get_tuple(config).checkpoint["channel_values"] == {"a": 1}
     # Past the budget, the answer is named as the service's unavailability.
     saver = RemoteSaver(
@@ -156,3 +162,85 @@ def test_a_value_the_serializer_refuses_is_named_before_anything_is_sent():
     with pytest.raises(CheckpointCodecError, match="write to channel 'w'"):
         saver.put_writes(config_for("t", "1", ns=""), [("w", threading.Lock())], "task")
     assert sent == []
+
+
+def _self_signed(folder) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 that no CA signed, and its key (PEM files)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+def test_an_https_service_is_verified_and_plain_http_is_not_treated_as_tls(tmp_path):
+    """Over https the server's certificate is checked (one no CA signed is refused before
+    any request goes out); only a plain http URL skips building the TLS context (which
+    loads the CA bundle: tens of ms of a worker's first call)."""
+    import ssl
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    requests: list[str] = []
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            requests.append(self.path)
+            self.send_response(500)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*_self_signed(tmp_path))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        saver = RemoteSaver(f"checkpoints+https://127.0.0.1:{port}", api_key="k", retry_seconds=0.2)
+        with pytest.raises(StoreUnavailable) as caught:
+            saver.get_tuple(config_for("t"))
+        chain = []
+        error: BaseException | None = caught.value
+        while error is not None:
+            chain.append(str(error))
+            error = error.__cause__ or error.__context__
+        assert any("CERTIFICATE_VERIFY_FAILED" in text for text in chain), chain
+        assert requests == []
+    finally:
+        server.shutdown()
+        server.server_close()
+    plain = RemoteSaver(f"checkpoints+http://127.0.0.1:{_closed_port()}", api_key="k")
+    assert plain._transport_options()["verify"] is False
+    assert "verify" not in saver._transport_options()

@@ -1,5 +1,6 @@
 """The same real graphs through the remote saver and through the in-process saver on the
-same store: identical state histories, and each thread's rows as the other's."""
+same store: identical state histories, and each thread's rows as the other's. On SQLite the
+service stores the client's bytes; on Redis it converts them to the store's own form."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
-from checkpoints.models import ChannelBlob
-from checkpoints.store.registry import get_saver
 from tests.checkpoints.store.graphs import interrupt_graph, map_reduce_graph, subgraph_graph
-from tests.store_helpers import config_for, put_chain, remote_saver
+from tests.remote.backing import BACKINGS, service_on, stored_blobs
+from tests.store_helpers import config_for, put_chain
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,11 +54,11 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("backing", BACKINGS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_the_same_graph_gives_the_same_history(request, case):
+def test_the_same_graph_gives_the_same_history(request, case, backing):
     make, first, resume = CASES[case]
-    remote = remote_saver(request)
-    local = get_saver("sqlite", using="default")
+    remote, local = service_on(request, backing)
     over_http = run(make, remote, f"remote-{case}", first, resume)
     in_process = run(make, local, f"local-{case}", first, resume)
     assert over_http == in_process
@@ -68,9 +68,9 @@ def test_the_same_graph_gives_the_same_history(request, case):
     assert history(make(remote), f"local-{case}") == in_process
 
 
-def test_values_of_the_graphs_own_types_travel_as_their_bytes(request):
-    remote = remote_saver(request)
-    local = get_saver("sqlite", using="default")
+@pytest.mark.parametrize("backing", BACKINGS)
+def test_values_of_the_graphs_own_types_travel_as_their_bytes(request, backing):
+    remote, local = service_on(request, backing)
     values = {
         "messages": [HumanMessage("hi", id="1"), AIMessage("hello", id="2")],
         # A tuple comes back a list from LangGraph's msgpack, in process too.
@@ -83,18 +83,18 @@ def test_values_of_the_graphs_own_types_travel_as_their_bytes(request):
     read_local = local.get_tuple(config_for("typed")).checkpoint["channel_values"]
     assert read_remote == read_local == values
     assert type(read_remote["note"]) is Note
-    # Stored as the serializer's bytes, as an in-process put stores them.
+    # Stored as an in-process put stores them: the serializer's bytes, or Redis's own form.
     put_chain(local, "typed-local", values)
-    stored = {
-        (row.thread.thread_id, row.channel): (row.type, bytes(row.blob))
-        for row in ChannelBlob.objects.select_related("thread")
-    }
-    for channel in values:
-        assert stored[("typed", channel)] == stored[("typed-local", channel)]
+    through_service = stored_blobs(local, "typed")
+    assert through_service == stored_blobs(local, "typed-local")
+    assert set(through_service) == set(values)
+    if backing == "redis":
+        assert {t for t, _ in through_service.values()} <= {"json", "json+zstd"}
 
 
-def test_the_async_path_gives_the_same_history(request):
-    remote = remote_saver(request)
+@pytest.mark.parametrize("backing", BACKINGS)
+def test_the_async_path_gives_the_same_history(request, backing):
+    remote, local = service_on(request, backing)
     graph = interrupt_graph(remote)
     config = {"configurable": {"thread_id": "async"}}
 
@@ -105,5 +105,4 @@ def test_the_async_path_gives_the_same_history(request):
 
     values = asyncio.run(go())
     assert values[0] == {"question": "q", "answer": "a", "greeting": "hello a"}
-    local = get_saver("sqlite", using="default")
     assert [s.values for s in interrupt_graph(local).get_state_history(config)] == values

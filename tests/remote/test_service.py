@@ -314,3 +314,46 @@ def test_the_client_names_a_refusal_with_the_stores_own_error(request, settings,
     with pytest.raises(RemoteStoreError) as caught:
         RemoteSaver(live_server.url, api_key="wrong", retry_seconds=0).info()
     assert caught.value.status == 401
+
+
+# -- checkpoint_created on the service --------------------------------------------------------
+def test_checkpoint_created_receivers_on_the_service_get_the_values(request):
+    """The service's saver holds a worker's values as their bytes; a receiver on the service
+    gets what they hold, as an in-process put's receivers get its objects."""
+    import datetime
+
+    from checkpoints.signals import checkpoint_created
+    from checkpoints.store_service.values import WireValue
+
+    received = []
+
+    def receiver(sender, **kwargs):
+        received.append(kwargs)
+
+    saver = remote_saver(request)
+    when = datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.UTC)
+    checkpoint_created.connect(receiver, weak=False)
+    try:
+        config = put_chain(saver, "signalled", {"text": "hi", "when": when, "n": [1, 2]})
+    finally:
+        checkpoint_created.disconnect(receiver)
+    assert [r["checkpoint_id"] for r in received] == [config["configurable"]["checkpoint_id"]]
+    envelope = received[0]["envelope"]
+    values = envelope["checkpoint"]["channel_values"]
+    assert values == {"text": "hi", "when": when, "n": [1, 2]}
+    assert not any(type(v) is WireValue for v in values.values())
+    assert envelope["metadata"]["step"] == 1
+
+
+def test_write_slots_give_the_task_paths_to_the_threads_reader_only(request):
+    # What an import's verify compares (pending_writes leaves task paths and indexes out).
+    alice, bob = as_user(request, user("alice")), as_user(request, user("bob"))
+    config = put_chain(alice, "alice-thread", {"a": 1})
+    alice.put_writes(config, [("a", 2), ("b", 3)], "task-1", "~__pregel_pull, node")
+    cid = config["configurable"]["checkpoint_id"]
+    assert sorted(alice.write_slots("alice-thread")) == [
+        ("", cid, "task-1", "~__pregel_pull, node", 0, "a"),
+        ("", cid, "task-1", "~__pregel_pull, node", 1, "b"),
+    ]
+    with pytest.raises(ThreadNotFound):
+        bob.write_slots("alice-thread")

@@ -1,6 +1,7 @@
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
+from tests.remote.backing import BACKINGS, service_on
 from tests.store_helpers import config_for, make_saver, put_chain
 
 
@@ -20,8 +21,10 @@ def test_round_trip(request):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("backing", BACKINGS)
 @pytest.mark.parametrize("path", ["async", "sync"])
-def test_conformance(request, path):
+def test_conformance(request, path, backing):
     from tests.conformance import run_suite
 
-    run_suite(make_saver(request, "remote"), "remote", path)
+    remote, _ = service_on(request, backing)
+    run_suite(remote, f"remote-{backing}", path)

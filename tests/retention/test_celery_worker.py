@@ -21,6 +21,7 @@ from retention.models import SweepBatch, SweepRun
 from retention.runs import mark_finished
 from tests.retention_fixtures import holds, write
 from tests.services import need_service
+from tests.store_helpers import backing_saver
 
 BROKER = os.environ.get("CHECKPOINTS_TEST_CELERY_BROKER", "redis://127.0.0.1:6379/14")
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,10 +77,10 @@ def test_a_worker_runs_the_sweep_task_on_the_deployment_store(store, tmp_path):
     need_service(_broker_unavailable())
     # The flush between tests drops the recorded format; record it again for the worker.
     forget_format_checks()
-    store.ensure_format()
+    backing_saver(store).ensure_format()
     write(store, "done")
     write(store, "open")
-    mark_finished(store, "done", now=utcnow() - timedelta(days=2))
+    mark_finished(backing_saver(store), "done", now=utcnow() - timedelta(days=2))
 
     queue = f"sweep-test-{uuid.uuid4().hex}"
     worker, log = start_worker(tmp_path, queue, "solo")
@@ -110,14 +111,16 @@ def test_a_worker_runs_the_sweep_task_on_the_deployment_store(store, tmp_path):
 def test_one_fanned_out_run_is_swept_by_two_workers_under_its_lease(store, tmp_path):
     need_service(_broker_unavailable())
     forget_format_checks()
-    store.ensure_format()
+    backing_saver(store).ensure_format()
     # Due in this order, three to a batch: three plain batches, then one holding a thread
     # the filter fails on once, then one holding a thread it always fails on.
     order = [f"n{i:02d}" for i in range(9)] + ["flaky-0", "n09", "n10", "doomed-0", "n11"]
     now = utcnow()
     for i, name in enumerate(order):
         write(store, name)
-        mark_finished(store, name, now=now - timedelta(days=2) + timedelta(seconds=i))
+        mark_finished(
+            backing_saver(store), name, now=now - timedelta(days=2) + timedelta(seconds=i)
+        )
     write(store, "open")
 
     queue = f"sweep-fanout-{uuid.uuid4().hex}"

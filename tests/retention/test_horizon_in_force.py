@@ -15,6 +15,7 @@ from checkpoints.store.redis.keys import thread_prefix
 from checkpoints.store.registry import get_saver
 from retention.policy import declare_retention, effective_retention, platform_retention
 from tests.retention_fixtures import FINISHED, WAITING, write
+from tests.store_helpers import backing_saver
 
 
 @pytest.mark.parametrize(
@@ -53,10 +54,10 @@ def test_the_platforms_values_are_the_settings(settings):
 
 
 def test_retention_asks_the_rule_of_the_threads_declaration(store):
-    declare_retention(store, "short", waiting_minutes=30)
-    declared = store.thread_retention("short")
+    declare_retention(backing_saver(store), "short", waiting_minutes=30)
+    declared = backing_saver(store).thread_retention("short")
     in_force = declared.in_force()
-    assert effective_retention(store, "short") == (in_force.waiting_minutes, 30)
+    assert effective_retention(backing_saver(store), "short") == (in_force.waiting_minutes, 30)
 
 
 @pytest.mark.django_db

@@ -9,6 +9,7 @@ from checkpoints.store.planning import utcnow
 from retention.runs import mark_finished
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.retention_fixtures import write
+from tests.store_helpers import backing_saver
 
 SPARED = re.compile(
     r'^checkpoint_sweep_spared_total\{horizon="finished",owner="scrape-probe"\} (\S+)$', re.M
@@ -26,11 +27,11 @@ def test_metrics_serves_the_spared_counter_and_sweep_totals(store, client):
     now = utcnow()
     for name in ("a", "b"):
         write(store, name)
-        mark_finished(store, name, now=now - timedelta(days=2))
+        mark_finished(backing_saver(store), name, now=now - timedelta(days=2))
     register_live_thread_filter("scrape-probe", lambda ids: {"a"})
     before = scraped(client, SPARED)
 
-    sweep_checkpoints(saver=store, now=now)
+    sweep_checkpoints(saver=backing_saver(store), now=now)
 
     assert scraped(client, SPARED) == before + 1
     body = client.get("/metrics").content.decode()

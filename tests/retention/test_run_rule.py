@@ -27,6 +27,7 @@ from retention.runs import mark_finished
 from retention.sweep import sweep_checkpoints, sweep_threads
 from tests.admin_fixtures import chat_graph, run_chat
 from tests.retention_fixtures import FINISHED, WAITING, holds
+from tests.store_helpers import backing_saver
 
 DUE = timedelta(minutes=FINISHED + 5)  # past the finished horizon, inside the waiting one
 
@@ -34,7 +35,7 @@ DUE = timedelta(minutes=FINISHED + 5)  # past the finished horizon, inside the w
 def finished_then_written(store, thread_id: str) -> None:
     """A real graph run, its mark, then a new run's checkpoints on the finished thread."""
     run_chat(store, thread_id, turns=1)
-    mark_finished(store, thread_id, owner="tests")
+    mark_finished(backing_saver(store), thread_id, owner="tests")
     time.sleep(0.01)  # the Redis registry keeps write times in milliseconds
     chat_graph(store).invoke(
         {"messages": [HumanMessage(content="one more question")]},
@@ -49,8 +50,8 @@ def staff():
 def test_the_sweep_spares_a_finished_thread_written_since_and_reports_it(store):
     finished_then_written(store, "again")
     run_chat(store, "done", turns=1)
-    mark_finished(store, "done", owner="tests")
-    result = sweep_checkpoints(saver=store, now=utcnow() + DUE)
+    mark_finished(backing_saver(store), "done", owner="tests")
+    result = sweep_checkpoints(saver=backing_saver(store), now=utcnow() + DUE)
     assert (result.finished_swept, result.swept_count) == (1, 1)
     assert [(s["thread_id"], s["horizon"], s["owner"]) for s in result.spared] == [
         ("again", "finished", WRITTEN_SINCE)
@@ -60,21 +61,23 @@ def test_the_sweep_spares_a_finished_thread_written_since_and_reports_it(store):
         result.spared[0]["reason"],
     )
     assert holds(store, "again") and not holds(store, "done")
-    assert store.finished_mark("again") is not None  # still marked: shown as written since
+    assert (
+        backing_saver(store).finished_mark("again") is not None
+    )  # still marked: shown as written since
     spared = SparedThread.objects.get(sweep_run_id=result.sweep_run_id)
     assert (spared.thread_id, spared.owner) == ("again", WRITTEN_SINCE)
     # Marked again when that run ends: swept as finished.
-    mark_finished(store, "again", owner="tests")
-    again = sweep_checkpoints(saver=store, now=utcnow() + DUE)
+    mark_finished(backing_saver(store), "again", owner="tests")
+    again = sweep_checkpoints(saver=backing_saver(store), now=utcnow() + DUE)
     assert again.finished_swept == 1 and not holds(store, "again")
 
 
 def test_the_api_shows_finished_written_since_on_every_provider(store):
     finished_then_written(store, "again")
     run_chat(store, "done", turns=1)
-    mark_finished(store, "done", owner="tests")
+    mark_finished(backing_saver(store), "done", owner="tests")
     shown = {
-        t: ThreadSerializer(thread_get(saver=store, user=staff(), thread_id=t)).data
+        t: ThreadSerializer(thread_get(saver=backing_saver(store), user=staff(), thread_id=t)).data
         for t in ("again", "done")
     }
     assert shown["again"]["status"] == "finished" and shown["again"]["written_since_finished"]
@@ -85,17 +88,17 @@ def test_the_api_shows_finished_written_since_on_every_provider(store):
 def test_a_fanned_out_batch_applies_the_same_rule(store):
     finished_then_written(store, "again")
     run_chat(store, "done", turns=1)
-    mark_finished(store, "done", owner="tests")
+    mark_finished(backing_saver(store), "done", owner="tests")
     now = utcnow() + DUE
-    planned = fan_out(store, now=now, max_batches=None, triggered_by="test")
+    planned = fan_out(backing_saver(store), now=now, max_batches=None, triggered_by="test")
     [outcome] = [
-        run_batch(store, planned.run.pk, i, ids, now=now, worker="w", final=True)
+        run_batch(backing_saver(store), planned.run.pk, i, ids, now=now, worker="w", final=True)
         for i, ids in enumerate(planned.batches)
     ]
     assert (outcome["deleted"], outcome["spared"]) == (1, 1)
     assert holds(store, "again") and not holds(store, "done")
     assert SweepRun.objects.get(pk=planned.run.pk).status == SweepRun.OK
-    listed = sweep_threads(["again"], saver=store, now=now)
+    listed = sweep_threads(["again"], saver=backing_saver(store), now=now)
     assert listed.swept_count == 0 and listed.spared[0]["owner"] == WRITTEN_SINCE
 
 
@@ -103,7 +106,7 @@ def test_a_fanned_out_batch_applies_the_same_rule(store):
 def test_the_waiting_horizon_still_takes_it_once_idle(store):
     finished_then_written(store, "again")
     later = utcnow() + timedelta(minutes=WAITING + 5)
-    result = sweep_checkpoints(saver=store, now=later)
+    result = sweep_checkpoints(saver=backing_saver(store), now=later)
     # Idle past the waiting horizon since its new write: deleted by that horizon only.
     assert (result.waiting_swept, result.finished_swept, result.spared) == (1, 0, [])
     assert not holds(store, "again")

@@ -17,7 +17,7 @@ from retention.result import FINISHED, WAITING
 from retention.sweep import sweep_checkpoints
 from tests.retention_fixtures import WAITING as WAITING_MINUTES
 from tests.retention_fixtures import batch_size, finished_past_due, holds, write
-from tests.store_helpers import on_every_provider_and_the_cluster
+from tests.store_helpers import backing_saver, on_every_provider_and_the_cluster
 
 ORM = ("sqlite", "postgres")
 
@@ -38,14 +38,14 @@ def seed(store, now) -> None:
     threads past the waiting horizon, one of them held."""
     for i in range(7):
         finished_past_due(store, f"done-{i}", now)
-    hold_thread(store, "done-3", reason="refund dispute", by="ops", now=now)
-    if store.supports_idle_sweep:
+    hold_thread(backing_saver(store), "done-3", reason="refund dispute", by="ops", now=now)
+    if backing_saver(store).supports_idle_sweep:
         for i in range(4):
             write(store, f"idle-{i}")
-        Thread.objects.using(store.db_alias).filter(thread_id__startswith="idle-").update(
-            last_write_at=now - timedelta(minutes=WAITING_MINUTES + 5)
-        )
-        hold_thread(store, "idle-2", reason="legal asked", by="ops", now=now)
+        Thread.objects.using(backing_saver(store).db_alias).filter(
+            thread_id__startswith="idle-"
+        ).update(last_write_at=now - timedelta(minutes=WAITING_MINUTES + 5))
+        hold_thread(backing_saver(store), "idle-2", reason="legal asked", by="ops", now=now)
 
 
 @on_every_provider_and_the_cluster
@@ -53,14 +53,14 @@ def test_the_dry_run_lists_exactly_the_ids_the_run_then_deletes_and_stores(store
     now = utcnow()
     seed(store, now)
     with batch_size(2):
-        dry = sweep_checkpoints(dry_run=True, saver=store, now=now)
-        done = sweep_checkpoints(saver=store, now=now)
+        dry = sweep_checkpoints(dry_run=True, saver=backing_saver(store), now=now)
+        done = sweep_checkpoints(saver=backing_saver(store), now=now)
     listed = [t for ids in dry.deleted_ids.values() for t in ids]
     assert len(listed) == dry.swept_count == len(set(listed))
     assert stored_ids(done.sweep_run_id) == dry.deleted_ids == done.deleted_ids
     expected_finished = {f"done-{i}" for i in range(7)} - {"done-3"}
     assert set(dry.deleted_ids[FINISHED]) == expected_finished
-    if store.supports_idle_sweep:
+    if backing_saver(store).supports_idle_sweep:
         assert set(dry.deleted_ids[WAITING]) == {"idle-0", "idle-1", "idle-3"}
     run = SweepRun.objects.get(pk=done.sweep_run_id)
     assert run.swept_count == DeletedThread.objects.filter(sweep_run=run).count()
@@ -69,7 +69,7 @@ def test_the_dry_run_lists_exactly_the_ids_the_run_then_deletes_and_stores(store
     # The audit event counts the stored ids, and the spared and held threads.
     event = AuditEvent.objects.get(action="sweep")
     assert event.detail["deleted_ids_recorded"] == done.swept_count == run.swept_count
-    held = 2 if store.supports_idle_sweep else 1
+    held = 2 if backing_saver(store).supports_idle_sweep else 1
     assert event.detail["held_count"] == held == event.detail["spared_count"]
 
 
@@ -78,8 +78,15 @@ def test_a_hold_spares_the_thread_with_who_why_and_until(store):
     now = utcnow()
     finished_past_due(store, "kept", now)
     until = now + timedelta(days=2)
-    hold_thread(store, "kept", reason="customer complaint #42", by="ops", until=until, now=now)
-    result = sweep_checkpoints(saver=store, now=now)
+    hold_thread(
+        backing_saver(store),
+        "kept",
+        reason="customer complaint #42",
+        by="ops",
+        until=until,
+        now=now,
+    )
+    result = sweep_checkpoints(saver=backing_saver(store), now=now)
     assert result.swept_count == 0 and holds(store, "kept")
     (spared,) = result.spared
     assert (spared["thread_id"], spared["owner"]) == ("kept", HOLD_OWNER)
@@ -89,9 +96,9 @@ def test_a_hold_spares_the_thread_with_who_why_and_until(store):
     row = SparedThread.objects.get(sweep_run_id=result.sweep_run_id)
     assert row.reason == spared["reason"] and row.owner == HOLD_OWNER
     # Kept marked, as any spared finished thread is, so the next sweep asks again.
-    assert store.finished_mark("kept") is not None
+    assert backing_saver(store).finished_mark("kept") is not None
     # Past its end time the hold no longer claims: the next sweep deletes the thread.
-    later = sweep_checkpoints(saver=store, now=until + timedelta(minutes=1))
+    later = sweep_checkpoints(saver=backing_saver(store), now=until + timedelta(minutes=1))
     assert later.deleted_ids[FINISHED] == ["kept"] and not holds(store, "kept")
 
 
@@ -99,11 +106,11 @@ def test_a_hold_spares_the_thread_with_who_why_and_until(store):
 def test_a_released_hold_lets_the_next_sweep_delete(store):
     now = utcnow()
     finished_past_due(store, "kept", now)
-    hold_thread(store, "kept", reason="look at the tool calls", by="ops", now=now)
-    assert sweep_checkpoints(saver=store, now=now).swept_count == 0
-    assert release_hold(store, "kept", by="ops") is True
-    assert release_hold(store, "kept", by="ops") is False
-    assert sweep_checkpoints(saver=store, now=now).deleted_ids[FINISHED] == ["kept"]
+    hold_thread(backing_saver(store), "kept", reason="look at the tool calls", by="ops", now=now)
+    assert sweep_checkpoints(saver=backing_saver(store), now=now).swept_count == 0
+    assert release_hold(backing_saver(store), "kept", by="ops") is True
+    assert release_hold(backing_saver(store), "kept", by="ops") is False
+    assert sweep_checkpoints(saver=backing_saver(store), now=now).deleted_ids[FINISHED] == ["kept"]
     actions = list(AuditEvent.objects.order_by("id").values_list("action", flat=True))
     assert actions.count("hold") == 1 and actions.count("release_hold") == 1
     hold = Hold.objects.get()
@@ -117,15 +124,17 @@ def test_a_hold_on_one_store_does_not_keep_the_same_id_on_another(store):
     Hold.objects.create(
         thread_id="same-id", provider="redis", reason="elsewhere", created_at=now, created_by="x"
     )
-    assert sweep_checkpoints(saver=store, now=now).deleted_ids[FINISHED] == ["same-id"]
+    assert sweep_checkpoints(saver=backing_saver(store), now=now).deleted_ids[FINISHED] == [
+        "same-id"
+    ]
 
 
 @pytest.mark.parametrize("provider", ["sqlite"])
 def test_holding_again_replaces_the_hold_and_both_are_audited(store):
     now = utcnow()
     write(store, "t")
-    first = hold_thread(store, "t", reason="first look", by="ops", now=now)
-    second = hold_thread(store, "t", reason="second look", by="lead", now=now)
+    first = hold_thread(backing_saver(store), "t", reason="first look", by="ops", now=now)
+    second = hold_thread(backing_saver(store), "t", reason="second look", by="lead", now=now)
     first.refresh_from_db()
     assert first.released_at is not None and first.released_by == "lead"
     assert second.released_at is None
@@ -152,7 +161,7 @@ def test_a_hold_without_a_reason_or_with_a_bad_end_is_refused(store, reason, unt
     elif until == "past":
         until = now - timedelta(minutes=1)
     with pytest.raises(HoldRefused, match=words) as refused:
-        hold_thread(store, "t", reason=reason, by="ops", until=until, now=now)
+        hold_thread(backing_saver(store), "t", reason=reason, by="ops", until=until, now=now)
     assert refused.value.field == field and "'t'" in refused.value.message
     assert not Hold.objects.exists() and not AuditEvent.objects.filter(action="hold").exists()
 
@@ -163,12 +172,12 @@ def test_spared_rows_say_why_in_words(store):
 
     now = utcnow()
     run_paused(store, "asks")
-    Thread.objects.using(store.db_alias).filter(thread_id="asks").update(
+    Thread.objects.using(backing_saver(store).db_alias).filter(thread_id="asks").update(
         last_write_at=now - timedelta(minutes=WAITING_MINUTES + 5)
     )
     finished_past_due(store, "again", now)
     write(store, "again")
-    result = sweep_checkpoints(saver=store, now=now)
+    result = sweep_checkpoints(saver=backing_saver(store), now=now)
     why = {s["thread_id"]: s["reason"] for s in result.spared}
     assert why["asks"].startswith("waiting on a human: “approve the answer?”, asked ")
     assert "ago (" in why["asks"]

@@ -28,6 +28,7 @@ from tests.retention_fixtures import (
     holds,
     write,
 )
+from tests.store_helpers import backing_saver
 
 ORM = ("sqlite", "postgres")
 
@@ -42,14 +43,14 @@ def test_threads_sharing_a_declared_horizon_are_counted_once(store):
     ids = [f"shared-{i}" for i in range(6)]
     for thread_id in ids:
         write(store, thread_id)
-        declare_retention(store, thread_id, waiting_minutes=30)
+        declare_retention(backing_saver(store), thread_id, waiting_minutes=30)
     write(store, "kept-live")
-    declare_retention(store, "kept-live", waiting_minutes=30)
+    declare_retention(backing_saver(store), "kept-live", waiting_minutes=30)
     register_live_thread_filter("tests", lambda batch: {t for t in batch if t == "kept-live"})
     now = utcnow() + timedelta(minutes=31)
 
     with batch_size(2):
-        dry = sweep_checkpoints(saver=store, now=now, dry_run=True)
+        dry = sweep_checkpoints(saver=backing_saver(store), now=now, dry_run=True)
         assert (dry.swept_count, dry.waiting_swept) == (6, 6)
         assert dry.spared == [
             {
@@ -60,7 +61,7 @@ def test_threads_sharing_a_declared_horizon_are_counted_once(store):
             }
         ]
         before = deleted_total("waiting")
-        result = sweep_checkpoints(saver=store, now=now)
+        result = sweep_checkpoints(saver=backing_saver(store), now=now)
 
     assert (result.swept_count, result.waiting_swept, result.finished_swept) == (6, 6, 0)
     assert [s["thread_id"] for s in result.spared] == ["kept-live"]
@@ -77,7 +78,7 @@ def test_threads_sharing_a_declared_horizon_are_counted_once(store):
 def test_a_thread_past_both_horizons_is_counted_once(store):
     now = utcnow() + timedelta(minutes=WAITING + 5)
     finished_past_due(store, "both", now)
-    result = sweep_checkpoints(saver=store, now=now)
+    result = sweep_checkpoints(saver=backing_saver(store), now=now)
     assert (result.swept_count, result.finished_swept, result.waiting_swept) == (1, 1, 0)
 
 
@@ -88,10 +89,10 @@ def test_tied_write_times_are_each_handled_once(store):
     for i in range(9):
         write(store, f"tie-{i}")
     stamp = utcnow() - timedelta(minutes=WAITING + 10)
-    Thread.objects.using(store.using).update(last_write_at=stamp)
+    Thread.objects.using(backing_saver(store).using).update(last_write_at=stamp)
     register_live_thread_filter("tests", lambda batch: {t for t in batch if t.endswith(("1", "4"))})
     with batch_size(2):
-        result = sweep_checkpoints(saver=store)
+        result = sweep_checkpoints(saver=backing_saver(store))
     assert result.waiting_swept == 7
     assert sorted(s["thread_id"] for s in result.spared) == ["tie-1", "tie-4"]
 
@@ -113,13 +114,15 @@ def test_everything_due_is_swept_however_many_are_spared(store, due, spared, bat
     _many_due(store, due, spared, now)
     register_live_thread_filter("tests", lambda ids: {t for t in ids if t.startswith("live-")})
     with batch_size(batch):
-        result = sweep_checkpoints(saver=store, now=now)
+        result = sweep_checkpoints(saver=backing_saver(store), now=now)
     assert result.finished_swept == due
     assert len(result.spared) == spared == len({s["thread_id"] for s in result.spared})
     assert [
-        e.thread_id for e in store.finished_due(now, limit=None) if e.thread_id[:4] == "due-"
+        e.thread_id
+        for e in backing_saver(store).finished_due(now, limit=None)
+        if e.thread_id[:4] == "due-"
     ] == []
-    again = sweep_checkpoints(saver=store, now=now)
+    again = sweep_checkpoints(saver=backing_saver(store), now=now)
     assert again.swept_count == 0 and len(again.spared) == spared
 
 
@@ -167,7 +170,7 @@ def test_a_killed_sweep_is_recorded_interrupted_and_finished_by_the_next(store, 
     assert (killed.status, killed.swept_count, killed.finished_at) == ("running", 4, None)
     assert sum(holds(store, f"doomed-{i}") for i in range(6)) == 2
 
-    result = sweep_checkpoints(saver=store, now=now)
+    result = sweep_checkpoints(saver=backing_saver(store), now=now)
     assert result.finished_swept == 2
     killed.refresh_from_db()
     assert killed.status == "interrupted" and f"sweep run {result.sweep_run_id}" in killed.error

@@ -18,6 +18,7 @@ from retention.locks import LOCK_NAME
 from retention.models import SparedThread, SweepBatch, SweepRun
 from retention.sweep import register_live_thread_filter, sweep_checkpoints
 from tests.retention_fixtures import batch_size, finished_past_due, holds
+from tests.store_helpers import backing_saver
 
 
 def seeded(store, count: int, now) -> list[str]:
@@ -29,7 +30,9 @@ def seeded(store, count: int, now) -> list[str]:
 
 def run_all(store, planned, now, *, final=True):
     return [
-        run_batch(store, planned.run.pk, i, ids, now=now, worker="w-test", final=final)
+        run_batch(
+            backing_saver(store), planned.run.pk, i, ids, now=now, worker="w-test", final=final
+        )
         for i, ids in enumerate(planned.batches)
     ]
 
@@ -38,13 +41,13 @@ def test_one_run_sweeps_every_batch_under_its_lease_and_closes(store):
     now = utcnow()
     names = seeded(store, 5, now)
     with batch_size(2):
-        planned = fan_out(store, now=now, max_batches=None, triggered_by="test")
+        planned = fan_out(backing_saver(store), now=now, max_batches=None, triggered_by="test")
     assert planned.run.status == SweepRun.RUNNING and len(planned.batches) == 3
     assert planned.run.lease_token.startswith("sweep-run:")
     # The run holds the store's lease: another sweep or fan-out is refused, and recorded.
     with pytest.raises(SweepAlreadyRunning):
-        sweep_checkpoints(saver=store, now=now)
-    refused = fan_out(store, now=now, max_batches=None, triggered_by="second")
+        sweep_checkpoints(saver=backing_saver(store), now=now)
+    refused = fan_out(backing_saver(store), now=now, max_batches=None, triggered_by="second")
     assert refused.run.status == SweepRun.REFUSED and refused.batches == []
     assert "another sweep is running" in refused.run.error
     assert SweepRun.objects.get(pk=refused.run.pk).triggered_by == "second"
@@ -63,15 +66,15 @@ def test_one_run_sweeps_every_batch_under_its_lease_and_closes(store):
     assert run.swept_count == run.finished_swept == sum(b.deleted for b in batches) == 5
     assert not any(holds(store, n) for n in names)
     # Closed: the lease is free again.
-    store.take_lease(LOCK_NAME, "next")
-    assert store.release_lease(LOCK_NAME, "next")
+    backing_saver(store).take_lease(LOCK_NAME, "next")
+    assert backing_saver(store).release_lease(LOCK_NAME, "next")
 
 
 def test_a_batch_rechecks_and_asks_the_filters_before_deleting(store):
     now = utcnow()
     seeded(store, 3, now)
     with batch_size(10):
-        planned = fan_out(store, now=now, max_batches=None, triggered_by="test")
+        planned = fan_out(backing_saver(store), now=now, max_batches=None, triggered_by="test")
     register_live_thread_filter("keeper", lambda ids: {"t01"})
     store.unmark_finished("t02")  # no longer past a horizon since it was listed
     [outcome] = run_all(store, planned, now)
@@ -85,7 +88,7 @@ def test_a_failed_attempt_is_recorded_and_the_retry_succeeds(store):
     now = utcnow()
     seeded(store, 2, now)
     with batch_size(10):
-        planned = fan_out(store, now=now, max_batches=None, triggered_by="test")
+        planned = fan_out(backing_saver(store), now=now, max_batches=None, triggered_by="test")
     calls = []
 
     def flaky(ids):
@@ -96,11 +99,15 @@ def test_a_failed_attempt_is_recorded_and_the_retry_succeeds(store):
 
     register_live_thread_filter("flaky", flaky)
     [ids] = planned.batches
-    first = run_batch(store, planned.run.pk, 0, ids, now=now, worker="w1", final=False)
+    first = run_batch(
+        backing_saver(store), planned.run.pk, 0, ids, now=now, worker="w1", final=False
+    )
     assert first["retry"] and first["status"] == "retrying"
     assert "filter backend down" in first["error"]
     assert SweepRun.objects.get(pk=planned.run.pk).status == SweepRun.RUNNING
-    second = run_batch(store, planned.run.pk, 0, ids, now=now, worker="w2", final=False)
+    second = run_batch(
+        backing_saver(store), planned.run.pk, 0, ids, now=now, worker="w2", final=False
+    )
     assert not second["retry"] and second["status"] == "ok"
     batch = SweepBatch.objects.get(run=planned.run)
     assert (batch.attempts, batch.deleted, batch.worker, batch.error) == (2, 2, "w2", "")
@@ -111,7 +118,7 @@ def test_a_batch_failing_past_the_bound_fails_the_run_with_exact_counts(store):
     now = utcnow()
     seeded(store, 4, now)
     with batch_size(2):
-        planned = fan_out(store, now=now, max_batches=None, triggered_by="test")
+        planned = fan_out(backing_saver(store), now=now, max_batches=None, triggered_by="test")
     doomed = set(planned.batches[1])
 
     def broken(ids):
@@ -120,9 +127,19 @@ def test_a_batch_failing_past_the_bound_fails_the_run_with_exact_counts(store):
         return set()
 
     register_live_thread_filter("broken", broken)
-    good = run_batch(store, planned.run.pk, 0, planned.batches[0], now=now, worker="w", final=True)
+    good = run_batch(
+        backing_saver(store), planned.run.pk, 0, planned.batches[0], now=now, worker="w", final=True
+    )
     bad = [
-        run_batch(store, planned.run.pk, 1, planned.batches[1], now=now, worker="w", final=final)
+        run_batch(
+            backing_saver(store),
+            planned.run.pk,
+            1,
+            planned.batches[1],
+            now=now,
+            worker="w",
+            final=final,
+        )
         for final in (False, False, True)
     ]
     assert good["status"] == "ok" and [b["status"] for b in bad] == ["retrying"] * 2 + ["failed"]
@@ -131,62 +148,70 @@ def test_a_batch_failing_past_the_bound_fails_the_run_with_exact_counts(store):
     assert "1 of 2 batch(es) failed (batch 1 after 3 attempt(s)" in run.error
     assert all(holds(store, t) for t in doomed)
     # A redelivered message of a done batch changes nothing.
-    again = run_batch(store, planned.run.pk, 1, planned.batches[1], now=now, worker="w", final=True)
+    again = run_batch(
+        backing_saver(store), planned.run.pk, 1, planned.batches[1], now=now, worker="w", final=True
+    )
     assert again["attempts"] == 3 and SweepBatch.objects.get(run=run, index=1).attempts == 3
-    store.take_lease(LOCK_NAME, "next")  # released on close
-    store.release_lease(LOCK_NAME, "next")
+    backing_saver(store).take_lease(LOCK_NAME, "next")  # released on close
+    backing_saver(store).release_lease(LOCK_NAME, "next")
 
 
 def test_a_batch_whose_run_lost_the_lease_deletes_nothing(store):
     now = utcnow()
     names = seeded(store, 2, now)
-    planned = fan_out(store, now=now, max_batches=None, triggered_by="test")
-    store.release_lease(LOCK_NAME, planned.run.lease_token)
-    store.take_lease(LOCK_NAME, "an-other-sweep")
+    planned = fan_out(backing_saver(store), now=now, max_batches=None, triggered_by="test")
+    backing_saver(store).release_lease(LOCK_NAME, planned.run.lease_token)
+    backing_saver(store).take_lease(LOCK_NAME, "an-other-sweep")
     try:
         outcome = run_batch(
-            store, planned.run.pk, 0, planned.batches[0], now=now, worker="w", final=True
+            backing_saver(store),
+            planned.run.pk,
+            0,
+            planned.batches[0],
+            now=now,
+            worker="w",
+            final=True,
         )
     finally:
-        store.release_lease(LOCK_NAME, "an-other-sweep")
+        backing_saver(store).release_lease(LOCK_NAME, "an-other-sweep")
     assert outcome["status"] == "failed" and "LeaseLost" in outcome["error"]
     assert all(holds(store, n) for n in names)
     assert SweepRun.objects.get(pk=planned.run.pk).status == SweepRun.FAILED
 
 
 def test_nothing_due_closes_the_run_at_once(store):
-    planned = fan_out(store, now=utcnow(), max_batches=None, triggered_by="test")
+    planned = fan_out(backing_saver(store), now=utcnow(), max_batches=None, triggered_by="test")
     assert planned.batches == [] and planned.run.status == SweepRun.OK
-    store.take_lease(LOCK_NAME, "next")
+    backing_saver(store).take_lease(LOCK_NAME, "next")
     with pytest.raises(LockHeld):
-        store.take_lease(LOCK_NAME, "third")
-    store.release_lease(LOCK_NAME, "next")
+        backing_saver(store).take_lease(LOCK_NAME, "third")
+    backing_saver(store).release_lease(LOCK_NAME, "next")
 
 
 def test_max_batches_leaves_the_rest_for_the_next_run(store):
     now = utcnow() + timedelta(seconds=1)
     seeded(store, 5, now)
     with batch_size(2):
-        planned = fan_out(store, now=now, max_batches=1, triggered_by="test")
+        planned = fan_out(backing_saver(store), now=now, max_batches=1, triggered_by="test")
     assert len(planned.batches) == 1 and planned.run.batches_total == 1
-    assert store.release_lease(LOCK_NAME, planned.run.lease_token)
+    assert backing_saver(store).release_lease(LOCK_NAME, planned.run.lease_token)
 
 
 def test_leases_by_token_and_batched_reads_on_every_provider(store):
-    store.take_lease("job", "first")
+    backing_saver(store).take_lease("job", "first")
     with pytest.raises(LockHeld):
-        store.take_lease("job", "second")
-    store.renew_lease("job", "first")
+        backing_saver(store).take_lease("job", "second")
+    backing_saver(store).renew_lease("job", "first")
     with pytest.raises(LeaseLost):
-        store.renew_lease("job", "second")
-    assert not store.release_lease("job", "second")
-    assert store.release_lease("job", "first")
-    store.take_lease("job", "second")
-    assert store.release_lease("job", "second")
+        backing_saver(store).renew_lease("job", "second")
+    assert not backing_saver(store).release_lease("job", "second")
+    assert backing_saver(store).release_lease("job", "first")
+    backing_saver(store).take_lease("job", "second")
+    assert backing_saver(store).release_lease("job", "second")
 
     now = utcnow()
     seeded(store, 2, now)
-    marks = store.finished_marks(["t00", "t01", "missing"])
+    marks = backing_saver(store).finished_marks(["t00", "t01", "missing"])
     assert sorted(marks) == ["t00", "t01"] and marks["t00"].owner == "tests"
-    writes = store.last_writes(["t00", "missing"])
+    writes = backing_saver(store).last_writes(["t00", "missing"])
     assert list(writes) == ["t00"] and now - timedelta(minutes=1) < writes["t00"] <= utcnow()

@@ -21,7 +21,7 @@ from retention.models import SparedThread, SweepRun
 from retention.result import WRITTEN_DURING
 from retention.sweep import register_live_thread_filter, sweep_checkpoints, sweep_threads
 from tests.retention_fixtures import WAITING, finished_past_due, holds, write
-from tests.store_helpers import config_for, on_every_provider_and_the_cluster
+from tests.store_helpers import backing_saver, config_for, on_every_provider_and_the_cluster
 
 ORM = ("sqlite", "postgres")
 TARGETS = [f"busy-{i}" for i in range(10)]
@@ -81,13 +81,13 @@ def test_a_write_during_the_sweep_survives_the_finished_horizon(store):
         finished_past_due(store, thread_id, now)
     acknowledged = writer_during_filter(store, TARGETS)
 
-    result = sweep_checkpoints(saver=store, now=now)
+    result = sweep_checkpoints(saver=backing_saver(store), now=now)
 
     assert_written_during_kept(store, result, acknowledged, "finished")
     assert result.finished_swept == len(OTHERS)
     # Kept whole: the mark stays, for the run's owner to mark again when that run ends.
-    assert all(store.finished_mark(t) is not None for t in TARGETS)
-    assert all(store.finished_mark(t) is None for t in OTHERS)
+    assert all(backing_saver(store).finished_mark(t) is not None for t in TARGETS)
+    assert all(backing_saver(store).finished_mark(t) is None for t in OTHERS)
 
 
 @pytest.mark.parametrize("provider", ORM)
@@ -97,7 +97,7 @@ def test_a_write_during_the_sweep_survives_the_waiting_horizon(store):
     now = utcnow() + timedelta(minutes=WAITING + 1)
     acknowledged = writer_during_filter(store, TARGETS)
 
-    result = sweep_checkpoints(saver=store, now=now)
+    result = sweep_checkpoints(saver=backing_saver(store), now=now)
 
     assert_written_during_kept(store, result, acknowledged, "waiting")
     assert (result.waiting_swept, result.finished_swept) == (len(OTHERS), 0)
@@ -110,7 +110,7 @@ def test_a_write_during_a_fanned_out_batch_survives_the_waiting_horizon(store):
     now = utcnow() + timedelta(minutes=WAITING + 1)
     acknowledged = writer_during_filter(store, TARGETS)
 
-    result = sweep_threads(TARGETS + OTHERS, saver=store, now=now)
+    result = sweep_threads(TARGETS + OTHERS, saver=backing_saver(store), now=now)
 
     assert_written_during_kept(store, result, acknowledged, "waiting")
 
@@ -121,21 +121,21 @@ def test_the_store_deletes_only_threads_still_at_their_judged_write(store):
     now = utcnow()
     for thread_id in ("same", "rewritten", "appeared"):
         finished_past_due(store, thread_id, now)
-    store.mark_finished("marked-only", now)
-    judged = store.last_writes(["same", "rewritten", "marked-only"])
+    backing_saver(store).mark_finished("marked-only", now)
+    judged = backing_saver(store).last_writes(["same", "rewritten", "marked-only"])
     assert set(judged) == {"same", "rewritten"}
     judged["marked-only"] = None
     judged["appeared"] = None  # judged with no record; one exists by the delete
     write(store, "rewritten")
 
-    kept = store.delete_threads_unwritten(judged)
+    kept = backing_saver(store).delete_threads_unwritten(judged)
 
     assert kept == {"rewritten", "appeared"}
-    assert not holds(store, "same") and store.finished_mark("same") is None
-    assert store.finished_mark("marked-only") is None
+    assert not holds(store, "same") and backing_saver(store).finished_mark("same") is None
+    assert backing_saver(store).finished_mark("marked-only") is None
     for thread_id in ("rewritten", "appeared"):
-        assert holds(store, thread_id) and store.finished_mark(thread_id) is not None
-    assert store.delete_threads_unwritten({}) == set()
+        assert holds(store, thread_id) and backing_saver(store).finished_mark(thread_id) is not None
+    assert backing_saver(store).delete_threads_unwritten({}) == set()
 
 
 def test_a_task_write_after_the_judgment_keeps_the_thread(store):
@@ -145,11 +145,11 @@ def test_a_task_write_after_the_judgment_keeps_the_thread(store):
     now = utcnow()
     for thread_id in ("quiet", "interrupted"):
         finished_past_due(store, thread_id, now)
-    judged = store.last_writes(["quiet", "interrupted"])
+    judged = backing_saver(store).last_writes(["quiet", "interrupted"])
     head = store.get_tuple({"configurable": {"thread_id": "interrupted"}})
     store.put_writes(head.config, [("__interrupt__", {"question": "publish?"})], "task-1")
 
-    kept = store.delete_threads_unwritten(judged)
+    kept = backing_saver(store).delete_threads_unwritten(judged)
 
     assert kept == {"interrupted"}
     assert not holds(store, "quiet")
@@ -157,7 +157,7 @@ def test_a_task_write_after_the_judgment_keeps_the_thread(store):
     assert [(w[1], w[2]) for w in after.pending_writes] == [
         ("__interrupt__", {"question": "publish?"})
     ]
-    assert store.last_writes(["interrupted"])["interrupted"] > judged["interrupted"]
+    assert backing_saver(store).last_writes(["interrupted"])["interrupted"] > judged["interrupted"]
 
 
 # -- a sweep killed between a batch's delete and its record -------------------------------
@@ -202,7 +202,7 @@ def test_a_sweep_killed_between_delete_and_record_records_what_it_deleted(store,
     doomed = [f"doomed-{i}" for i in range(6)]
     for thread_id in doomed:
         finished_past_due(store, thread_id, now)
-    database = dict(connections[store.db_alias].settings_dict)
+    database = dict(connections[backing_saver(store).db_alias].settings_dict)
     connections.close_all()
     script = tmp_path / "sweep_and_die.py"
     script.write_text(
@@ -216,7 +216,7 @@ def test_a_sweep_killed_between_delete_and_record_records_what_it_deleted(store,
     )
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
 
-    killed = SweepRun.objects.using(store.db_alias).get()
+    killed = SweepRun.objects.using(backing_saver(store).db_alias).get()
     deleted = sum(not holds(store, t) for t in doomed)
     assert killed.status == "running" and killed.finished_at is None
     assert (killed.swept_count, killed.finished_swept) == (deleted, deleted) == (2, 2)

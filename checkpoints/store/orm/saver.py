@@ -80,6 +80,7 @@ class OrmSaver(OrmAsync, OrmReading, OrmPrune, OrmLedger, OrmReseal, StoreSaver)
     """Checkpoints, blobs and writes as Django models; one transaction per write."""
 
     vendor = ""  # the Django backend's vendor the dialect speaks
+    stores_values_verbatim = True  # `_dump` encodes each value; the body has none
     json_as_text = False  # whether JSON columns come back as text
     # What the migrations do beyond the models' tables on this dialect: (app, migration,
     # attribute holding the statement), run after a new store's tables (`connect`).

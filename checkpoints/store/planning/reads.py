@@ -27,7 +27,11 @@ def body_shape(checkpoint: Any, versions: Any = MISSING) -> Any:
     set into it once checked. One type check per field: this runs on every read.
     """
     if type(checkpoint) is not dict:
-        raise UnreadableValue(f"it is {_kind(checkpoint)}, not a checkpoint (a dict)")
+        # The store service's saver holds a value as its bytes (`WireValue`): say what they
+        # hold, as a saver that decodes them would.
+        held = getattr(checkpoint, "held", None)
+        shown = held() if callable(held) else checkpoint
+        raise UnreadableValue(f"it is {_kind(shown)}, not a checkpoint (a dict)")
     if versions is not MISSING:
         checkpoint["channel_versions"] = {} if versions is None else versions
     for name, kind in _BODY_FIELDS:

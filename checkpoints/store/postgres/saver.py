@@ -34,9 +34,11 @@ from checkpoints.store.planning.writes import WritesPlan
 from checkpoints.store.postgres import schema, space
 from checkpoints.store.postgres import sql as pgsql
 from checkpoints.store.postgres.pool import (
+    abehind_pooler,
     aprepared_statements_allowed,
     async_statement_connection,
     async_statement_cursor,
+    behind_pooler,
     forbid_prepared,
     prepared_statements_allowed,
     statement_connection,
@@ -70,6 +72,17 @@ class StandbyWaitTimeout(StoreUnavailable):
 # What a pooler that lost a named prepared statement answers: it was prepared on another
 # server connection (missing here, or a different one under the same name here).
 _LOST_PREPARED = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
+
+
+def _idle(conn) -> bool:
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def _session_dropped(conn, prepare: bool, exc: Exception) -> bool:
+    """Whether the session may have dropped the statement itself (if no pooler is there):
+    one it no longer has, on an idle connection that can ask (`behind_pooler`)."""
+    return prepare and _idle(conn) and isinstance(exc, psycopg.errors.InvalidSqlStatementName)
+
 
 # The statements a graph step writes, sent through libpq without psycopg's cursor where
 # the connection allows (`_write`); PUT's row is the thread's key and the stamped level.
@@ -252,7 +265,8 @@ class PostgresStore(OrmSaver):
             )
 
     def _retried(self, conn, prepare: bool, send):
-        """``send(prepare)``, dropping to unnamed statements if a pooler lost a prepared one.
+        """``send(prepare)``, dropping to unnamed statements if a pooler lost a prepared one
+        (preparing again if the session dropped it, `_lost_prepared`).
 
         The error never reaches the caller raw: outside a transaction the statement runs
         again unprepared (it changed nothing); inside one the transaction is gone, so the
@@ -261,8 +275,8 @@ class PostgresStore(OrmSaver):
         try:
             return self._bounded(conn, send, prepare)
         except _LOST_PREPARED as exc:
-            self._lost_prepared(conn, prepare, exc)
-            return self._bounded(conn, send, False)
+            direct = _session_dropped(conn, prepare, exc) and not behind_pooler(conn)
+            return self._bounded(conn, send, self._lost_prepared(conn, prepare, exc, direct))
 
     async def _aexecute(self, cur, sql: str, params, **options) -> None:
         """`_execute` on an async cursor (no standby bound: `OrmAsync` checks it is unset)."""
@@ -291,20 +305,30 @@ class PostgresStore(OrmSaver):
         try:
             return await send(prepare)
         except _LOST_PREPARED as exc:
-            self._lost_prepared(conn, prepare, exc)
-            return await send(False)
+            direct = _session_dropped(conn, prepare, exc) and not await abehind_pooler(conn)
+            return await send(self._lost_prepared(conn, prepare, exc, direct))
 
-    def _lost_prepared(self, conn, prepare: bool, exc: Exception) -> None:
-        """A pooler lost a prepared statement: return when it can run again unprepared."""
-        forbid_prepared(self.using)
+    def _lost_prepared(self, conn, prepare: bool, exc: Exception, direct: bool) -> bool:
+        """A prepared statement was lost: whether to run again prepared (or raise).
+
+        On a ``direct`` connection (no pooler) the session itself dropped it: psycopg
+        sends DEALLOCATE ALL when it rolls back a connection it prepared statements on
+        (a caller's failed transaction, a pool taking back a connection left in one),
+        which takes the store's statements too. They are prepared again on this
+        connection, and the process keeps preparing. Behind a pooler they were prepared on
+        another server connection: no more prepared statements on this database here.
+        """
         pgsql.forget_prepared(conn)
-        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if not prepare or not idle:
+        if direct:
+            return True
+        forbid_prepared(self.using)
+        if not prepare or not _idle(conn):
             raise StoreUnavailable(
                 f"PostgreSQL database {self.using!r}: a connection pooler lost a prepared "
                 f"statement ({exc.sqlstate}: {exc}); this process no longer prepares "
                 "statements there, retry the operation"
             ) from exc
+        return False
 
     def _bounded(self, conn, send, prepare: bool):
         """``send(prepare)``; with ``PG_STANDBY_WAIT_SECONDS`` set, wait at most that long.
@@ -315,7 +339,7 @@ class PostgresStore(OrmSaver):
         warning. Either way the write is not acknowledged, and the error names the wait.
         """
         bound = setting("PG_STANDBY_WAIT_SECONDS")
-        if not bound or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if not bound or not _idle(conn):
             # Inside a transaction the wait comes at its COMMIT, which its owner runs.
             return send(prepare)
         warnings: list[str] = []

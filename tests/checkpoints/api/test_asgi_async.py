@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from django.http import JsonResponse
 from django.test import AsyncClient
-from django.urls import path
+from django.urls import include, path
 
 from tests.store_helpers import put_chain
 
@@ -26,7 +26,12 @@ async def latest(request, thread_id):
     )
 
 
-urlpatterns = [path("latest/<str:thread_id>/", latest)]
+# The store service's routes too: the remote saver's calls reach the live service, which
+# serves this URLconf while the test runs.
+urlpatterns = [
+    path("latest/<str:thread_id>/", latest),
+    path("store/v1/", include("checkpoints.store_service.urls")),
+]
 
 
 @pytest.mark.urls(__name__)

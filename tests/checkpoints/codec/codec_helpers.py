@@ -29,6 +29,7 @@ from checkpoints.models import ChannelBlob, Checkpoint, PendingWrite
 from checkpoints.store.memory import MemorySaver
 from checkpoints.store.redis.keys import ns_hex, thread_prefix
 from tests.checkpoints.codec import codec_samples as samples
+from tests.store_helpers import backing_saver
 
 ALLOWED = [*DEFAULTS["CODEC_ALLOWED_MODULES"], samples.__name__]
 codec = FaithfulJSONCodec()
@@ -192,6 +193,7 @@ def bomb_for(saver, sized: bool = True) -> tuple[str, bytes]:
 
 def stored_rows(saver, thread_id: str):
     """Everything stored for the thread, to show a refused read changed nothing."""
+    saver = backing_saver(saver)
     if saver.provider in ("sqlite", "postgres"):
         using = saver.db_alias
         return (

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import math
+import os
 import zoneinfo
 from collections import OrderedDict
 from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
@@ -141,6 +142,34 @@ def test_every_supported_value_comes_back_as_the_same_type_and_value(value):
 def test_hashable_values_come_back_in_sets_and_as_dict_keys(key):
     value = {key: [key], "members": {key}, "frozen": frozenset({key})}
     assert_same(value, round_trip(value))
+
+
+def test_a_set_of_str_is_the_same_bytes_in_every_process():
+    """str hashes are salted per process, so a set of str iterates in another order in
+    another process: stored as iterated, one value was two different byte strings (a put
+    through the store service against the same put in process, on Redis)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from checkpoints.codec import FaithfulJSONCodec; "
+        "sys.stdout.write(FaithfulJSONCodec().dumps_typed("
+        "{'s': set('abcdefgh'), 'f': frozenset('abcdefgh'), 'mixed': {1, 2}})[1].decode())"
+    )
+    stored = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(3)
+    }
+    assert len(stored) == 1
+    assert '"items":["a","b","c","d","e","f","g","h"]' in stored.pop()
+    # Items that do not compare keep the set's own order, and still round-trip.
+    assert_same({"odd": {1, "a", None}}, round_trip({"odd": {1, "a", None}}))
 
 
 # --- plain JSON and the envelope -----------------------------------------------------------------

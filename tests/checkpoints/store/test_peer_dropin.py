@@ -10,6 +10,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from checkpoints.errors import InvalidCheckpointInput
+from tests.store_helpers import backing_saver
 
 _clock = itertools.count(1)
 
@@ -137,7 +138,8 @@ def test_a_checkpoint_from_before_format_v4_reads_its_parents_pending_sends(stor
         return saver.put({"configurable": conf}, child, {"source": "loop", "step": 1}, {})
 
     config = chain(store)
-    if provider in ("sqlite", "postgres"):
+    # The rule is the database store's: the remote saver's is the service's (SQLite).
+    if backing_saver(store).provider in ("sqlite", "postgres"):
         expected_values = {"__pregel_tasks": ["send-1", "send-2"]}
         expected_versions = {"a": "5", "__pregel_tasks": "5"}
     else:
@@ -162,7 +164,9 @@ def test_a_checkpoint_from_before_format_v4_reads_its_parents_pending_sends(stor
 def test_prune_keeps_the_parent_a_pre_v4_head_reads_its_sends_from(store, provider):
     # PostgresSaver 3.2.0's rule, on the stores that read such sends (the ORM ones): the
     # head stays whole; its parent stays with no parent of its own.
-    if provider not in ("sqlite", "postgres"):
+    # The remote saver's store is the service's (SQLite), which reads them.
+    reads_sends = backing_saver(store).provider in ("sqlite", "postgres")
+    if not reads_sends:
         return  # memory and Redis read pre-v4 checkpoints as InMemorySaver: no sends
 
     def old(parent):
@@ -178,7 +182,6 @@ def test_prune_keeps_the_parent_a_pre_v4_head_reads_its_sends_from(store, provid
     second = old(first)
     head = old(second)
     store.put_writes(second, [("__pregel_tasks", "send-2")], "t2")
-    reads_sends = provider in ("sqlite", "postgres")
     assert store.prune(["pre-v4"]) == (1 if reads_sends else 2)
     thread = {"configurable": {"thread_id": "pre-v4", "checkpoint_ns": ""}}
     ids = [t.config["configurable"]["checkpoint_id"] for t in store.list(thread)]

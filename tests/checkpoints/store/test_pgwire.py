@@ -205,11 +205,98 @@ def test_the_store_writes_through_it_and_falls_back_to_the_cursor_alike(request,
     monkeypatch.setattr(pgwire, "run", counted)
     config = saver.put(config_for("pgwire-fallback", None, ns=""), empty_checkpoint(), {}, {})
     saver.put_writes(config, [("b", 2)], "task-plain", "path")
-    assert len(direct) == 2
+    # The put's statement and the writes' (the put's twice if an earlier test left this
+    # pooled connection without its prepared statements: see the test below).
+    assert len(set(direct)) == 2
+    through = len(direct)
     # Inside the caller's transaction pgwire leaves the writes to the cursor; the rows are
     # the same. (A str subclass id no longer does: the writes plan makes ids plain text.)
     with transaction.atomic(using=saver.using):
         saver.put_writes(config, [("a", 1)], TaskId("task-sub"), TaskId("path"))
-    assert len(direct) == 2
+    assert len(direct) == through
     stored = saver.get_tuple(config).pending_writes
     assert sorted(stored) == [("task-plain", "b", 2), ("task-sub", "a", 1)]
+
+
+PREPARED_NAMES = "SELECT name FROM pg_prepared_statements"
+
+
+def server_statements(conn) -> set[str]:
+    return {row[0] for row in conn.execute(PREPARED_NAMES, prepare=False)}
+
+
+async def aserver_statements(aconn) -> set[str]:
+    return {row[0] async for row in await aconn.execute(PREPARED_NAMES, prepare=False)}
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_a_rollback_that_drops_the_sessions_statements_costs_one_prepare_not_the_processs(
+    request, monkeypatch, flavour
+):
+    """psycopg sends DEALLOCATE ALL when it rolls back a connection it prepared statements
+    on (here the pool taking back one a failed transaction left behind), which drops the
+    put's statement too. The next put on that connection prepares it again; it used to be
+    taken for a pooler's loss and stop this process preparing on the database for good."""
+    from checkpoints.store.postgres.pool import (
+        async_statement_connection,
+        prepared_statements_allowed,
+        statement_connection,
+    )
+
+    saver = make_saver(request, "postgres")
+    assert saver.pooled
+    calls: list[tuple[object, bool]] = []
+    run, arun = pgwire.run, pgwire.arun
+
+    def counted(conn, statement, encoded, **options):
+        calls.append((conn, options["prepare"]))
+        return run(conn, statement, encoded, **options)
+
+    async def acounted(conn, statement, encoded, **options):
+        calls.append((conn, options["prepare"]))
+        return await arun(conn, statement, encoded, **options)
+
+    monkeypatch.setattr(pgwire, "run", counted)
+    monkeypatch.setattr(pgwire, "arun", acounted)
+    put_name = pgwire.Statement(pgwire.PUT).name.decode()
+    config = config_for(f"dropped-{flavour}", None, ns="")
+
+    def fail_a_transaction(conn) -> None:
+        # A statement psycopg itself prepares: its rollback then deallocates everything.
+        conn.execute("SELECT 1", prepare=True)
+        assert put_name in server_statements(conn)
+        conn.execute("BEGIN")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute("SELECT 1 / 0")
+
+    if flavour == "sync":
+        head = saver.put(config, empty_checkpoint(), {"step": 1}, {})
+        with statement_connection("pg") as (conn, pooled):
+            assert pooled and conn is calls[-1][0]  # the pool hands out the one used last
+            fail_a_transaction(conn)
+        assert put_name not in server_statements(conn)  # the pool rolled it back
+        del calls[:]
+        head = saver.put(head, empty_checkpoint(), {"step": 2}, {})
+    else:
+
+        async def both():
+            head = await saver.aput(config, empty_checkpoint(), {"step": 1}, {})
+            async with async_statement_connection("pg") as aconn:
+                assert aconn is calls[-1][0]
+                await aconn.execute("SELECT 1", prepare=True)
+                await aconn.execute("BEGIN")
+                with pytest.raises(psycopg.errors.DivisionByZero):
+                    await aconn.execute("SELECT 1 / 0")
+            assert put_name not in await aserver_statements(aconn)
+            del calls[:]
+            head = await saver.aput(head, empty_checkpoint(), {"step": 2}, {})
+            return head, await aserver_statements(aconn), aconn
+
+        head, names, conn = asyncio.run(both())
+        assert put_name in names
+    # Lost once, prepared again on the same connection; the process still prepares.
+    assert calls == [(conn, True), (conn, True)]
+    assert prepared_statements_allowed("pg", saver.prepare_mode, conn)
+    if flavour == "sync":
+        assert put_name in server_statements(conn)
+    assert saver.get_tuple(head).metadata["step"] == 2

@@ -37,10 +37,17 @@ from checkpoints.signals import checkpoint_created
 from checkpoints.store.planning.delete import DELETE_ROUNDS
 from checkpoints.store.planning.format import FORMAT_ERROR_HINT, FORMAT_GENERATION
 from checkpoints.store.requests import DeleteRound
-from tests.store_helpers import make_saver
+from tests.store_helpers import IN_PROCESS, backing_saver, make_saver
 
-ORM_ALIASES = {"sqlite": "default", "postgres": "pg"}
-EXPECTED_DURABILITY = {"memory": "memory", "sqlite": "disk", "postgres": "disk", "redis": "memory"}
+# The remote saver's rows are its service's: the SQLite saver on the test database.
+ORM_ALIASES = {"sqlite": "default", "postgres": "pg", "remote": "default"}
+EXPECTED_DURABILITY = {
+    "memory": "memory",
+    "sqlite": "disk",
+    "postgres": "disk",
+    "redis": "memory",
+    "remote": "disk",
+}
 _clock = itertools.count(1)
 
 
@@ -248,6 +255,13 @@ Smuggled.__module__ = "tabnanny"
 Smuggled.__qualname__ = "Smuggled"
 
 
+@pytest.mark.parametrize(
+    "provider",
+    [
+        *IN_PROCESS,
+        pytest.param("remote", marks=pytest.mark.remote),
+    ],
+)
 def test_stored_bytes_never_choose_what_gets_imported(saver_factory, provider, monkeypatch):
     from langgraph.checkpoint.serde import _msgpack
 
@@ -420,17 +434,18 @@ def test_delete_thread_removes_everything_however_much(store, provider):
             store.put_writes(written, [("n", step), ("note", f"w{step}")], task_id=f"t{step}")
         parent = cid(written)
     put(store, "neighbour", {"n": -1})
-    assert store.thread_holdings("big").checkpoints == 300
-    assert store.thread_holdings("big").writes == 200
+    backing = backing_saver(store)
+    assert backing.thread_holdings("big").checkpoints == 300
+    assert backing.thread_holdings("big").writes == 200
     neighbour_before = raw_holdings(provider, "neighbour")
 
     store.delete_thread("big")
 
-    assert store.thread_holdings("big").empty
+    assert backing.thread_holdings("big").empty
     assert list(store.list({"configurable": {"thread_id": "big"}})) == []
     assert store.get_tuple({"configurable": {"thread_id": "big"}}) is None
     assert holds_nothing(provider, "big")
-    assert "big" not in store.threads()
+    assert "big" not in backing.threads()
     assert raw_holdings(provider, "neighbour") == neighbour_before
     assert store.get_tuple({"configurable": {"thread_id": "neighbour"}}) is not None
 
@@ -454,6 +469,8 @@ def _racing_writer(monkeypatch, store, thread_id, rounds: int | None):
     return calls
 
 
+# The racing writer hooks the saver's own delete rounds (``perform``) in this process.
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_delete_thread_gives_up_on_a_writer_that_never_stops(store, provider, monkeypatch):
     put(store, "contested", {"x": 0})
     calls = _racing_writer(monkeypatch, store, "contested", rounds=None)
@@ -469,6 +486,7 @@ def test_delete_thread_gives_up_on_a_writer_that_never_stops(store, provider, mo
         assert f"after {DELETE_ROUNDS} delete rounds" in message
 
 
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_delete_thread_repeats_until_a_racing_writer_is_outrun(store, provider, monkeypatch):
     put(store, "raced", {"x": 0})
     # Redis gives up on the first round (from the second) that makes no progress.
@@ -627,6 +645,9 @@ def test_prune_keeps_the_delta_chain_a_channel_replays_from(store):
 
 
 # -- checkpoint_created signal -------------------------------------------------------------
+# The signal's sender is the saver that wrote, in its own process: a receiver gets that
+# saver, which a remote worker does not hold (the service's fires in the service).
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_checkpoint_created_fires_once_per_put_after_commit(store, provider):
     received = []
 
@@ -776,7 +797,7 @@ def test_awkward_thread_ids_round_trip(store, thread_id):
     assert [w[1:] for w in found.pending_writes] == [("x", 3)]
     listed = list(store.list({"configurable": {"thread_id": thread_id}}))
     assert ids(listed) == [cid(second), cid(first)]
-    assert thread_id in store.threads()
+    assert thread_id in backing_saver(store).threads()
     # A prefix of the id is another thread.
     assert store.get_tuple({"configurable": {"thread_id": thread_id[:-1]}}) is None
 
@@ -798,7 +819,7 @@ def test_too_long_thread_id_is_refused_cleanly(store):
             InvalidCheckpointInput, match="10240 bytes long; the store takes at most 1024"
         ):
             call()
-    assert store.threads() == []
+    assert backing_saver(store).threads() == []
 
 
 # -- owner from configurable.user_id (ORM) ---------------------------------------------------
@@ -837,7 +858,8 @@ def test_thread_storage_sizes_by_table_and_channel(store):
     store.put_writes(second, [("small", "w" * 5_000)], task_id="t1")
     put(store, "neighbour", {"blob": os.urandom(50_000)})
 
-    sized = store.thread_storage("sized")
+    backing = backing_saver(store)
+    sized = backing.thread_storage("sized")
     assert set(sized.tables) == {"checkpoints", "channel_values", "pending_writes"}
     assert 40_000 <= sized.channels["blob"] < 60_000  # both versions, none of the neighbour's
     assert 5_000 <= sized.channels["small"] < 6_000  # its value and the pending write
@@ -845,5 +867,5 @@ def test_thread_storage_sizes_by_table_and_channel(store):
     values = sized.tables["channel_values"] + sized.tables["pending_writes"]
     assert values == sum(sized.channels.values())
     assert sized.total == sum(sized.tables.values()) < 70_000
-    empty = store.thread_storage("never-written")
+    empty = backing.thread_storage("never-written")
     assert empty.total == 0 and empty.channels == {}

@@ -20,6 +20,7 @@ from checkpoints.store.planning.format import FORMAT_ERROR_HINT, FORMAT_GENERATI
 from checkpoints.store.planning.prune import PruneRow, prune_plan
 from checkpoints.store.planning.put import plan_put
 from checkpoints.store.planning.records import MISSING, ThreadHoldings
+from tests.store_helpers import IN_PROCESS
 
 
 def row(cid, parent=None, delta=(), **versions):
@@ -131,6 +132,9 @@ EXPECTED = {
 }
 
 
+# The in-process saver's own capability flags, store key and sweep lock; a RemoteSaver reports
+# the service's through info() (tests/remote).
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_each_store_says_what_it_can(store, provider):
     assert (
         store.records_owners,

@@ -22,6 +22,7 @@ from checkpoints.store.registry import get_saver
 from checkpoints.timetravel import TimeTravel
 from retention.models import Park
 from tests.reliability_fixtures import put_value
+from tests.store_helpers import backing_saver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,10 +52,12 @@ def _root(saver, thread_id):
 
 
 def _mark(saver, thread_id):
+    saver = backing_saver(saver)
     saver.mark_finished(thread_id, utcnow() + timedelta(days=1), "victim")
 
 
 def _retention(saver, thread_id):
+    saver = backing_saver(saver)
     saver.set_thread_retention(thread_id, ThreadRetention(waiting_minutes=60))
 
 
@@ -69,6 +72,7 @@ def _park(saver, thread_id):
 
 
 def _thread_record(saver, thread_id):
+    saver = backing_saver(saver)
     Thread.objects.using(saver.db_alias).create(
         thread_id=thread_id, created_at=utcnow(), last_write_at=utcnow()
     )
@@ -87,6 +91,7 @@ PARK_FORMS = {"a park": _park}
 
 
 def holdings(saver, thread_id):
+    saver = backing_saver(saver)
     return (
         saver.thread_holdings(thread_id),
         saver.finished_mark(thread_id),
@@ -96,6 +101,7 @@ def holdings(saver, thread_id):
 
 
 def forms_for(saver):
+    saver = backing_saver(saver)
     return {
         **FORMS,
         **(ORM_FORMS if saver.records_owners else {}),
@@ -115,7 +121,7 @@ def test_copy_and_fork_refuse_every_existing_form_on_every_provider(store):
         with pytest.raises(ThreadExists, match="already exists"):
             store.copy_thread("source", victim)
         with pytest.raises(ThreadExists, match="already exists"):
-            TimeTravel(store).fork("source", source_id, new_thread_id=victim)
+            TimeTravel(backing_saver(store)).fork("source", source_id, new_thread_id=victim)
         assert holdings(store, victim) == before, form
 
 
@@ -126,13 +132,13 @@ async def test_async_copy_refuses_too(store):
     await sync_to_async(_mark, thread_sensitive=False)(store, "marked")
     with pytest.raises(ThreadExists):
         await store.acopy_thread("src", "marked")
-    assert await sync_to_async(store.finished_mark, thread_sensitive=False)("marked")
+    assert await sync_to_async(backing_saver(store).finished_mark, thread_sensitive=False)("marked")
 
 
 def test_a_new_id_still_forks(store):
     put_value(store, "source", None, {"mine": 1})
     head = store.get_tuple({"configurable": {"thread_id": "source"}})
-    snapshot = TimeTravel(store).fork(
+    snapshot = TimeTravel(backing_saver(store)).fork(
         "source", head.config["configurable"]["checkpoint_id"], new_thread_id="brand-new"
     )
     assert snapshot.config["configurable"]["thread_id"] == "brand-new"

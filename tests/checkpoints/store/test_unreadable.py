@@ -9,7 +9,11 @@ from checkpoints.errors import UndecryptableValue, UnreadableValue
 from checkpoints.models import Checkpoint, PendingWrite
 from checkpoints.store.redis.keys import pack, unpack
 from tests.reliability_fixtures import put_value
-from tests.store_helpers import corrupt_values
+from tests.store_helpers import (
+    IN_PROCESS,
+    backing_saver,
+    corrupt_values,
+)
 
 PICKLED = ("pickle", b"\x80\x04K\x01.")
 
@@ -48,10 +52,10 @@ def test_a_corrupt_value_names_thread_checkpoint_and_channel(store, typed, error
 def test_a_corrupt_body_or_write_names_its_part(store):
     config = put_value(store, "hurt", None, {"secret": "value"})
     store.put_writes(config, [("secret", "next")], "task-9")
-    PendingWrite.objects.using(store.db_alias).update(type="msgpack", blob=b"\xc1")
+    PendingWrite.objects.using(backing_saver(store).db_alias).update(type="msgpack", blob=b"\xc1")
     with pytest.raises(UnreadableValue, match="pending write 'secret' of task 'task-9'"):
         store.get_tuple(config)
-    Checkpoint.objects.using(store.db_alias).update(checkpoint=b"\xc1 not a body")
+    Checkpoint.objects.using(backing_saver(store).db_alias).update(checkpoint=b"\xc1 not a body")
     with pytest.raises(UnreadableValue, match="cannot decode the body of checkpoint"):
         store.get_tuple(config)
 
@@ -82,6 +86,9 @@ def test_history_without_values_decodes_none_of_them(clients, threads):
     assert clients["alice"].get("/api/threads/alice-1/history/?select=values").status_code == 409
 
 
+# values_unread() is a context of the process that reads the rows: a worker's client
+# decodes what the service sends, outside it.
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_reads_inside_values_unread_leave_the_graphs_values_undecoded(store):
     from checkpoints.store.projection import NOT_READ, values_unread
 

@@ -18,7 +18,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Send, interrupt
 
 from checkpoints.timetravel import TimeTravel
-from tests.store_helpers import config_for
+from tests.store_helpers import backing_saver, config_for
 
 
 class State(TypedDict):
@@ -51,7 +51,7 @@ def state_channels():
 
 def time_travel(store, graph) -> TimeTravel:
     return TimeTravel(
-        store,
+        backing_saver(store),
         create_channels=state_channels,
         node_subscriptions={name: node.triggers for name, node in graph.nodes.items()},
     )

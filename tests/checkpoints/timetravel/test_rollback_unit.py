@@ -15,7 +15,14 @@ from checkpoints.errors import ThreadVersionConflict, ValueTooLarge
 from checkpoints.store.redis import scripts
 from checkpoints.store.registry import get_saver
 from tests.checkpoints.timetravel.graphs import ids, seeded
-from tests.store_helpers import config_for, put_chain
+from tests.store_helpers import IN_PROCESS, config_for, put_chain
+
+
+# The unit of work under test is the in-process saver's own (put_as_head with its version
+# bump, made to fail from inside): a remote worker holds neither.
+@pytest.fixture(params=IN_PROCESS)
+def provider(request):
+    return request.param
 
 
 def test_a_refused_put_leaves_the_version_and_the_head(store):

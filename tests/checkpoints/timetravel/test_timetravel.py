@@ -18,7 +18,7 @@ from checkpoints.errors import (
 from checkpoints.signals import thread_forked
 from checkpoints.timetravel import StateSnapshot, TimeTravel
 from tests.checkpoints.timetravel.graphs import build_graph, ids, seeded
-from tests.store_helpers import config_for
+from tests.store_helpers import backing_saver, config_for
 
 
 def test_get_state_latest_and_by_id(store):
@@ -141,10 +141,10 @@ def test_rollback_writes_new_head_equal_to_target(store):
     _, tt = seeded(store)
     before = ids(tt, "t")
     head_id, target_id = before[0], before[1]
-    version = store.thread_version("t")
+    version = backing_saver(store).thread_version("t")
 
     snap = tt.rollback("t", target_id, expected_version=version)
-    assert store.thread_version("t") == version + 1
+    assert backing_saver(store).thread_version("t") == version + 1
     assert snap.checkpoint_id > head_id
     assert snap.metadata["source"] == "rollback"
     assert snap.metadata["step"] == 1
@@ -173,10 +173,10 @@ def test_rollback_writes_new_head_equal_to_target(store):
 @pytest.mark.parametrize("bad", ["²", "9" * 5000, "abc", -1, True])
 def test_rollback_refuses_an_expected_version_that_is_not_one(store, bad):
     _, tt = seeded(store)
-    before, version = ids(tt, "t"), store.thread_version("t")
+    before, version = ids(tt, "t"), backing_saver(store).thread_version("t")
     with pytest.raises(InvalidCheckpointInput, match="expected_version must be the thread's"):
         tt.rollback("t", before[2], expected_version=bad)
-    assert ids(tt, "t") == before and store.thread_version("t") == version
+    assert ids(tt, "t") == before and backing_saver(store).thread_version("t") == version
     # Form text naming the right version works like the number.
     assert tt.rollback("t", before[2], expected_version=f" {version} ").checkpoint_id
 
@@ -184,17 +184,17 @@ def test_rollback_refuses_an_expected_version_that_is_not_one(store, bad):
 def test_rollback_with_stale_version_writes_nothing(store):
     _, tt = seeded(store)
     before = ids(tt, "t")
-    version = store.thread_version("t")
+    version = backing_saver(store).thread_version("t")
     with pytest.raises(ThreadVersionConflict, match="'t'"):
         tt.rollback("t", before[2], expected_version=version - 1)
     assert ids(tt, "t") == before
-    assert store.thread_version("t") == version
+    assert backing_saver(store).thread_version("t") == version
     with pytest.raises(CheckpointNotFound):
         tt.rollback("t", "missing")
     with pytest.raises(ThreadNotFound):
         tt.rollback("nope", before[0])
     assert ids(tt, "t") == before
-    assert store.thread_version("t") == version
+    assert backing_saver(store).thread_version("t") == version
 
 
 def test_fork_copies_state_into_new_thread(store):
@@ -310,7 +310,9 @@ def test_bulk_update_refusals_write_nothing(store):
     with pytest.raises(InvalidCheckpointInput, match=r"supersteps\[0\]\[0\]"):
         tt.bulk_update_state("t", [[{"value": 1}]])
     with pytest.raises(InvalidCheckpointInput, match="'log'"):
-        TimeTravel(store).bulk_update_state("t", [[{"channel": "log", "value": ["x"]}]])
+        TimeTravel(backing_saver(store)).bulk_update_state(
+            "t", [[{"channel": "log", "value": ["x"]}]]
+        )
     assert ids(tt, "t") == before
 
 
@@ -341,7 +343,7 @@ async def test_async_twins(store):
     # The ORM savers refuse sync calls on the event loop; set up and check from a thread.
     _, tt = await sync_to_async(seeded)(store, "src", metadata={"last_event_sequence": 3})
     sync_ids = await sync_to_async(ids)(tt, "src")
-    version_of = sync_to_async(store.thread_version)
+    version_of = sync_to_async(backing_saver(store).thread_version)
     head = await tt.aget_state("src")
     assert head.values == {"log": ["a", "b"], "n": 20}
     assert (await tt.aget_state("src", sync_ids[1])).next == ["b"]
@@ -387,7 +389,7 @@ def test_history_filters_on_metadata_as_data(store):
     from tests.store_helpers import put_chain
 
     put_chain(store, "filtered", {"n": 1}, steps=4)
-    travel = TimeTravel(store)
+    travel = TimeTravel(backing_saver(store))
     steps = [s.metadata["step"] for s in travel.get_state_history("filtered", filter={"step": 2})]
     assert steps == [2]
     assert list(travel.get_state_history("filtered", filter={"step__gt": 0})) == []
@@ -418,7 +420,7 @@ class RecordingSaver:
 def _sync_operations(store):
     _, tt = seeded(store, "sync-side")
     target = ids(tt, "sync-side")[1]
-    tt.saver = recorder = RecordingSaver(store)
+    tt.saver = recorder = RecordingSaver(tt.saver)
     tt.rollback("sync-side", target)
     tt.fork("sync-side", target, "sync-fork")
     tt.bulk_update_state("sync-fork", [[{"channel": "log", "value": ["k"]}]])
@@ -433,7 +435,7 @@ async def test_sync_and_async_twins_make_the_same_saver_calls(store):
     sync_calls = await sync_to_async(_sync_operations)(store)
     _, tt = await sync_to_async(seeded)(store, "async-side")
     target = (await sync_to_async(ids)(tt, "async-side"))[1]
-    tt.saver = recorder = RecordingSaver(store)
+    tt.saver = recorder = RecordingSaver(tt.saver)
     await tt.arollback("async-side", target)
     await tt.afork("async-side", target, "async-fork")
     await tt.abulk_update_state("async-fork", [[{"channel": "log", "value": ["k"]}]])

@@ -7,7 +7,7 @@ import pytest
 
 from checkpoints.timetravel import TimeTravel
 from tests.checkpoints.timetravel.graphs import build_delta_graph, build_graph, time_travel
-from tests.store_helpers import config_for
+from tests.store_helpers import backing_saver, config_for
 
 
 def history(tt: TimeTravel, thread_id: str) -> list[tuple]:
@@ -124,7 +124,7 @@ def test_fork_materialises_delta_channel(store):
     assert "items" not in head.checkpoint["channel_values"]
 
     spec = graph.channels["items"]
-    tt = TimeTravel(store, create_channels=lambda: {"items": spec.copy()})
+    tt = TimeTravel(backing_saver(store), create_channels=lambda: {"items": spec.copy()})
     assert tt.get_state("d").values == {"items": [0, 1, 2]}
     fork = tt.fork("d", head.config["configurable"]["checkpoint_id"], "d-fork")
     assert fork.values == {"items": [0, 1, 2]}
@@ -137,7 +137,7 @@ def test_fork_materialises_delta_channel(store):
     assert rolled.values == {"items": [0, 1, 2]}
     assert graph.invoke({"items": []}, config_for("d")) == {"items": [0, 1, 2, 3]}
 
-    without_reducer = TimeTravel(store)
+    without_reducer = TimeTravel(backing_saver(store))
     from checkpoints.errors import InvalidCheckpointInput
 
     chain_head = store.get_tuple(config_for("d"))

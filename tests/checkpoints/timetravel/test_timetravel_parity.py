@@ -32,6 +32,7 @@ from tests.checkpoints.timetravel.graphs import (
     several_interrupts,
     subgraph_interrupt,
 )
+from tests.store_helpers import backing_saver
 
 # -- scripts ---------------------------------------------------------------------------------
 # An action is ("input", value), ("none",), ("resume", value), or ("resume_each", prefix):
@@ -207,7 +208,7 @@ def our_run(store, scenario: Scenario, op: str) -> tuple[list[dict[str, Any]], A
         perform(graph, config, action, calls)
     target = _target(graph, config, scenario)
     target_id = target.config["configurable"]["checkpoint_id"]
-    tt = TimeTravel.for_graph(store, graph)
+    tt = TimeTravel.for_graph(backing_saver(store), graph)
     if op == "rollback":
         snapshot = tt.rollback("ours", target_id)
     else:
@@ -275,8 +276,12 @@ def test_snapshots_match_get_state(store, scenario: Scenario, knows_graph: bool)
     config = {"configurable": {"thread_id": "bare"}}
     for action in scenario.before:
         perform(graph, config, action, calls)
-    known = TimeTravel.for_graph(store, graph)
-    bare = known if knows_graph else TimeTravel(store, create_channels=known.create_channels)
+    known = TimeTravel.for_graph(backing_saver(store), graph)
+    bare = (
+        known
+        if knows_graph
+        else TimeTravel(backing_saver(store), create_channels=known.create_channels)
+    )
     history = list(graph.get_state_history(config))
     # Every scenario pauses or fails somewhere, so interrupts or errors are compared.
     assert any(s.interrupts or any(t.error for t in s.tasks) for s in history)
@@ -303,7 +308,7 @@ def test_the_old_answer_is_not_replayed(store):
     target_id = before_approve.config["configurable"]["checkpoint_id"]
     target_writes = store.get_tuple(before_approve.config).pending_writes
 
-    TimeTravel.for_graph(store, graph).rollback("t", target_id)
+    TimeTravel.for_graph(backing_saver(store), graph).rollback("t", target_id)
     assert store.get_tuple(config).pending_writes == []
     out = graph.invoke(None, config)
     assert [i.value for i in out["__interrupt__"]] == ["approve the draft?"]
@@ -331,7 +336,7 @@ def _paused_in_subgraph(saver, thread_id: str):
 
 def test_subgraph_namespace_state_and_history_match_langgraph(store):
     graph, _, _, ns, lg_history = _paused_in_subgraph(store, "t")
-    tt = TimeTravel.for_graph(store, graph)
+    tt = TimeTravel.for_graph(backing_saver(store), graph)
     assert tt.namespaces("t") == ["", ns] and ns.startswith("sub:")
     ours = list(tt.get_state_history("t", checkpoint_ns=ns))
     assert [s.checkpoint_id for s in ours] == [
@@ -373,7 +378,7 @@ def test_rollback_inside_a_subgraph_matches_langgraph(store, target_next):
     got = travel_and_continue(
         store,
         "ours",
-        lambda graph, target, ns: TimeTravel.for_graph(store, graph).rollback(
+        lambda graph, target, ns: TimeTravel.for_graph(backing_saver(store), graph).rollback(
             "ours", target.config["configurable"]["checkpoint_id"], checkpoint_ns=ns
         ),
     )

@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from checkpoints.transfer.records import header
 from tests.checkpoints.transfer.records_helpers import thread_records, write_export
+from tests.store_helpers import IN_PROCESS
 
 
 def _write(**change):
@@ -139,6 +140,10 @@ def _unstorable(thread, checkpoint):
     }
 
 
+# The import command writes into the deployment's own saver (get_saver()), never a remote
+# one; a thread's exact retention, which an import restores, has no call on the remote saver
+# (a worker declares a shorter one).
+@pytest.mark.parametrize("provider", IN_PROCESS)
 def test_strict_takes_back_what_it_wrote_when_the_store_refuses_a_thread(target, tmp_path, capsys):
     path = tmp_path / "late.jsonl"
     threads = [thread_records("s-1"), thread_records("s-2"), thread_records("s-3", _unstorable)]
