@@ -58,3 +58,24 @@ def test_cis_two_streams_split_the_readme_selection_and_drop_no_test(request):
     # Each stream's tests flush their own Redis database.
     databases = re.findall(r"CHECKPOINTS_TEST_REDIS_URL=redis://127\.0\.0\.1:6379/(\d+)", ci)
     assert len(databases) == 3 and len(set(databases)) == 3, databases
+
+
+def test_no_redis_database_of_ours_is_one_langgraphs_suite_claims():
+    """LangGraph's suite runs beside the first stream and empties the Redis databases it
+    claims; its `redis` and `remote-redis` processes claim two at once. A test of ours on
+    one of those lost its Celery queue (stop 59's CI)."""
+    import re
+
+    from django.conf import settings
+
+    from tests.langgraph_upstream.lgsuite_plugin import REDIS_DBS
+    from tests.retention.test_celery_worker import BROKER
+
+    claimed = set(REDIS_DBS[:2])
+    ours = {int(BROKER.rsplit("/", 1)[1]), int(settings.REDIS_TEST_URL.rsplit("/", 1)[1])}
+    ours |= set(range(2, 14))  # tests/settings.py's per-run choice
+    plugin = ROOT / "tests" / "langgraph_upstream" / "lgsuite_plugin.py"
+    for path in [*ROOT.glob("tests/**/*.py"), *ROOT.glob("scripts/*.sh"), ROOT / ".ci" / "run"]:
+        if path != plugin:
+            ours |= {int(n) for n in re.findall(r":6379/(\d+)", path.read_text())}
+    assert not claimed & ours, sorted(claimed & ours)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from celery import Celery
+from django.conf import settings
 from django.db import connections
 
 from bench import sweep_fanout as fanout_workers
@@ -23,7 +24,9 @@ from tests.retention_fixtures import holds, write
 from tests.services import need_service
 from tests.store_helpers import backing_saver
 
-BROKER = os.environ.get("CHECKPOINTS_TEST_CELERY_BROKER", "redis://127.0.0.1:6379/14")
+# The run's own Redis database (each CI stream has one): a fixed database shared by every
+# run on the machine was also one LangGraph's suite claims and empties, side by side in CI.
+BROKER = os.environ.get("CHECKPOINTS_TEST_CELERY_BROKER") or settings.REDIS_TEST_URL
 ROOT = Path(__file__).resolve().parents[2]
 
 
