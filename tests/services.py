@@ -36,6 +36,13 @@ def redis_unavailable() -> str | None:
         return f"Redis at {settings.REDIS_TEST_URL} is not reachable: {exc}"
 
 
+def celery_test_broker() -> str:
+    """The Redis database the Celery worker tests use as broker: the run's own (each CI
+    stream has one). A fixed database shared by every run on the machine was also one
+    LangGraph's suite claims and empties, side by side with them in CI."""
+    return os.environ.get("CHECKPOINTS_TEST_CELERY_BROKER") or settings.REDIS_TEST_URL
+
+
 def redis_tools_unavailable() -> str | None:
     """What the private Redis setups (cluster, sentinels, a lone server) lack, if anything."""
     missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]

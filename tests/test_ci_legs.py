@@ -69,10 +69,13 @@ def test_no_redis_database_of_ours_is_one_langgraphs_suite_claims():
     from django.conf import settings
 
     from tests.langgraph_upstream.lgsuite_plugin import REDIS_DBS
-    from tests.retention.test_celery_worker import BROKER
+    from tests.services import celery_test_broker
 
     claimed = set(REDIS_DBS[:2])
-    ours = {int(BROKER.rsplit("/", 1)[1]), int(settings.REDIS_TEST_URL.rsplit("/", 1)[1])}
+    ours = {
+        int(celery_test_broker().rsplit("/", 1)[1]),
+        int(settings.REDIS_TEST_URL.rsplit("/", 1)[1]),
+    }
     ours |= set(range(2, 14))  # tests/settings.py's per-run choice
     plugin = ROOT / "tests" / "langgraph_upstream" / "lgsuite_plugin.py"
     for path in [*ROOT.glob("tests/**/*.py"), *ROOT.glob("scripts/*.sh"), ROOT / ".ci" / "run"]:

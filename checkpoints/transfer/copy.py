@@ -428,10 +428,15 @@ class _Run:
             yield from source.threads(wanted)
             return
         ids = iter(wanted if wanted is not None else source.thread_ids())
+        # A LangGraph table source on a connection of its own reads ahead in a thread of
+        # its own: its queries and the target's statements then wait at once
+        # (`read_ahead`). Not when verifying: that reads the source again from this thread.
+        ahead = getattr(source, "reads_ahead", False) and not self.verify
         while chunk := list(islice(ids, PRESENCE_BATCH)):
             found = present_among(target, chunk)
             yield from (_Present(t) for t in chunk if t in found)
-            for item in source.threads([t for t in chunk if t not in found]):
+            absent = [t for t in chunk if t not in found]
+            for item in read_ahead(source.threads, absent) if ahead else source.threads(absent):
                 if isinstance(item, ThreadRecord):
                     item.absent = True
                 yield item
@@ -462,6 +467,58 @@ class _Run:
             )
             if times[1] < self.now - timedelta(minutes=waiting):
                 self.summary.past_waiting += 1
+
+
+# Threads a reader thread holds ready at most (`read_ahead`): enough to cover one slow
+# statement, few enough that memory stays flat.
+READ_AHEAD = 4
+
+
+def read_ahead(read: Callable[[list], Iterator[Any]], ids: list) -> Iterator[Any]:
+    """``read(ids)``'s items, read in a thread of its own up to ``READ_AHEAD`` ahead.
+
+    One job's import is half waiting (bench/README): for the source's query, then for the
+    target's statement. Reading the next threads while the caller writes this one overlaps
+    the two; the Python of both still takes turns. Writes stay in the caller's thread, so a
+    refused thread fails where it did, in the caller's transaction. An error of the reader
+    is raised here, in order; a caller that stops early stops the reader too.
+    """
+    import queue
+    import threading
+
+    ready: queue.Queue = queue.Queue(READ_AHEAD)
+    stop = threading.Event()
+    done = object()
+
+    def reader() -> None:
+        try:
+            for item in read(ids):
+                if stop.is_set():
+                    return
+                ready.put((item, None))
+            ready.put((done, None))
+        except BaseException as exc:  # noqa: BLE001 - handed over, raised in the caller
+            ready.put((done, exc))
+
+    worker = threading.Thread(target=reader, name="import-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, exc = ready.get()
+            if item is done:
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():
+            # Drained, so a reader blocked on a full queue sees the stop.
+            try:
+                ready.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        worker.join()
 
 
 class _Owners:

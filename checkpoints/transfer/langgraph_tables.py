@@ -76,10 +76,14 @@ class _Unreadable(Exception):
 class TableSource:
     """Threads read from LangGraph's saver tables, each value by the store's reader."""
 
-    def __init__(self, tables: _Tables, name: str, serde=None) -> None:
+    def __init__(self, tables: _Tables, name: str, serde=None, *, own_connection=False) -> None:
         self.tables = tables
         self.name = name
         self.serde = serde or store_serializer()
+        # Read from another thread than the one that opened it (an import's read-ahead):
+        # only a connection opened here for the source, never a caller's saver's (a
+        # SqliteSaver's connection refuses any thread but its own).
+        self.reads_ahead = own_connection
         # `threads` hands each msgpack value it checked as its stored bytes (`Verbatim`),
         # not decoded: set by an import whose target stores them as they are.
         self.verbatim = False
@@ -631,7 +635,7 @@ def postgres_tables(url: str, name: str) -> Iterator[TableSource]:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 yield
 
-        yield TableSource(_PostgresTables(query, snapshot), name)
+        yield TableSource(_PostgresTables(query, snapshot), name, own_connection=True)
     finally:
         conn.close()
 
@@ -645,7 +649,7 @@ def sqlite_tables(path: str, name: str) -> Iterator[TableSource]:
         conn = sqlite3.connect(
             f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, check_same_thread=False
         )
-        source = TableSource(_SqliteTables(_sqlite_query(conn, name)), name)
+        source = TableSource(_SqliteTables(_sqlite_query(conn, name)), name, own_connection=True)
     except sqlite3.DatabaseError as exc:
         raise CheckpointConfigError(
             f"cannot read the SqliteSaver file {path!r}: {exc}", field="source"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from celery import Celery
-from django.conf import settings
 from django.db import connections
 
 from bench import sweep_fanout as fanout_workers
@@ -21,12 +20,10 @@ from checkpoints.store.planning import utcnow
 from retention.models import SweepBatch, SweepRun
 from retention.runs import mark_finished
 from tests.retention_fixtures import holds, write
-from tests.services import need_service
+from tests.services import celery_test_broker, need_service
 from tests.store_helpers import backing_saver
 
-# The run's own Redis database (each CI stream has one): a fixed database shared by every
-# run on the machine was also one LangGraph's suite claims and empties, side by side in CI.
-BROKER = os.environ.get("CHECKPOINTS_TEST_CELERY_BROKER") or settings.REDIS_TEST_URL
+BROKER = celery_test_broker()
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -98,3 +98,37 @@ def resume(checkpointer, thread_id: str, answer: str):
     return build(checkpointer).invoke(
         Command(resume=answer), {"configurable": {"thread_id": thread_id}}
     )
+
+
+def copy_rows(peer, copies: int, skip: str = "t-big") -> dict[str, int]:
+    """Copy every seeded thread's rows but ``skip``'s under ``copies`` new ids each, in SQL
+    on the peer's own tables: thread -> its checkpoints."""
+    sqlite = type(peer).__name__ == "SqliteSaver"
+    if sqlite:
+        tables = ("checkpoints", "writes")
+        cols = {t: [r[1] for r in peer.conn.execute(f"PRAGMA table_info({t})")] for t in tables}
+        series = (
+            "(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ?) "
+            "SELECT n FROM s) AS g"
+        )
+        mark = "?"
+    else:
+        tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        found = "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+        cols = {
+            t: [r["column_name"] for r in peer.conn.execute(found, (t,)).fetchall()] for t in tables
+        }
+        series, mark = "generate_series(1, %s) AS g(n)", "%s"
+    for table in tables:
+        rest = ", ".join(c for c in cols[table] if c != "thread_id")
+        peer.conn.execute(
+            f"INSERT INTO {table} (thread_id, {rest}) SELECT 'c' || g.n || '-' || thread_id, "
+            f"{rest} FROM {table}, {series} WHERE thread_id <> {mark}",
+            (copies, skip),
+        )
+    if sqlite:
+        peer.conn.commit()
+    rows = peer.conn.execute(
+        "SELECT thread_id, count(*) AS n FROM checkpoints GROUP BY thread_id"
+    ).fetchall()
+    return dict(rows) if sqlite else {r["thread_id"]: r["n"] for r in rows}

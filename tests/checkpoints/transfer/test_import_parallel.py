@@ -23,7 +23,7 @@ from django.core.management import CommandError, call_command
 from checkpoints.management.commands.import_checkpoints import Progress
 from checkpoints.transfer import SaverSource, verify_thread
 from checkpoints.transfer.records import header
-from tests.checkpoints.transfer.graphs import THREADS, seed
+from tests.checkpoints.transfer.graphs import THREADS, copy_rows, seed
 from tests.checkpoints.transfer.records_helpers import deployment, held
 
 COPIES = 10
@@ -32,40 +32,6 @@ COPIES = 10
 @pytest.fixture(params=["sqlite", "postgres"])
 def provider(request):
     return request.param
-
-
-def copy_rows(peer, copies: int, skip: str = "t-big") -> dict[str, int]:
-    """Copy every seeded thread's rows but ``skip``'s under ``copies`` new ids each, in SQL
-    on the peer's own tables: thread -> its checkpoints."""
-    sqlite = type(peer).__name__ == "SqliteSaver"
-    if sqlite:
-        tables = ("checkpoints", "writes")
-        cols = {t: [r[1] for r in peer.conn.execute(f"PRAGMA table_info({t})")] for t in tables}
-        series = (
-            "(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < ?) "
-            "SELECT n FROM s) AS g"
-        )
-        mark = "?"
-    else:
-        tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-        found = "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
-        cols = {
-            t: [r["column_name"] for r in peer.conn.execute(found, (t,)).fetchall()] for t in tables
-        }
-        series, mark = "generate_series(1, %s) AS g(n)", "%s"
-    for table in tables:
-        rest = ", ".join(c for c in cols[table] if c != "thread_id")
-        peer.conn.execute(
-            f"INSERT INTO {table} (thread_id, {rest}) SELECT 'c' || g.n || '-' || thread_id, "
-            f"{rest} FROM {table}, {series} WHERE thread_id <> {mark}",
-            (copies, skip),
-        )
-    if sqlite:
-        peer.conn.commit()
-    rows = peer.conn.execute(
-        "SELECT thread_id, count(*) AS n FROM checkpoints GROUP BY thread_id"
-    ).fetchall()
-    return dict(rows) if sqlite else {r["thread_id"]: r["n"] for r in rows}
 
 
 def run(*args, stderr=None) -> str:
