@@ -359,18 +359,12 @@ class _Run:
             if isinstance(item, TransferFormatError):
                 self.refuse(item)
                 continue
-            lift_metadata(item, self.shape.thread_metadata)
-            problem = check_thread(item)
-            owner_pk = None
-            if problem is None:
-                try:
-                    owner_pk = self.owners.pk_for(item)
-                except InvalidCheckpointInput as exc:
-                    problem = refuse(
-                        exc.message, thread_id=item.thread_id, path=item.path, line=item.line
-                    )
-            if problem is not None:
-                self.refuse(problem)
+            try:
+                owner_pk = self.owners.pk_for(item)
+            except InvalidCheckpointInput as exc:
+                self.refuse(
+                    refuse(exc.message, thread_id=item.thread_id, path=item.path, line=item.line)
+                )
                 continue
             finish = self.finisher(item)
             if not dry_run and finish_interrupted_copy(target, item, owner_pk, finish):
@@ -422,10 +416,12 @@ class _Run:
         """The source's threads, those the target holds already as `_Present` without
         reading them: asked in batches where the target's threads are database rows and
         the source reads a thread by its id (a resumed import skips what is there at the
-        cost of a query per batch); one by one, as they are read, elsewhere."""
+        cost of a query per batch); one by one, as they are read, elsewhere. Each thread
+        read is checked as it is read (`checked`): a thread that fails comes as its
+        refusal."""
         source, target = self.source, self.target
         if getattr(target, "db_alias", None) is None or isinstance(source, FileSource):
-            yield from source.threads(wanted)
+            yield from self.checked(source.threads(wanted))
             return
         ids = iter(wanted if wanted is not None else source.thread_ids())
         # A LangGraph table source on a connection of its own reads ahead in a thread of
@@ -436,10 +432,24 @@ class _Run:
             found = present_among(target, chunk)
             yield from (_Present(t) for t in chunk if t in found)
             absent = [t for t in chunk if t not in found]
-            for item in read_ahead(source.threads, absent) if ahead else source.threads(absent):
+            read = self.read_checked
+            for item in read_ahead(read, absent) if ahead else read(absent):
                 if isinstance(item, ThreadRecord):
                     item.absent = True
                 yield item
+
+    def read_checked(self, thread_ids: list) -> Iterator[ThreadRecord | TransferFormatError]:
+        return self.checked(self.source.threads(thread_ids))
+
+    def checked(self, read: Iterable) -> Iterator[ThreadRecord | TransferFormatError]:
+        """Each thread with the metadata it lifts (``thread_metadata``), or its refusal when
+        a record of it fails `check_thread`. Pure work on the record, so a read-ahead does
+        it in its own thread, beside the writes."""
+        for item in read:
+            if isinstance(item, ThreadRecord):
+                lift_metadata(item, self.shape.thread_metadata)
+                item = check_thread(item) or item
+            yield item
 
     def finisher(self, item: ThreadRecord) -> Callable[[str], None] | None:
         """What `write_thread` adds to the written thread: its extras, its source's times."""
