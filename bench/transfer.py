@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.transfer --threads 5000 --per-thread 10 --jobs 1,2
     .venv/bin/python -m bench.transfer --threads 5000 --baseline /tmp/before  # beside "today"
+    .venv/bin/python -m bench.transfer --baseline /tmp/before --jobs 1 --rounds 3  # alternating
 
 Seeds ``threads x per-thread`` checkpoints (a growing message list, of plain strings or with
 ``--messages langchain`` of LangChain messages, a counter, one pending write each) with
@@ -390,6 +391,12 @@ def main(argv=None) -> None:
     parser.add_argument("--baseline", help="a checkout of the code to compare with ('today')")
     parser.add_argument("--floor-threads", type=int, default=1000)
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the imports (today's, then each --jobs) this many times, alternating",
+    )
+    parser.add_argument(
         "--messages",
         choices=("text", "langchain"),
         default="text",
@@ -422,17 +429,18 @@ def main(argv=None) -> None:
         _configure(data_dir)
         for name in sources:
             print(f"from {'PostgresSaver' if name == 'postgres' else 'SqliteSaver'}:")
-            if args.baseline:
-                base = run_import(Path(args.baseline) / "manage.py", urls[name], None, env)
-                _line("today (baseline checkout)", base["checkpoints"], base["seconds"])
-            for n in jobs:
-                done = run_import(ROOT / "manage.py", urls[name], n, env)
-                _line(
-                    f"import --jobs {n}",
-                    done["checkpoints"],
-                    done["seconds"],
-                    f"peak RSS {done['peak']:.0f} MB",
-                )
+            for _ in range(args.rounds):
+                if args.baseline:
+                    base = run_import(Path(args.baseline) / "manage.py", urls[name], None, env)
+                    _line("today (baseline checkout)", base["checkpoints"], base["seconds"])
+                for n in jobs:
+                    done = run_import(ROOT / "manage.py", urls[name], n, env)
+                    _line(
+                        f"import --jobs {n}",
+                        done["checkpoints"],
+                        done["seconds"],
+                        f"peak RSS {done['peak']:.0f} MB",
+                    )
             _fresh_store(ROOT / "manage.py", env)
             seconds, pipelined, checkpoints = floor(urls[name], args.floor_threads)
             _line(f"batched-insert floor ({args.floor_threads} thr)", checkpoints, seconds)
