@@ -44,7 +44,9 @@ them: a plain script imports `copy_threads` before `from_conn_string` has set Dj
 from __future__ import annotations
 
 import copy
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -428,11 +430,11 @@ class _Run:
         # its own: its queries and the target's statements then wait at once
         # (`read_ahead`). Not when verifying: that reads the source again from this thread.
         ahead = getattr(source, "reads_ahead", False) and not self.verify
+        read = self.read_checked
         while chunk := list(islice(ids, PRESENCE_BATCH)):
             found = present_among(target, chunk)
             yield from (_Present(t) for t in chunk if t in found)
             absent = [t for t in chunk if t not in found]
-            read = self.read_checked
             for item in read_ahead(read, absent) if ahead else read(absent):
                 if isinstance(item, ThreadRecord):
                     item.absent = True
@@ -493,9 +495,6 @@ def read_ahead(read: Callable[[list], Iterator[Any]], ids: list) -> Iterator[Any
     refused thread fails where it did, in the caller's transaction. An error of the reader
     is raised here, in order; a caller that stops early stops the reader too.
     """
-    import queue
-    import threading
-
     ready: queue.Queue = queue.Queue(READ_AHEAD)
     stop = threading.Event()
     done = object()

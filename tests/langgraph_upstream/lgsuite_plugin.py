@@ -257,6 +257,8 @@ def _empty_orm(alias: str) -> None:
     conn = connections[alias]
     statements = [f"DELETE FROM {conn.ops.quote_name(t)}" for t in tables]
     with transaction.atomic(using=alias), conn.cursor() as cur:
+        # tests.fast_flush does the same, but the upstream suite's own `tests` package
+        # shadows ours in this process, so it cannot be imported here.
         if conn.vendor == "postgresql":
             # DELETEs, not TRUNCATE: a few rows a table, and TRUNCATE's lock and new files cost
             # more than the rows; the keys are deferred, so the order does not matter.
