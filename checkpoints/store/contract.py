@@ -61,6 +61,7 @@ from checkpoints.store.requests import (
     DeleteUnwritten,
     DurabilityOf,
     ForgetThreads,
+    PreparedBatch,
     PruneThread,
     StoreBatch,
     StoreCheckpoint,
@@ -157,8 +158,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 return self._store_writes(plan)
             case StoreHead(plan, expected):
                 return self._store_head(plan, expected)
-            case StoreBatch(plans, writes):
-                return self._store_batch(plans, writes)
+            case StoreBatch(plans, writes, encoded):
+                return self._store_batch(plans, writes, encoded)
             case DurabilityOf(thread_id, ns, checkpoint_id):
                 return self._durability_of(thread_id, ns, checkpoint_id)
             case DeleteRound(thread_ids):
@@ -397,7 +398,7 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         raise NotImplementedError
 
     # -- a batch of one thread's puts and writes (the import's path) ------------------------
-    def _flow_put_many(self, puts, writes) -> Flow:
+    def _plan_many(self, puts, writes) -> tuple[list[PutPlan], list[WritesPlan]]:
         plans = [plan_put(*put) for put in puts]
         batches = [plan for plan in (plan_writes(*w) for w in writes) if plan.items]
         threads = {p.thread_id for p in plans} | {w.thread_id for w in batches}
@@ -406,8 +407,16 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
                 f"put_many writes one thread, got {len(threads)}: {sorted(threads)[:3]}",
                 field="thread_id",
             )
+        return plans, batches
+
+    def _flow_put_many(self, puts, writes, prepared: PreparedBatch | None = None) -> Flow:
+        if prepared is None:
+            plans, batches = self._plan_many(puts, writes)
+            encoded = None
+        else:
+            plans, batches, encoded = prepared.plans, prepared.writes, prepared.encoded
         if plans or batches:
-            yield StoreBatch(plans, batches)
+            yield StoreBatch(plans, batches, encoded)
         return [self._acknowledge(plan) for plan in plans]
 
     def put_many(
@@ -421,7 +430,30 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         put's config. Used by imports, which write whole threads."""
         return self._run(self._flow_put_many(puts, writes))
 
-    def _store_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> None:
+    def prepare_many(self, puts, writes=()) -> PreparedBatch:
+        """The part of ``put_many(puts, writes)`` that needs no connection: the checks, the
+        plans and, where the store sends a batch as one statement, its encoded parameters.
+
+        For a caller that reads ahead in another thread (an import): it prepares the next
+        thread there while this one's statement runs. Raises what `put_many` would for
+        the same input; `put_prepared` then stores it. Encoding stamps the rows' times, so
+        a batch is stored soon after it is prepared, never kept.
+        """
+        plans, batches = self._plan_many(puts, writes)
+        return PreparedBatch(plans, batches, self._encode_batch(plans, batches))
+
+    def put_prepared(self, prepared: PreparedBatch) -> list[RunnableConfig]:
+        """`put_many` of a batch `prepare_many` made (by this saver, or a copy of it)."""
+        return self._run(self._flow_put_many((), (), prepared))
+
+    def _encode_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> Any:
+        """What `_store_batch` sends, made ahead (without a connection), or None: the
+        store then encodes as it stores."""
+        return None
+
+    def _store_batch(
+        self, plans: list[PutPlan], writes: list[WritesPlan], encoded: Any = None
+    ) -> None:
         """Store the checkpoints, then the writes (savers with a bulk path override)."""
         for plan in plans:
             self._store_checkpoint(plan)

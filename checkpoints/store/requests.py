@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from checkpoints.store.planning.put import PutPlan
 from checkpoints.store.planning.writes import WritesPlan
@@ -54,6 +55,18 @@ class StoreBatch:
 
     plans: list[PutPlan]
     writes: list[WritesPlan]
+    # What the saver's `_encode_batch` made of them beforehand (`prepare_many`), if anything.
+    encoded: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """A thread's batch as `StoreSaver.prepare_many` made it, for `put_prepared`: not a
+    request, what one is made of."""
+
+    plans: list[PutPlan]
+    writes: list[WritesPlan]
+    encoded: Any = None
 
 
 @dataclass(frozen=True, slots=True)

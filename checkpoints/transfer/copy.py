@@ -82,7 +82,13 @@ from checkpoints.transfer.records import (
 )
 from checkpoints.transfer.sources import FileSource, SaverSource, source_of
 from checkpoints.transfer.verify import verify_thread
-from checkpoints.transfer.writing import all_or_nothing, finish_interrupted_copy, write_thread
+from checkpoints.transfer.writing import (
+    PreparedThread,
+    all_or_nothing,
+    finish_interrupted_copy,
+    thread_puts,
+    write_thread,
+)
 
 
 @dataclass
@@ -325,6 +331,10 @@ class _Run:
         self.summary.waiting_minutes = self.platform.waiting_minutes
         self.now = utcnow()
         self.strict = False
+        self.dry_run = False
+        # The target as the writes see it (`_counting`), set by `copy`.
+        self.counting = target
+        self.preparing: tuple | None = None
         # Threads a strict run wrote, for `all_or_nothing` to take back; only then kept:
         # every record of every thread held to the end grew with the import (434 MB at
         # 5,000 threads of LangChain messages, bench/README).
@@ -338,6 +348,7 @@ class _Run:
 
     def copy(self, wanted, *, dry_run: bool) -> None:
         commits = _Commits(None if dry_run else getattr(self.target, "db_alias", None))
+        self.dry_run = dry_run
         try:
             self._copy(wanted, dry_run, commits)
         except BaseException:
@@ -348,6 +359,7 @@ class _Run:
     def _copy(self, wanted, dry_run: bool, commits: _Commits) -> None:
         target, summary = self.target, self.summary
         counting, counter = _counting(target)
+        self.counting = counting
         refused_by_target = _target_refusals()
         for item in self.items(wanted):
             if isinstance(item, _Present):
@@ -382,6 +394,8 @@ class _Run:
                 continue
             if not dry_run:
                 write = (counting, item, owner_pk, finish)
+                if item.prepared is not None:
+                    counter[0] += item.prepared.bytes  # encoded in the read-ahead
                 try:
                     commits.write(*write)
                 except refused_by_target as exc:
@@ -393,10 +407,12 @@ class _Run:
                     for earlier in commits.take_back():
                         _write_alone(*earlier)
                     try:
+                        item.prepared = None
                         _write_alone(*write)
                     except refused_by_target as again:
                         self.refuse_write(item, again)
                         continue
+                item.prepared = None  # held no longer than its write
                 if self.strict:
                     self.written.append(item)
                 if self.verify:
@@ -431,6 +447,8 @@ class _Run:
         # (`read_ahead`). Not when verifying: that reads the source again from this thread.
         ahead = getattr(source, "reads_ahead", False) and not self.verify
         read = self.read_checked
+        if ahead and not self.dry_run and hasattr(target, "prepare_many"):
+            read = self.read_prepared
         while chunk := list(islice(ids, PRESENCE_BATCH)):
             found = present_among(target, chunk)
             yield from (_Present(t) for t in chunk if t in found)
@@ -442,6 +460,27 @@ class _Run:
 
     def read_checked(self, thread_ids: list) -> Iterator[ThreadRecord | TransferFormatError]:
         return self.checked(self.source.threads(thread_ids))
+
+    def read_prepared(self, thread_ids: list) -> Iterator[ThreadRecord | TransferFormatError]:
+        """`read_checked`'s threads, each with its batch as the target prepares it (the
+        plans, the values encoded, the statement's arrays packed): in a read-ahead, that
+        is most of the writing thread's own work moved beside the statement's wait. A
+        thread the target refuses is handed over unprepared, to be refused where any
+        write is. Its own count of the bytes encoded, since the writes count theirs."""
+        if self.preparing is None:
+            self.preparing = _counting(self.target)  # one read-ahead at a time uses it
+        target, counter = self.preparing
+        refused_by_target = _target_refusals()
+        for item in self.read_checked(thread_ids):
+            if isinstance(item, ThreadRecord):
+                before = counter[0]
+                try:
+                    batch = target.prepare_many(*thread_puts(item, item.thread_id))
+                except refused_by_target:
+                    pass
+                else:
+                    item.prepared = PreparedThread(item.thread_id, batch, counter[0] - before)
+            yield item
 
     def checked(self, read: Iterable) -> Iterator[ThreadRecord | TransferFormatError]:
         """Each thread with the metadata it lifts (``thread_metadata``), or its refusal when

@@ -122,6 +122,9 @@ class ThreadRecord:
     extras: Any = field(default_factory=dict)
     # Set by an import that found the target without it just before reading it.
     absent: bool = field(default=False, compare=False)
+    # Its batch as the target prepared it (`StoreSaver.prepare_many`) in a read-ahead,
+    # under its own id; dropped once written.
+    prepared: Any = field(default=None, compare=False, repr=False)
 
     @property
     def writes(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,17 @@ from django.db import transaction
 
 from checkpoints.store.planning.retention import ThreadRetention
 from checkpoints.transfer.records import ThreadRecord
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedThread:
+    """A thread's batch as the target prepared it ahead of its write
+    (`StoreSaver.prepare_many`), under the thread's own id, and the bytes its values
+    encoded to."""
+
+    thread_id: str
+    batch: Any
+    bytes: int
 
 
 def write_thread(
@@ -67,6 +79,24 @@ def give_marks(target, thread: ThreadRecord, thread_id: str, owner_pk: int | Non
 
 
 def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
+    prepared = thread.prepared
+    if prepared is not None and prepared.thread_id == thread_id:
+        target.put_prepared(prepared.batch)
+        return
+    puts, writes = thread_puts(thread, thread_id)
+    if hasattr(target, "put_many"):
+        # One unit, in as few round trips as the store can (PostgreSQL: one statement).
+        target.put_many(puts, writes)
+        return
+    for put in puts:
+        target.put(*put)
+    for write in writes:
+        target.put_writes(*write)
+
+
+def thread_puts(thread: ThreadRecord, thread_id: str) -> tuple[list, list]:
+    """The thread's checkpoints as ``put`` arguments under ``thread_id``, each with the
+    channel versions none before it stored, and its writes as ``put_writes`` arguments."""
     written: set[tuple[str, str, str]] = set()
     puts, writes = [], []
     for cp in thread.checkpoints:
@@ -91,14 +121,7 @@ def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
         }
         for task_id, path, group in _write_groups(cp.writes):
             writes.append((at, group, task_id, path))
-    if hasattr(target, "put_many"):
-        # One unit, in as few round trips as the store can (PostgreSQL: one statement).
-        target.put_many(puts, writes)
-        return
-    for put in puts:
-        target.put(*put)
-    for write in writes:
-        target.put_writes(*write)
+    return puts, writes
 
 
 def _write_groups(writes):

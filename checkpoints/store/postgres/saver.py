@@ -56,6 +56,7 @@ from checkpoints.store.postgres.sql import (
     PUT_WRITES_REPLACE,
     READ_LEVEL,
     batch_params,
+    pack_params,
     page_statement,
     put_params,
     writes_statement,
@@ -155,10 +156,13 @@ class PostgresStore(OrmSaver):
     async def _astore_writes(self, plan: WritesPlan) -> None:
         await self._awrite(*writes_statement(plan, self._write_rows(plan)))
 
-    def _store_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> None:
-        if self.max_checkpoints or not plans:
-            return super()._store_batch(plans, writes)  # pruning needs the ORM's unit
-        owner = self._owner_pk(next((p.owner for p in plans if p.owner), ""))
+    def _encode_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> dict | None:
+        # A batch put by a user is not an import's: its owner is looked up on a connection.
+        if self.max_checkpoints or not plans or any(p.owner for p in plans):
+            return None
+        return pack_params(self._batch_params(plans, writes, None))
+
+    def _batch_params(self, plans: list[PutPlan], writes: list[WritesPlan], owner) -> dict:
         # The last of a repeated (ns, id) wins, as separate puts would leave it; one
         # statement may not touch a row twice.
         latest = {(p.ns, p.checkpoint_id): p for p in plans}
@@ -167,17 +171,27 @@ class PostgresStore(OrmSaver):
             row, blobs = self._checkpoint_row(plan, owner)
             self._stamp_row(row, plan, level="")
             rows.append((row, blobs))
+        for plan in plans:
+            plan.durability = latest[(plan.ns, plan.checkpoint_id)].durability
         write_rows = [
             (w.ns, w.checkpoint_id, w.task_id, w.task_path, *item)
             for w in writes
             for item in self._write_rows(w)
         ]
-        params = batch_params(plans[0].thread_id, owner, rows, write_rows)
+        return batch_params(plans[0].thread_id, owner, rows, write_rows)
+
+    def _store_batch(
+        self, plans: list[PutPlan], writes: list[WritesPlan], encoded: dict | None = None
+    ) -> None:
+        if self.max_checkpoints or not plans:
+            return super()._store_batch(plans, writes)  # pruning needs the ORM's unit
+        if encoded is None:
+            owner = self._owner_pk(next((p.owner for p in plans if p.owner), ""))
+            encoded = self._batch_params(plans, writes, owner)
         with self._raw_cursor(PUT_BATCH) as cur:
-            self._execute(cur, PUT_BATCH, params)
+            self._execute(cur, PUT_BATCH, encoded)
             level = cur.fetchone()[0]
         for plan in plans:
-            plan.durability = latest[(plan.ns, plan.checkpoint_id)].durability
             plan.durability["level"] = level
 
     def _delete_threads_round(self, thread_ids: list[str]) -> dict[str, ThreadHoldings]:

@@ -460,13 +460,20 @@ TEXT_OID, BYTEA_OID, INT4_OID = 25, 17, 23
 class TextArray(list):
     """A list of str sent as ``text[]``."""
 
+    # Its binary form made ahead (`pack_params`), text as UTF-8.
+    packed: bytes | None = None
+
 
 class ByteaArray(list):
     """A list of bytes sent as ``bytea[]``."""
 
+    packed: bytes | None = None
+
 
 class Int4Array(list):
     """A list of int sent as ``int4[]``."""
+
+    packed: bytes | None = None
 
 
 def pack_array(items, oid: int, encode) -> bytes:
@@ -482,6 +489,29 @@ def pack_array(items, oid: int, encode) -> bytes:
     return b"".join(parts)
 
 
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8")
+
+
+_PACKING = {
+    TextArray: (TEXT_OID, _utf8),
+    ByteaArray: (BYTEA_OID, bytes),
+    Int4Array: (INT4_OID, pack_int4),
+}
+
+
+def pack_params(params: dict) -> dict:
+    """``params`` with each array's binary form made now: the work its dumper would do as
+    the statement is sent, done where the caller prepares the statement (an import's
+    read-ahead thread). A connection whose encoding is not UTF-8 packs its text again,
+    and one without our dumpers sends the lists as psycopg does any list."""
+    for value in params.values():
+        packing = _PACKING.get(type(value))
+        if packing is not None:
+            value.packed = pack_array(value, *packing)
+    return params
+
+
 class _ArrayDumper(Dumper):
     format = Format.BINARY
     oid = 0  # untyped: the statement's cast names the type
@@ -491,19 +521,26 @@ class TextArrayDumper(_ArrayDumper):
     def __init__(self, cls, context=None):
         super().__init__(cls, context)
         encoding = conn_encoding(self.connection)
+        self._utf8 = encoding == "utf-8"
         self._encode = lambda text: text.encode(encoding)
 
     def dump(self, obj):
+        if obj.packed is not None and self._utf8:
+            return obj.packed
         return pack_array(obj, TEXT_OID, self._encode)
 
 
 class ByteaArrayDumper(_ArrayDumper):
     def dump(self, obj):
+        if obj.packed is not None:
+            return obj.packed
         return pack_array(obj, BYTEA_OID, bytes)
 
 
 class Int4ArrayDumper(_ArrayDumper):
     def dump(self, obj):
+        if obj.packed is not None:
+            return obj.packed
         return pack_array(obj, INT4_OID, pack_int4)
 
 

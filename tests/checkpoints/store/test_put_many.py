@@ -3,11 +3,13 @@ one by one, on every provider."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from checkpoints.errors import InvalidCheckpointInput
+from checkpoints.errors import CheckpointCodecError, InvalidCheckpointInput
 from tests.store_helpers import IN_PROCESS
 
 _IDS = [str(uuid6(clock_seq=step)) for step in range(5)]
@@ -97,6 +99,40 @@ def test_put_many_refuses_more_than_one_thread_and_writes_nothing(store):
     other, _ = _thread("two")
     with pytest.raises(InvalidCheckpointInput, match="put_many writes one thread, got 2"):
         store.put_many([puts[0], other[0]])
+    assert store.get_tuple({"configurable": {"thread_id": "one"}}) is None
+
+
+# prepare_many is put_many's work without a connection, for an import's read-ahead thread.
+@pytest.mark.parametrize("provider", IN_PROCESS)
+def test_a_batch_prepared_in_another_thread_reads_back_as_put_many_leaves_it(store):
+    puts, writes = _thread("prepared")
+    prepared = []
+    worker = threading.Thread(target=lambda: prepared.append(store.prepare_many(puts, writes)))
+    worker.start()
+    worker.join()
+    configs = store.put_prepared(prepared[0])
+    assert [c["configurable"]["checkpoint_id"] for c in configs] == [p[1]["id"] for p in puts]
+    store.put_many(*_thread("batched"))
+    assert len(_read(store, "prepared")) == 5
+    assert _read(store, "prepared") == _read(store, "batched")
+    for put in puts:
+        config = {"configurable": {**put[0]["configurable"], "checkpoint_id": put[1]["id"]}}
+        assert store.get_durability(config)["level"] == store.durability
+
+
+@pytest.mark.parametrize("provider", IN_PROCESS)
+def test_prepare_many_refuses_what_put_many_refuses(store):
+    puts, _ = _thread("one")
+    other, _ = _thread("two")
+    with pytest.raises(InvalidCheckpointInput, match="put_many writes one thread, got 2"):
+        store.prepare_many([puts[0], other[0]])
+    config, checkpoint, metadata, versions = puts[0]
+    bad = {**checkpoint, "channel_values": {"x": object()}}
+    # Refused by the serializer, in prepare_many where the store encodes ahead, else when
+    # the batch is stored; named either way.
+    with pytest.raises(CheckpointCodecError, match=r"(?s)\bx\b.*\bobject\b") as refused:
+        store.put_prepared(store.prepare_many([(config, bad, metadata, {"x": "1"})]))
+    assert "channel" in str(refused.value)
     assert store.get_tuple({"configurable": {"thread_id": "one"}}) is None
 
 

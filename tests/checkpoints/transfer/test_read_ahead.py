@@ -89,3 +89,34 @@ def test_an_import_from_langgraph_tables_reads_ahead_and_leaves_each_thread_as_r
         for thread_id in counts:
             verify_thread(source.thread(thread_id), ours.thread(thread_id))
     assert len(counts) == len(THREADS) + 5 * (len(THREADS) - 1)
+
+
+@pytest.mark.parametrize("provider", ["postgres", "sqlite"])
+def test_a_read_ahead_prepares_each_threads_batch_and_its_bytes_count_once(
+    lg_sqlite, store, monkeypatch
+):
+    seed(lg_sqlite)
+    counts = copy_rows(lg_sqlite, 2)
+    stored_by = []
+    put_prepared = type(store).put_prepared
+
+    def spy(saver, batch):
+        stored_by.append(threading.current_thread().name)
+        return put_prepared(saver, batch)
+
+    # On the class: the import writes through a copy of the store (counting its bytes).
+    # The store still writes each batch; this only watches.
+    monkeypatch.setattr(type(store), "put_prepared", spy)
+    with sqlite_tables(lg_sqlite.path, "SqliteSaver") as source:
+        ahead = copy_threads(source, store)
+        ours = SaverSource(store)
+        for thread_id in counts:
+            verify_thread(source.thread(thread_id), ours.thread(thread_id))
+        # Every thread went in as its batch prepared by the reader, sent by this thread.
+        assert stored_by == [threading.current_thread().name] * len(counts)
+        store.delete_threads(list(counts))
+        # verify reads the source again from this thread: no read-ahead, nothing prepared.
+        alone = copy_threads(source, store, verify=True)
+    assert len(stored_by) == len(counts)
+    assert (alone.threads, alone.checkpoints) == (ahead.threads, ahead.checkpoints)
+    assert ahead.bytes == alone.bytes > 0
