@@ -409,15 +409,14 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
             )
         return plans, batches
 
-    def _flow_put_many(self, puts, writes, prepared: PreparedBatch | None = None) -> Flow:
-        if prepared is None:
-            plans, batches = self._plan_many(puts, writes)
-            encoded = None
-        else:
-            plans, batches, encoded = prepared.plans, prepared.writes, prepared.encoded
-        if plans or batches:
-            yield StoreBatch(plans, batches, encoded)
-        return [self._acknowledge(plan) for plan in plans]
+    def _flow_put_many(self, puts, writes) -> Flow:
+        plans, batches = self._plan_many(puts, writes)
+        return (yield from self._flow_put_prepared(PreparedBatch(plans, batches)))
+
+    def _flow_put_prepared(self, prepared: PreparedBatch) -> Flow:
+        if prepared.plans or prepared.writes:
+            yield StoreBatch(prepared.plans, prepared.writes, prepared.encoded)
+        return [self._acknowledge(plan) for plan in prepared.plans]
 
     def put_many(
         self,
@@ -444,7 +443,8 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
 
     def put_prepared(self, prepared: PreparedBatch) -> list[RunnableConfig]:
         """`put_many` of a batch `prepare_many` made (by this saver, or a copy of it)."""
-        return self._run(self._flow_put_many((), (), prepared))
+        # Its own span: the values were encoded (and their bytes counted) where it was made.
+        return self._run(self._flow_put_prepared(prepared))
 
     def _encode_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> Any:
         """What `_store_batch` sends, made ahead (without a connection), or None: the
