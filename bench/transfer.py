@@ -22,6 +22,8 @@ of ours (``checkpoint_bench_transfer``, dropped and migrated before each run):
 - a bare ``COPY`` of the same rows' bytes into plain tables of ours (from SQLite: its rows
   streamed into ``COPY FROM STDIN``).
 
+The imports from both sources run first, then the floors and the COPYs: a child forked
+after the floor grew this process would report this process's size as its own peak.
 Every database made here is dropped at the end.
 """
 
@@ -427,6 +429,8 @@ def main(argv=None) -> None:
             "sqlite": f"langgraph+sqlite:///{sqlite_path}",
         }
         _configure(data_dir)
+        # Every import first: a child forked after the floor grew this process reports
+        # this process's size as its own peak (Linux keeps the larger across exec).
         for name in sources:
             print(f"from {'PostgresSaver' if name == 'postgres' else 'SqliteSaver'}:")
             for _ in range(args.rounds):
@@ -441,6 +445,9 @@ def main(argv=None) -> None:
                         done["seconds"],
                         f"peak RSS {done['peak']:.0f} MB",
                     )
+        for name in sources:
+            peer = "PostgresSaver" if name == "postgres" else "SqliteSaver"
+            print(f"beside the imports from {peer}:")
             _fresh_store(ROOT / "manage.py", env)
             seconds, pipelined, checkpoints = floor(urls[name], args.floor_threads)
             _line(f"batched-insert floor ({args.floor_threads} thr)", checkpoints, seconds)
