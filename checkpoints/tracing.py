@@ -81,7 +81,8 @@ def _flow_attributes(provider: str, flow) -> tuple[str, dict[str, Any]]:
         attributes[PREFIX + "namespace"] = args["checkpoint_ns"]
     if name == "put":
         attributes[PREFIX + "checkpoint_count"] = 1
-    writes = args.get("writes")
+    # A batch prepared ahead (`put_prepared`) carries its writes.
+    writes = getattr(args.get("prepared"), "writes", args.get("writes"))
     if isinstance(writes, (list, tuple)):
         attributes[PREFIX + "write_count"] = len(writes)
     for key in ("thread_ids", "judged", "run_ids"):

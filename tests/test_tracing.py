@@ -206,3 +206,24 @@ def test_the_service_wires_the_standard_instrumentations(tmp_path, entry):
     names = set(re.findall(r'"name": "([^"]+)"', done.stdout))
     assert "GET health/" in names, names  # Django's server span
     assert any(n in ("PING", "SET", "GET") for n in names), names  # Redis, from the probe
+
+
+@pytest.mark.parametrize("provider", ["postgres", "sqlite"])
+def test_a_batch_put_many_and_put_prepared_open_their_own_spans(store, spans):
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    def batch(thread_id):
+        checkpoint = {**empty_checkpoint(), "channel_values": {"a": 1}}
+        checkpoint["channel_versions"] = {"a": "1"}
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        at = {"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}}
+        puts = [(config, checkpoint, {"source": "input", "step": -1}, {"a": "1"})]
+        return puts, [(at, [("a", 2)], "task-1", ""), (at, [("a", 3)], "task-2", "")]
+
+    store.put_many(*batch("many"))
+    store.put_prepared(store.prepare_many(*batch("prepared")))
+    got = spans()
+    many = got["checkpoints.saver put_many"].attributes
+    prepared = got["checkpoints.saver put_prepared"].attributes
+    assert many["checkpoints.write_count"] == prepared["checkpoints.write_count"] == 2
+    assert many["checkpoints.bytes"] > 0

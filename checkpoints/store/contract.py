@@ -434,16 +434,19 @@ class StoreSaver(Capabilities, BaseCheckpointSaver[str], metaclass=ABCMeta):
         plans and, where the store sends a batch as one statement, its encoded parameters.
 
         For a caller that reads ahead in another thread (an import): it prepares the next
-        thread there while this one's statement runs. Raises what `put_many` would for
-        the same input; `put_prepared` then stores it. Encoding stamps the rows' times, so
-        a batch is stored soon after it is prepared, never kept.
+        thread there while this one's statement runs; `put_prepared` then stores it. Raises
+        `put_many`'s checks of its input, and where it encodes (PostgreSQL without
+        MAX_CHECKPOINTS) the serializer's and the size limits' refusals; a store that
+        encodes as it stores raises those from `put_prepared`, as `put_many` does. Encoding
+        stamps the rows' times, so a batch is stored soon after it is prepared, never kept.
         """
         plans, batches = self._plan_many(puts, writes)
         return PreparedBatch(plans, batches, self._encode_batch(plans, batches))
 
     def put_prepared(self, prepared: PreparedBatch) -> list[RunnableConfig]:
         """`put_many` of a batch `prepare_many` made (by this saver, or a copy of it)."""
-        # Its own span: the values were encoded (and their bytes counted) where it was made.
+        # Its own span, named for it: where the batch was encoded ahead, that happened
+        # outside any span, so the span's byte count leaves those bytes out.
         return self._run(self._flow_put_prepared(prepared))
 
     def _encode_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> Any:

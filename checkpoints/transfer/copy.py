@@ -86,6 +86,7 @@ from checkpoints.transfer.writing import (
     PreparedThread,
     all_or_nothing,
     finish_interrupted_copy,
+    staging_id_of,
     thread_puts,
     write_thread,
 )
@@ -332,8 +333,6 @@ class _Run:
         self.now = utcnow()
         self.strict = False
         self.dry_run = False
-        # The target as the writes see it (`_counting`), set by `copy`.
-        self.counting = target
         self.preparing: tuple | None = None
         # Threads a strict run wrote, for `all_or_nothing` to take back; only then kept:
         # every record of every thread held to the end grew with the import (434 MB at
@@ -359,7 +358,6 @@ class _Run:
     def _copy(self, wanted, dry_run: bool, commits: _Commits) -> None:
         target, summary = self.target, self.summary
         counting, counter = _counting(target)
-        self.counting = counting
         refused_by_target = _target_refusals()
         for item in self.items(wanted):
             if isinstance(item, _Present):
@@ -463,16 +461,17 @@ class _Run:
 
     def read_prepared(self, thread_ids: list) -> Iterator[ThreadRecord | TransferFormatError]:
         """`read_checked`'s threads, each with its batch as the target prepares it (the
-        plans, the values encoded, the statement's arrays packed): in a read-ahead, that
-        is most of the writing thread's own work moved beside the statement's wait. A
-        thread the target refuses is handed over unprepared, to be refused where any
-        write is. Its own count of the bytes encoded, since the writes count theirs."""
+        plans; on PostgreSQL also the values encoded and the statement's arrays packed):
+        in a read-ahead, that is most of the writing thread's own work moved beside the
+        statement's wait. A thread the target refuses is handed over unprepared, to be
+        refused where any write is. Its own count of the bytes encoded, since the writes
+        count theirs; none for a target that writes a thread under another id first."""
         if self.preparing is None:
             self.preparing = _counting(self.target)  # one read-ahead at a time uses it
         target, counter = self.preparing
         refused_by_target = _target_refusals()
         for item in self.read_checked(thread_ids):
-            if isinstance(item, ThreadRecord):
+            if isinstance(item, ThreadRecord) and staging_id_of(target, item.thread_id) is None:
                 before = counter[0]
                 try:
                     batch = target.prepare_many(*thread_puts(item, item.thread_id))

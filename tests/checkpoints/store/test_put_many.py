@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.db import connections
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
@@ -106,10 +107,20 @@ def test_put_many_refuses_more_than_one_thread_and_writes_nothing(store):
 @pytest.mark.parametrize("provider", IN_PROCESS)
 def test_a_batch_prepared_in_another_thread_reads_back_as_put_many_leaves_it(store):
     puts, writes = _thread("prepared")
-    prepared = []
-    worker = threading.Thread(target=lambda: prepared.append(store.prepare_many(puts, writes)))
+    prepared, opened = [], []
+    alias = getattr(store, "db_alias", None)
+
+    def prepare():
+        prepared.append(store.prepare_many(puts, writes))
+        # Django's connections are per thread: this one opened none.
+        opened.append(alias is not None and connections[alias].connection is not None)
+
+    worker = threading.Thread(target=prepare)
     worker.start()
     worker.join()
+    assert opened == [False]
+    # PostgreSQL encodes the statement ahead; the others encode as they store.
+    assert (prepared[0].encoded is not None) == (store.provider == "postgres")
     configs = store.put_prepared(prepared[0])
     assert [c["configurable"]["checkpoint_id"] for c in configs] == [p[1]["id"] for p in puts]
     store.put_many(*_thread("batched"))
