@@ -73,6 +73,13 @@ def _read(saver, thread_id: str) -> list:
     return out
 
 
+def _assert_stamped(store, puts) -> None:
+    """Each put's checkpoint carries the durability level the store writes at."""
+    for put in puts:
+        config = {"configurable": {**put[0]["configurable"], "checkpoint_id": put[1]["id"]}}
+        assert store.get_durability(config)["level"] == store.durability
+
+
 # put_many is the in-process saver's batch primitive (one unit of work for a transfer);
 # RemoteSaver does not offer it.
 @pytest.mark.parametrize("provider", IN_PROCESS)
@@ -87,19 +94,18 @@ def test_put_many_reads_back_as_the_same_puts_one_by_one(store):
         store.put_writes(*write)
     batched, single = _read(store, "batched"), _read(store, "single")
     assert len(batched) == 5 and batched == single
-    for put in puts:
-        config = {"configurable": {**put[0]["configurable"], "checkpoint_id": put[1]["id"]}}
-        assert store.get_durability(config)["level"] == store.durability
+    _assert_stamped(store, puts)
 
 
 # put_many is the in-process saver's batch primitive (one unit of work for a transfer);
 # RemoteSaver does not offer it.
 @pytest.mark.parametrize("provider", IN_PROCESS)
-def test_put_many_refuses_more_than_one_thread_and_writes_nothing(store):
+@pytest.mark.parametrize("call", ["put_many", "prepare_many"])
+def test_put_many_refuses_more_than_one_thread_and_writes_nothing(store, call):
     puts, _ = _thread("one")
     other, _ = _thread("two")
     with pytest.raises(InvalidCheckpointInput, match="put_many writes one thread, got 2"):
-        store.put_many([puts[0], other[0]])
+        getattr(store, call)([puts[0], other[0]])
     assert store.get_tuple({"configurable": {"thread_id": "one"}}) is None
 
 
@@ -126,17 +132,12 @@ def test_a_batch_prepared_in_another_thread_reads_back_as_put_many_leaves_it(sto
     store.put_many(*_thread("batched"))
     assert len(_read(store, "prepared")) == 5
     assert _read(store, "prepared") == _read(store, "batched")
-    for put in puts:
-        config = {"configurable": {**put[0]["configurable"], "checkpoint_id": put[1]["id"]}}
-        assert store.get_durability(config)["level"] == store.durability
+    _assert_stamped(store, puts)
 
 
 @pytest.mark.parametrize("provider", IN_PROCESS)
-def test_prepare_many_refuses_what_put_many_refuses(store):
+def test_a_value_the_serializer_refuses_is_refused_prepared_too(store):
     puts, _ = _thread("one")
-    other, _ = _thread("two")
-    with pytest.raises(InvalidCheckpointInput, match="put_many writes one thread, got 2"):
-        store.prepare_many([puts[0], other[0]])
     config, checkpoint, metadata, versions = puts[0]
     bad = {**checkpoint, "channel_values": {"x": object()}}
     # Refused by the serializer, in prepare_many where the store encodes ahead, else when
