@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from itertools import islice
 from typing import Any
 
@@ -332,8 +333,6 @@ class _Run:
         self.summary.waiting_minutes = self.platform.waiting_minutes
         self.now = utcnow()
         self.strict = False
-        self.dry_run = False
-        self.preparing: tuple | None = None
         # Threads a strict run wrote, for `all_or_nothing` to take back; only then kept:
         # every record of every thread held to the end grew with the import (434 MB at
         # 5,000 threads of LangChain messages, bench/README).
@@ -347,7 +346,6 @@ class _Run:
 
     def copy(self, wanted, *, dry_run: bool) -> None:
         commits = _Commits(None if dry_run else getattr(self.target, "db_alias", None))
-        self.dry_run = dry_run
         try:
             self._copy(wanted, dry_run, commits)
         except BaseException:
@@ -359,7 +357,7 @@ class _Run:
         target, summary = self.target, self.summary
         counting, counter = _counting(target)
         refused_by_target = _target_refusals()
-        for item in self.items(wanted):
+        for item in self.items(wanted, prepare=not dry_run):
             if isinstance(item, _Present):
                 if self.on_conflict == "fail":
                     raise ThreadExists(
@@ -428,13 +426,16 @@ class _Run:
             why = f"the store refused it ({type(exc).__name__}: {why})"
         self.refuse(refuse(why, thread_id=item.thread_id, path=item.path, line=item.line))
 
-    def items(self, wanted) -> Iterator[ThreadRecord | TransferFormatError | _Present]:
+    def items(
+        self, wanted, *, prepare: bool = False
+    ) -> Iterator[ThreadRecord | TransferFormatError | _Present]:
         """The source's threads, those the target holds already as `_Present` without
         reading them: asked in batches where the target's threads are database rows and
         the source reads a thread by its id (a resumed import skips what is there at the
         cost of a query per batch); one by one, as they are read, elsewhere. Each thread
         read is checked as it is read (`checked`): a thread that fails comes as its
-        refusal."""
+        refusal. ``prepare``: a read-ahead also prepares each thread's batch
+        (`read_prepared`)."""
         source, target = self.source, self.target
         if getattr(target, "db_alias", None) is None or isinstance(source, FileSource):
             yield from self.checked(source.threads(wanted))
@@ -445,8 +446,8 @@ class _Run:
         # (`read_ahead`). Not when verifying: that reads the source again from this thread.
         ahead = getattr(source, "reads_ahead", False) and not self.verify
         read = self.read_checked
-        if ahead and not self.dry_run and hasattr(target, "prepare_many"):
-            read = self.read_prepared
+        if ahead and prepare and hasattr(target, "prepare_many"):
+            read = partial(self.read_prepared, _counting(target))
         while chunk := list(islice(ids, PRESENCE_BATCH)):
             found = present_among(target, chunk)
             yield from (_Present(t) for t in chunk if t in found)
@@ -459,16 +460,17 @@ class _Run:
     def read_checked(self, thread_ids: list) -> Iterator[ThreadRecord | TransferFormatError]:
         return self.checked(self.source.threads(thread_ids))
 
-    def read_prepared(self, thread_ids: list) -> Iterator[ThreadRecord | TransferFormatError]:
+    def read_prepared(
+        self, preparing: tuple, thread_ids: list
+    ) -> Iterator[ThreadRecord | TransferFormatError]:
         """`read_checked`'s threads, each with its batch as the target prepares it (the
         plans; on PostgreSQL also the values encoded and the statement's arrays packed):
         in a read-ahead, that is most of the writing thread's own work moved beside the
         statement's wait. A thread the target refuses is handed over unprepared, to be
         refused where any write is. Its own count of the bytes encoded, since the writes
-        count theirs; none for a target that writes a thread under another id first."""
-        if self.preparing is None:
-            self.preparing = _counting(self.target)  # one read-ahead at a time uses it
-        target, counter = self.preparing
+        count theirs (``preparing``: `_counting`'s target and count, used by one read-ahead
+        at a time); none for a target that writes a thread under another id first."""
+        target, counter = preparing
         refused_by_target = _target_refusals()
         for item in self.read_checked(thread_ids):
             if isinstance(item, ThreadRecord) and staging_id_of(target, item.thread_id) is None:
@@ -478,7 +480,7 @@ class _Run:
                 except refused_by_target:
                     pass
                 else:
-                    item.prepared = PreparedThread(item.thread_id, batch, counter[0] - before)
+                    item.prepared = PreparedThread(batch, counter[0] - before)
             yield item
 
     def checked(self, read: Iterable) -> Iterator[ThreadRecord | TransferFormatError]:

@@ -21,7 +21,6 @@ class PreparedThread:
     (`StoreSaver.prepare_many`), under the thread's own id, and the bytes its values
     encoded to."""
 
-    thread_id: str
     batch: Any
     bytes: int
 
@@ -79,9 +78,8 @@ def give_marks(target, thread: ThreadRecord, thread_id: str, owner_pk: int | Non
 
 
 def _put_thread(target, thread: ThreadRecord, thread_id: str) -> None:
-    prepared = thread.prepared
-    if prepared is not None and prepared.thread_id == thread_id:
-        target.put_prepared(prepared.batch)
+    if thread.prepared is not None and thread_id == thread.thread_id:
+        target.put_prepared(thread.prepared.batch)
         return
     puts, writes = thread_puts(thread, thread_id)
     if hasattr(target, "put_many"):
