@@ -121,15 +121,18 @@ class OrmReading:
                     lambda m=metadata: metadata_shape(m), part="the metadata", **at
                 )
                 versions = checkpoint["channel_versions"]
-                blobs, unread = set_aside(blobs or [], lambda b: _text(b[0]))
+                blobs = blobs or []
+                if blobs and type(blobs[0][0]) is not str:
+                    # PostgreSQL's arrays hand names back as bytea: decoded once, here.
+                    blobs = [(_text(c), _text(t), d) for c, t, d in blobs]
+                blobs, unread = set_aside(blobs, _first)
                 values = checkpoint["channel_values"] = unread
                 # A checkpoint from before format v4: its parent's sends, which the row
                 # carried, read in the same go as its blobs (`needs_parent_sends` asked
                 # with the values known so far: those set aside, then the blobs' channels).
                 sends = row[12]
                 if sends and (
-                    not needs_parent_sends(checkpoint, parent)
-                    or any(_text(b[0]) == TASKS for b in blobs)
+                    not needs_parent_sends(checkpoint, parent) or any(b[0] == TASKS for b in blobs)
                 ):
                     sends = None
                 elif sends:
@@ -139,7 +142,7 @@ class OrmReading:
                     typed += [send[2:] for send in sends]
                 loaded = self._plain_loads(typed, seen) if plain and typed else None
                 if loaded is not None:
-                    channels = (_text(b[0]) for b in blobs)
+                    channels = (b[0] for b in blobs)
                     values.update(zip(channels, loaded[: len(blobs)], strict=True))
                     if sends:
                         migrate_parent_sends(
@@ -147,11 +150,10 @@ class OrmReading:
                         )
                         sends = None
                 else:
-                    for channel, blob_type, data in blobs or ():
-                        channel = _text(channel)
+                    for channel, blob_type, data in blobs:
                         values[channel] = decode_at(
-                            lambda t=_text(blob_type), d=data, c=channel, a=at, v=versions: (
-                                self._load(t, d, lambda: _blob_place(a, c, v))
+                            lambda t=blob_type, d=data, c=channel, a=at, v=versions: self._load(
+                                t, d, lambda: _blob_place(a, c, v)
                             ),
                             part=("channel", channel),
                             **at,
@@ -263,6 +265,15 @@ def _blob_place(at: dict, channel: Any, versions: dict) -> Place:
 
 def _text(value: Any) -> str:
     """Names come back as bytea from the PostgreSQL arrays and as str from the ORM."""
+    kind = type(value)
+    if kind is bytes:
+        return value.decode()
+    if kind is str:
+        return value
     if isinstance(value, memoryview):
         value = bytes(value)
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _first(item: tuple) -> Any:
+    return item[0]

@@ -1,7 +1,7 @@
 """The saver on PostgreSQL: its put and writes, sync and async side by side, and how its
 statements (`sql`, which also holds their libpq path) are run on pooled connections (`pool`).
 
-A put reads in three files: this one (`_store_checkpoint`, `_write`), `sql` (PUT, its
+A put reads in three files: this one (`_store_checkpoint`, `_direct`), `sql` (PUT, its
 parameters and `sql.run`) and `pool` (the connection it runs on).
 
 Each write and read is one statement on a pooled connection; the async hot paths (aput,
@@ -85,13 +85,32 @@ def _session_dropped(conn, prepare: bool, exc: Exception) -> bool:
     return prepare and _idle(conn) and isinstance(exc, psycopg.errors.InvalidSqlStatementName)
 
 
-# The statements a graph step writes, sent through libpq without psycopg's cursor where
-# the connection allows (`_write`); PUT's row is the thread's key and the stamped level.
+# The statements a graph step writes and get_tuple reads, sent through libpq without
+# psycopg's cursor where the connection allows (`_direct`); PUT's row is the thread's key
+# and the stamped level, a get's rows are loaded as the cursor's fetchall loads them.
 _DIRECT = {
     PUT: pgsql.Statement(PUT, columns=(int, bytes.decode)),
     PUT_WRITES_KEEP: pgsql.Statement(PUT_WRITES_KEEP),
     PUT_WRITES_REPLACE: pgsql.Statement(PUT_WRITES_REPLACE),
+    GET_LATEST: pgsql.Statement(GET_LATEST, rows=True),
+    GET_BY_ID: pgsql.Statement(GET_BY_ID, rows=True),
 }
+
+
+def _statement(sql: str) -> pgsql.Statement:
+    """The direct form of ``sql``: one of `_DIRECT`, else a list page's (made once per
+    filter shape: `sql.list_page` has a few dozen)."""
+    statement = _DIRECT.get(sql)
+    if statement is None:
+        statement = _DIRECT[sql] = pgsql.Statement(sql, rows=True)
+    return statement
+
+
+def _answer(cur, statement: pgsql.Statement):
+    """What `_direct` returns, from the cursor it falls back to: as `sql.run` answers."""
+    if statement.rows:
+        return cur.fetchall()
+    return cur.fetchone() if statement.columns else None
 
 
 class PostgresStore(OrmSaver):
@@ -131,12 +150,12 @@ class PostgresStore(OrmSaver):
             # trips. Its own level is stamped, so none is read beforehand (reading it
             # would use, or open, a connection of the calling thread's own).
             self._stamp_row(row, plan, level="")
-            _, plan.durability["level"] = self._write(PUT, put_params(row, blobs))
+            _, plan.durability["level"] = self._direct(PUT, put_params(row, blobs))
             return
         # The prune joins the put's transaction.
         with transaction.atomic(using=self.using):
             self._stamp_row(row, plan, level="")
-            thread_pk, plan.durability["level"] = self._write(PUT, put_params(row, blobs))
+            thread_pk, plan.durability["level"] = self._direct(PUT, put_params(row, blobs))
             self._prune_pk(thread_pk, self.max_checkpoints, only_ns=plan.ns)
 
     async def _astore_checkpoint(self, plan: PutPlan) -> None:
@@ -147,14 +166,14 @@ class PostgresStore(OrmSaver):
             owner = await self._in_thread(self._owner_pk, plan.owner)
         row, blobs = self._checkpoint_row(plan, owner)
         self._stamp_row(row, plan, level="")
-        _, plan.durability["level"] = await self._awrite(PUT, put_params(row, blobs))
+        _, plan.durability["level"] = await self._adirect(PUT, put_params(row, blobs))
 
     # -- put_writes: one statement (sql.PUT_WRITES_KEEP or _REPLACE) ------------------------
     def _store_writes(self, plan: WritesPlan) -> None:
-        self._write(*writes_statement(plan, self._write_rows(plan)))
+        self._direct(*writes_statement(plan, self._write_rows(plan)))
 
     async def _astore_writes(self, plan: WritesPlan) -> None:
-        await self._awrite(*writes_statement(plan, self._write_rows(plan)))
+        await self._adirect(*writes_statement(plan, self._write_rows(plan)))
 
     def _encode_batch(self, plans: list[PutPlan], writes: list[WritesPlan]) -> dict | None:
         # A batch put by a user is not an import's: its owner is looked up on a connection.
@@ -260,19 +279,20 @@ class PostgresStore(OrmSaver):
             conn, prepare, lambda prepare: cur.execute(sql, params, prepare=prepare, **options)
         )
 
-    def _write(self, sql: str, params: dict):
-        """Run one of the `_DIRECT` statements; its first row, if it returns rows.
+    def _direct(self, sql: str, params: dict):
+        """Run one of the `_DIRECT` statements: a read's rows; a write's first row, if it
+        returns rows.
 
         Through libpq (`sql.run`) on an idle autocommit connection; on a cursor inside a
         caller's transaction, or for a parameter `sql.encode` does not encode.
         """
-        statement = _DIRECT[sql]
+        statement = _statement(sql)
         with statement_connection(self.using, pooled=self.pooled) as (conn, _):
             encoded = pgsql.encode(statement, params) if pgsql.usable(conn) else None
             if encoded is None:
                 with psycopg.Cursor(conn) as cur:
-                    self._execute(cur, sql, params)
-                    return cur.fetchone() if statement.columns else None
+                    self._execute(cur, sql, params, binary=statement.rows)
+                    return _answer(cur, statement)
             prepare = prepared_statements_allowed(self.using, self.prepare_mode, conn)
             return self._retried(
                 conn, prepare, lambda prepare: pgsql.run(conn, statement, encoded, prepare=prepare)
@@ -300,14 +320,16 @@ class PostgresStore(OrmSaver):
             conn, prepare, lambda prepare: cur.execute(sql, params, prepare=prepare, **options)
         )
 
-    async def _awrite(self, sql: str, params: dict):
-        """`_write` on the async pool (no standby bound: `OrmAsync` checks it is unset)."""
-        statement = _DIRECT[sql]
+    async def _adirect(self, sql: str, params: dict):
+        """`_direct` on the async pool (no standby bound: `OrmAsync` checks it is unset)."""
+        statement = _statement(sql)
         async with async_statement_connection(self.using) as conn:
             encoded = pgsql.encode(statement, params) if pgsql.usable(conn) else None
             if encoded is None:
                 async with psycopg.AsyncCursor(conn) as cur:
-                    await self._aexecute(cur, sql, params)
+                    await self._aexecute(cur, sql, params, binary=statement.rows)
+                    if statement.rows:
+                        return await cur.fetchall()
                     return (await cur.fetchone()) if statement.columns else None
             prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, conn)
             return await self._aretried(
@@ -394,28 +416,16 @@ class PostgresStore(OrmSaver):
         )
 
     def _get_rows(self, params: dict) -> list[tuple]:
-        sql = GET_BY_ID if params["checkpoint_id"] else GET_LATEST
-        with self._raw_cursor(sql) as cur:
-            self._execute(cur, sql, params, binary=True)
-            return cur.fetchall()
+        return self._direct(GET_BY_ID if params["checkpoint_id"] else GET_LATEST, params)
 
     async def _aget_rows(self, params: dict) -> list[tuple]:
-        sql = GET_BY_ID if params["checkpoint_id"] else GET_LATEST
-        async with async_statement_cursor(self.using, sql) as cur:
-            await self._aexecute(cur, sql, params, binary=True)
-            return await cur.fetchall()
+        return await self._adirect(GET_BY_ID if params["checkpoint_id"] else GET_LATEST, params)
 
     def _page(self, params, wanted, cursor, size) -> list[tuple]:
-        sql, values = page_statement(params, wanted, cursor, size)
-        with self._raw_cursor(sql) as cur:
-            self._execute(cur, sql, values, binary=True)
-            return cur.fetchall()
+        return self._direct(*page_statement(params, wanted, cursor, size))
 
     async def _apage(self, params, wanted, cursor, size) -> list[tuple]:
-        sql, values = page_statement(params, wanted, cursor, size)
-        async with async_statement_cursor(self.using, sql) as cur:
-            await self._aexecute(cur, sql, values, binary=True)
-            return await cur.fetchall()
+        return await self._adirect(*page_statement(params, wanted, cursor, size))
 
     def _delete_round(self, thread_ids: list[str]) -> None:
         """Delete the threads whole, a statement per thousand (sql.DELETE_THREADS);

@@ -21,7 +21,9 @@ type (`encode`), and it goes out with `PGconn.send_query_prepared` (or unnamed w
 statements are not allowed), waited on with psycopg's own generator (`run`, `arun`); a
 failure raises psycopg's own exception for it. A connection in a transaction, or not
 speaking UTF-8, or a parameter of a type not encoded here, takes the cursor instead
-(`encode` says so).
+(`encode` says so). The reads (get_tuple, a page of list) go the same way and ask for
+their rows in binary, loaded by psycopg's own loaders (`Statement`'s ``rows``): a legacy
+get latest 1.49-1.54x -> 1.54-1.61x PostgresSaver's (`bench.legacy`, bench/README).
 
 The arrays (`TextArray`, `ByteaArray`, `Int4Array`) go in binary without psycopg's
 generic list adapter, on this path and the cursor's alike. psycopg adapts a plain list by
@@ -46,7 +48,7 @@ from datetime import datetime
 import psycopg
 from psycopg import errors, generators
 from psycopg._encodings import conn_encoding
-from psycopg.adapt import Dumper
+from psycopg.adapt import Dumper, Transformer
 from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.types.json import Jsonb
 
@@ -553,20 +555,31 @@ psycopg.adapters.register_dumper(Int4Array, Int4ArrayDumper)
 _PARAMETER = re.compile(r"%\((\w+)\)s")
 # What this module prepared on a connection, kept on the connection itself.
 _PREPARED = "_checkpoints_prepared"
+# The Transformer a connection's reads load their rows with (`_all_rows`).
+_LOADER = "_checkpoints_loader"
 _FAILED = (ExecStatus.FATAL_ERROR, ExecStatus.BAD_RESPONSE)
 _IDLE = TransactionStatus.IDLE
 
 
 class Statement:
     """One statement in libpq's ``$n`` form, named on the server by a digest of its text
-    (never psycopg's ``_pg3_N``, so the two cannot take each other's name); ``columns``
-    turn its first row's text values into Python ones."""
+    (never psycopg's ``_pg3_N``, so the two cannot take each other's name).
 
-    __slots__ = ("sql", "query", "names", "name", "columns")
+    A write's answer is its first row, in text: ``columns`` turn its values into Python
+    ones. A read (``rows``) asks for every row in binary and loads them with psycopg's own
+    loaders, through a `Transformer` the connection keeps: the rows a cursor's ``fetchall``
+    would give, without the cursor.
+    """
 
-    def __init__(self, sql: str, columns: tuple[Callable[[bytes], object], ...] = ()):
+    __slots__ = ("sql", "query", "names", "name", "columns", "rows", "result_format")
+
+    def __init__(
+        self, sql: str, columns: tuple[Callable[[bytes], object], ...] = (), *, rows=False
+    ):
         if "%%" in sql:
             raise ValueError("a direct statement holds no literal '%'")
+        if rows and columns:
+            raise ValueError("a read's rows are loaded by psycopg: it names no columns")
         names: list[str] = []
 
         def number(match: re.Match) -> str:
@@ -579,6 +592,8 @@ class Statement:
         self.names = tuple(names)
         self.name = b"checkpoints_" + hashlib.sha1(self.query).hexdigest()[:24].encode()
         self.columns = columns
+        self.rows = rows
+        self.result_format = Format.BINARY if rows else Format.TEXT
 
 
 def usable(conn) -> bool:
@@ -643,14 +658,22 @@ def _prepare_or_send(conn, statement: Statement, values, formats, prepare: bool)
     """Send the statement; True when it must be prepared first (the caller waits for that)."""
     pgconn = conn.pgconn
     if not prepare:
-        pgconn.send_query_params(statement.query, values, None, formats)
+        pgconn.send_query_params(
+            statement.query, values, None, formats, result_format=statement.result_format
+        )
         return False
     prepared = conn.__dict__.get(_PREPARED)
     if prepared is not None and statement.name in prepared:
-        pgconn.send_query_prepared(statement.name, values, formats)
+        _send_prepared(conn, statement, values, formats)
         return False
     pgconn.send_prepare(statement.name, statement.query)
     return True
+
+
+def _send_prepared(conn, statement: Statement, values, formats) -> None:
+    conn.pgconn.send_query_prepared(
+        statement.name, values, formats, result_format=statement.result_format
+    )
 
 
 def _prepared(conn, statement: Statement) -> None:
@@ -663,8 +686,11 @@ def _check(conn, results: list) -> None:
             raise errors.error_from_result(result, encoding=conn.info.encoding)
 
 
-def _first_row(conn, statement: Statement, results: list):
+def _answer(conn, statement: Statement, results: list):
+    """A read's rows; a write's first row (or None)."""
     _check(conn, results)
+    if statement.rows:
+        return _all_rows(conn, results[-1])
     if not statement.columns:
         return None
     result = results[-1]
@@ -676,15 +702,31 @@ def _first_row(conn, statement: Statement, results: list):
     )
 
 
+def _all_rows(conn, result) -> list[tuple]:
+    """Every row of ``result``, as a cursor's ``fetchall`` loads them."""
+    tx = conn.__dict__.get(_LOADER)
+    if tx is None:
+        # Its loaders are the connection's (psycopg's C ones where installed); set_pgresult
+        # picks them per column of each result, as a cursor's does.
+        tx = conn.__dict__[_LOADER] = Transformer(conn)
+    tx.set_pgresult(result, format=Format.BINARY)
+    try:
+        return tx.load_rows(0, result.ntuples, tuple)
+    finally:
+        # An idle connection keeps no result (a large document's would stay in memory).
+        tx.set_pgresult(None)
+
+
 def run(conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool):
-    """Run ``statement`` with `encode`'s values on ``conn``; its first row (or None)."""
+    """Run ``statement`` with `encode`'s values on ``conn``: a read's rows, a write's first
+    row (or None)."""
     values, formats = encoded
     with conn.lock:
         if _prepare_or_send(conn, statement, values, formats, prepare):
             _check(conn, conn.wait(generators.execute(conn.pgconn)))
             _prepared(conn, statement)
-            conn.pgconn.send_query_prepared(statement.name, values, formats)
-        return _first_row(conn, statement, conn.wait(generators.execute(conn.pgconn)))
+            _send_prepared(conn, statement, values, formats)
+        return _answer(conn, statement, conn.wait(generators.execute(conn.pgconn)))
 
 
 async def arun(conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool):
@@ -694,8 +736,8 @@ async def arun(conn, statement: Statement, encoded: tuple[list, list], *, prepar
         if _prepare_or_send(conn, statement, values, formats, prepare):
             _check(conn, await conn.wait(generators.execute(conn.pgconn)))
             _prepared(conn, statement)
-            conn.pgconn.send_query_prepared(statement.name, values, formats)
-        return _first_row(conn, statement, await conn.wait(generators.execute(conn.pgconn)))
+            _send_prepared(conn, statement, values, formats)
+        return _answer(conn, statement, await conn.wait(generators.execute(conn.pgconn)))
 
 
 def forget_prepared(conn) -> None:

@@ -196,18 +196,25 @@ def test_a_legacy_get_is_one_statement(store, provider):
     else:
         import psycopg
 
+        from checkpoints.store.postgres import sql as pgwire
+
+        # Both ways a statement leaves: psycopg's cursor, and libpq directly (`sql.run`).
         seen = []
-        real_execute = psycopg.Cursor.execute
+        real_execute, real_run = psycopg.Cursor.execute, pgwire.run
 
         def execute(self, query, *args, **kwargs):
             seen.append(str(query))
             return real_execute(self, query, *args, **kwargs)
 
-        psycopg.Cursor.execute = execute
+        def run(conn, statement, *args, **kwargs):
+            seen.append(statement.sql)
+            return real_run(conn, statement, *args, **kwargs)
+
+        psycopg.Cursor.execute, pgwire.run = execute, run
         try:
             tup = store.get_tuple(root)
         finally:
-            psycopg.Cursor.execute = real_execute
+            psycopg.Cursor.execute, pgwire.run = real_execute, real_run
         statements = seen
     reads = [s for s in statements if "SELECT" in s.upper()]
     assert len(reads) == 1, reads

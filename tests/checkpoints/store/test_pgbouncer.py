@@ -175,7 +175,9 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
     assert forced.prepare_mode == "on"
     checkpoint = empty_checkpoint()
     forced.put({"configurable": {"thread_id": "clash", "checkpoint_ns": ""}}, checkpoint, {}, {})
-    # The read goes through psycopg's cursor (the put does not: `postgres.sql` names its own).
+    # A batch goes through psycopg's cursor (the put and the reads do not: `postgres.sql`
+    # names their statements itself).
+    forced.put_many([(config_for("clash-batch", ns=""), empty_checkpoint(), {}, {})])
     assert forced.get_tuple({"configurable": {"thread_id": "clash"}}) is not None
     url = bounced_url(pgbouncer_port)
     params = {"thread_id": "clash", "ns": "", "checkpoint_id": None}
@@ -183,7 +185,7 @@ def test_a_prepared_statement_the_pooler_lost_never_reaches_the_user_raw(
         psycopg.connect(url, autocommit=True) as second,
         psycopg.connect(url, autocommit=True) as third,
     ):
-        # Every client names its first prepared statement _pg3_0; the saver's read prepared
+        # Every client names its first prepared statement _pg3_0; the saver's batch prepared
         # one on the server connection PgBouncer now hands to the next client in turn.
         with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
             second.execute("SELECT %s::text", ["x"], prepare=True)
@@ -214,7 +216,8 @@ def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
     forced = get_saver("postgres", using="pgb")
     checkpoint = empty_checkpoint()
     forced.put({"configurable": {"thread_id": "aclash", "checkpoint_ns": ""}}, checkpoint, {}, {})
-    assert forced.get_tuple({"configurable": {"thread_id": "aclash"}}) is not None  # _pg3_0
+    forced.put_many([(config_for("aclash-batch", ns=""), empty_checkpoint(), {}, {})])  # _pg3_0
+    assert forced.get_tuple({"configurable": {"thread_id": "aclash"}}) is not None
     url = bounced_url(pgbouncer_port)
     params = {"thread_id": "aclash", "ns": "", "checkpoint_id": None}
 
@@ -237,16 +240,17 @@ def test_an_async_call_rides_out_a_prepared_statement_the_pooler_lost(
     close_pools()
 
 
+@pytest.mark.parametrize("call", ["put", "get"])
 @pytest.mark.parametrize("lost", ["taken", "gone"])
 @pytest.mark.parametrize("flavour", ["sync", "async"])
-def test_a_put_rides_out_its_own_prepared_statement_the_pooler_lost(
-    bounced, pgbouncer_port, settings, lost, flavour
+def test_a_direct_statement_rides_out_its_own_prepared_statement_the_pooler_lost(
+    bounced, pgbouncer_port, settings, lost, flavour, call
 ):
-    """The put and the writes prepare under names of their own (`postgres.sql`), so the clash
-    there takes other shapes: the server connection PgBouncer hands over already holds the
-    name ("taken": another client prepared it), or no longer holds what this client
-    prepared ("gone": DEALLOCATE ALL ran there). Either way the call lands, unprepared,
-    and the process stops preparing behind this pooler."""
+    """The put, the writes and the reads prepare under names of their own (`postgres.sql`),
+    so the clash there takes other shapes: the server connection PgBouncer hands over
+    already holds the name ("taken": another client prepared it), or no longer holds what
+    this client prepared ("gone": DEALLOCATE ALL ran there). Either way the call lands,
+    unprepared, and the process stops preparing behind this pooler."""
     import psycopg
 
     from checkpoints.store.postgres.pool import close_pools
@@ -254,7 +258,7 @@ def test_a_put_rides_out_its_own_prepared_statement_the_pooler_lost(
     close_pools()
     settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_PREPARED_STATEMENTS": True}
     forced = get_saver("postgres", using="pgb")
-    thread = f"own-{lost}-{flavour}"
+    thread = f"own-{lost}-{flavour}-{call}"
 
     config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
@@ -267,20 +271,28 @@ def test_a_put_rides_out_its_own_prepared_statement_the_pooler_lost(
 
     def both() -> dict:
         forced.put(config, empty_checkpoint(), {"step": 1}, {})
+        if call == "get":
+            forced.get_tuple(config)
         assert prepared_statements_allowed("pgb", "on", None)
         lose_it()
+        if call == "get":
+            return forced.get_tuple(config).config
         return forced.put(config, empty_checkpoint(), {"step": 2}, {})
 
     async def aboth() -> dict:
         await forced.aput(config, empty_checkpoint(), {"step": 1}, {})
+        if call == "get":
+            await forced.aget_tuple(config)
         assert prepared_statements_allowed("pgb", "on", None)
         lose_it()  # on this loop: its pool's connection is the one that must notice
+        if call == "get":
+            return (await forced.aget_tuple(config)).config
         return await forced.aput(config, empty_checkpoint(), {"step": 2}, {})
 
     landed = both() if flavour == "sync" else asyncio.run(aboth())
     assert not prepared_statements_allowed("pgb", "on", None)
     stored = forced.get_tuple(landed)
-    assert stored is not None and stored.metadata["step"] == 2
+    assert stored is not None and stored.metadata["step"] == (2 if call == "put" else 1)
     with psycopg.connect(bounced_url(pgbouncer_port), autocommit=True) as other:
         other.execute("DEALLOCATE ALL")
     close_pools()

@@ -1,7 +1,7 @@
-"""The put and the writes go to PostgreSQL through libpq without psycopg's cursor
-(`checkpoints.store.postgres.sql`). What the server receives must be what psycopg's cursor
-would have sent, a failure must be psycopg's own exception, and whatever it does not
-encode goes to the cursor instead."""
+"""The put, the writes and the reads go to PostgreSQL through libpq without psycopg's
+cursor (`checkpoints.store.postgres.sql`). What the server receives must be what psycopg's
+cursor would have sent, a read's rows what its fetchall would have given, a failure must be
+psycopg's own exception, and whatever it does not encode goes to the cursor instead."""
 
 from __future__ import annotations
 
@@ -300,3 +300,116 @@ def test_a_rollback_that_drops_the_sessions_statements_costs_one_prepare_not_the
     if flavour == "sync":
         assert put_name in server_statements(conn)
     assert saver.get_tuple(head).metadata["step"] == 2
+
+
+# A read's rows: every type the store's reads return, NULLs among them, and as many rows
+# as the parameter asks (none at all too).
+ROWS = pgwire.Statement(
+    "SELECT g, %(s)s::text, %(b)s::bytea, %(j)s::jsonb, %(t)s::timestamptz, "
+    "array[array[convert_to(%(s)s::text, 'UTF8'), %(b)s::bytea]], NULL::bytea[], "
+    "CASE WHEN mod(g, 2) = 0 THEN %(j)s::jsonb END "
+    "FROM generate_series(1, %(n)s::int) AS g",
+    rows=True,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    s=texts,
+    b=st.binary(max_size=300),
+    j=st.recursive(
+        st.none() | st.booleans() | st.integers(-(10**12), 10**12) | texts,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+        max_leaves=8,
+    ),
+    n=st.integers(0, 5),
+    prepare=st.booleans(),
+)
+def test_a_reads_rows_are_the_cursors_fetchall(conn, s, b, j, n, prepare):
+    params = dict(s=s, b=b, j=Jsonb(j), t=datetime.now(UTC), n=n)
+    direct = pgwire.run(conn, ROWS, pgwire.encode(ROWS, params), prepare=prepare)
+    with conn.cursor() as cur:
+        cur.execute(ROWS.sql, params, prepare=prepare, binary=True)
+        assert direct == cur.fetchall()
+    assert len(direct) == n
+    # The connection keeps one transformer for its reads, holding no result between them.
+    assert conn._checkpoints_loader.pgresult is None
+    assert pgwire.usable(conn)
+
+
+def test_async_reads_the_same_rows(conn):
+    params = dict(s="é", b=b"\x00\xff", j=Jsonb({"a": [1, None]}), t=datetime.now(UTC), n=3)
+    with conn.cursor() as cur:
+        expected = cur.execute(ROWS.sql, params, binary=True).fetchall()
+
+    async def run() -> list:
+        info = _conninfo(connections["pg"].settings_dict)
+        async with await psycopg.AsyncConnection.connect(info, autocommit=True) as aconn:
+            encoded = pgwire.encode(ROWS, params)
+            return [await pgwire.arun(aconn, ROWS, encoded, prepare=p) for p in (True, True, False)]
+
+    assert asyncio.run(run()) == [expected] * 3
+
+
+def test_a_failing_read_raises_psycopgs_exception_and_leaves_the_connection_idle(conn):
+    statement = pgwire.Statement("SELECT 1 / g FROM generate_series(0, %(n)s::int) g", rows=True)
+    for prepare in (False, True):
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            pgwire.run(conn, statement, pgwire.encode(statement, {"n": 1}), prepare=prepare)
+        assert pgwire.usable(conn)
+    statement = pgwire.Statement("SELECT g FROM generate_series(1, %(n)s::int) g", rows=True)
+    assert pgwire.run(conn, statement, pgwire.encode(statement, {"n": 2}), prepare=True) == [
+        (1,),
+        (2,),
+    ]
+
+
+def test_a_read_names_no_columns():
+    with pytest.raises(ValueError, match="names no columns"):
+        pgwire.Statement("SELECT 1", columns=(int,), rows=True)
+
+
+def test_the_store_reads_through_it_and_falls_back_to_the_cursor_alike(request, monkeypatch):
+    """get_tuple and list's pages (sync and async) go out through libpq; inside the caller's
+    transaction they take the cursor, and the tuples are the same."""
+    saver = make_saver(request, "postgres")
+    head = saver.put(config_for("pgwire-reads", None, ns=""), empty_checkpoint(), {"a": 1}, {})
+    saver.put_writes(head, [("c", b"\x00")], "task", "path")
+    direct: list[str] = []
+    run, arun = pgwire.run, pgwire.arun
+
+    def counted(conn, statement, encoded, **options):
+        direct.append(statement.sql)
+        return run(conn, statement, encoded, **options)
+
+    async def acounted(conn, statement, encoded, **options):
+        direct.append(statement.sql)
+        return await arun(conn, statement, encoded, **options)
+
+    monkeypatch.setattr(pgwire, "run", counted)
+    monkeypatch.setattr(pgwire, "arun", acounted)
+    root = config_for("pgwire-reads", None, ns="")
+
+    def reads():
+        return [saver.get_tuple(root), saver.get_tuple(head), *saver.list(root)]
+
+    async def areads():
+        return [
+            await saver.aget_tuple(root),
+            await saver.aget_tuple(head),
+            *[t async for t in saver.alist(root)],
+        ]
+
+    through = reads()
+    assert {pgwire.GET_LATEST, pgwire.GET_BY_ID} <= set(direct)
+    assert any("LIMIT %(limit)s" in sql for sql in direct)
+    assert len(direct) == 3
+    assert asyncio.run(areads()) == through
+    assert len(direct) == 6
+    with transaction.atomic(using=saver.using):
+        assert reads() == through
+    assert len(direct) == 6
+    assert through[0].pending_writes == [("task", "c", b"\x00")]
+    assert through[0].metadata == {"a": 1}
