@@ -182,3 +182,22 @@ def corrupt_values(saver, thread_id: str, typed: tuple[str, bytes], channel: str
         for field in client.hgetall(key):
             if not channel or unpack(field)[0].decode() == channel:
                 client.hset(key, field, pack(*typed))
+
+
+def watch_pgwire(monkeypatch, record) -> None:
+    """Every statement the PostgreSQL saver sends through libpq (`sql.run` and `sql.arun`),
+    sync or async, first handed to ``record(conn, statement, options)``."""
+    from checkpoints.store.postgres import sql as pgwire
+
+    run, arun = pgwire.run, pgwire.arun
+
+    def watched(conn, statement, encoded, **options):
+        record(conn, statement, options)
+        return run(conn, statement, encoded, **options)
+
+    async def awatched(conn, statement, encoded, **options):
+        record(conn, statement, options)
+        return await arun(conn, statement, encoded, **options)
+
+    monkeypatch.setattr(pgwire, "run", watched)
+    monkeypatch.setattr(pgwire, "arun", awatched)

@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
 from checkpoints.store.postgres import pool
 from checkpoints.store.postgres.pool import _conninfo
-from tests.store_helpers import config_for, make_saver
+from tests.store_helpers import config_for, make_saver, watch_pgwire
 
 pytestmark = [
     pytest.mark.postgres,
@@ -183,11 +183,9 @@ def test_asyncio_run_returns_while_the_pool_is_still_opening_a_connection(tmp_pa
 def sent(pg, monkeypatch) -> list[str]:
     """The statements the saver sends (sync and async, on its cursors and through
     `pgwire`), in order."""
-    from checkpoints.store.postgres import sql as pgwire
 
     seen: list[str] = []
     execute, aexecute = pg._execute, pg._aexecute
-    run, arun = pgwire.run, pgwire.arun
 
     def counted(cur, sql, params, **options):
         seen.append(sql)
@@ -197,18 +195,9 @@ def sent(pg, monkeypatch) -> list[str]:
         seen.append(sql)
         return await aexecute(cur, sql, params, **options)
 
-    def direct(conn, statement, encoded, **options):
-        seen.append(statement.sql)
-        return run(conn, statement, encoded, **options)
-
-    async def adirect(conn, statement, encoded, **options):
-        seen.append(statement.sql)
-        return await arun(conn, statement, encoded, **options)
-
     monkeypatch.setattr(pg, "_execute", counted)
     monkeypatch.setattr(pg, "_aexecute", acounted)
-    monkeypatch.setattr(pgwire, "run", direct)
-    monkeypatch.setattr(pgwire, "arun", adirect)
+    watch_pgwire(monkeypatch, lambda conn, statement, options: seen.append(statement.sql))
     return seen
 
 

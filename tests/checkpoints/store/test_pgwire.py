@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from checkpoints.store.postgres import sql as pgwire
 from checkpoints.store.postgres.pool import _conninfo
 from checkpoints.store.postgres.sql import ByteaArray, Int4Array, TextArray
-from tests.store_helpers import config_for, make_saver
+from tests.store_helpers import config_for, make_saver, watch_pgwire
 
 pytestmark = [
     pytest.mark.postgres,
@@ -164,14 +164,21 @@ def test_async_runs_the_same(conn):
         none=None,
     )
     expected, _ = through_both(conn, params, prepare=False)
+    assert arun_thrice(ECHO, params) == [expected] * 3
+
+
+def arun_thrice(statement: pgwire.Statement, params: dict) -> list:
+    """``statement``'s answers on an async connection: prepared, prepared again, unnamed."""
 
     async def run() -> list:
         info = _conninfo(connections["pg"].settings_dict)
         async with await psycopg.AsyncConnection.connect(info, autocommit=True) as aconn:
-            encoded = pgwire.encode(ECHO, params)
-            return [await pgwire.arun(aconn, ECHO, encoded, prepare=p) for p in (True, True, False)]
+            encoded = pgwire.encode(statement, params)
+            return [
+                await pgwire.arun(aconn, statement, encoded, prepare=p) for p in (True, True, False)
+            ]
 
-    assert asyncio.run(run()) == [expected] * 3
+    return asyncio.run(run())
 
 
 class TaskId(str):
@@ -196,13 +203,7 @@ def test_a_connection_in_a_transaction_is_not_used(conn):
 def test_the_store_writes_through_it_and_falls_back_to_the_cursor_alike(request, monkeypatch):
     saver = make_saver(request, "postgres")
     direct: list[str] = []
-    run = pgwire.run
-
-    def counted(conn, statement, encoded, **options):
-        direct.append(statement.sql)
-        return run(conn, statement, encoded, **options)
-
-    monkeypatch.setattr(pgwire, "run", counted)
+    watch_pgwire(monkeypatch, lambda conn, statement, options: direct.append(statement.sql))
     config = saver.put(config_for("pgwire-fallback", None, ns=""), empty_checkpoint(), {}, {})
     saver.put_writes(config, [("b", 2)], "task-plain", "path")
     # The put's statement and the writes' (the put's twice if an earlier test left this
@@ -246,18 +247,9 @@ def test_a_rollback_that_drops_the_sessions_statements_costs_one_prepare_not_the
     saver = make_saver(request, "postgres")
     assert saver.pooled
     calls: list[tuple[object, bool]] = []
-    run, arun = pgwire.run, pgwire.arun
-
-    def counted(conn, statement, encoded, **options):
-        calls.append((conn, options["prepare"]))
-        return run(conn, statement, encoded, **options)
-
-    async def acounted(conn, statement, encoded, **options):
-        calls.append((conn, options["prepare"]))
-        return await arun(conn, statement, encoded, **options)
-
-    monkeypatch.setattr(pgwire, "run", counted)
-    monkeypatch.setattr(pgwire, "arun", acounted)
+    watch_pgwire(
+        monkeypatch, lambda conn, statement, options: calls.append((conn, options["prepare"]))
+    )
     put_name = pgwire.Statement(pgwire.PUT).name.decode()
     config = config_for(f"dropped-{flavour}", None, ns="")
 
@@ -343,14 +335,7 @@ def test_async_reads_the_same_rows(conn):
     params = dict(s="é", b=b"\x00\xff", j=Jsonb({"a": [1, None]}), t=datetime.now(UTC), n=3)
     with conn.cursor() as cur:
         expected = cur.execute(ROWS.sql, params, binary=True).fetchall()
-
-    async def run() -> list:
-        info = _conninfo(connections["pg"].settings_dict)
-        async with await psycopg.AsyncConnection.connect(info, autocommit=True) as aconn:
-            encoded = pgwire.encode(ROWS, params)
-            return [await pgwire.arun(aconn, ROWS, encoded, prepare=p) for p in (True, True, False)]
-
-    assert asyncio.run(run()) == [expected] * 3
+    assert arun_thrice(ROWS, params) == [expected] * 3
 
 
 def test_a_failing_read_raises_psycopgs_exception_and_leaves_the_connection_idle(conn):
@@ -378,18 +363,7 @@ def test_the_store_reads_through_it_and_falls_back_to_the_cursor_alike(request, 
     head = saver.put(config_for("pgwire-reads", None, ns=""), empty_checkpoint(), {"a": 1}, {})
     saver.put_writes(head, [("c", b"\x00")], "task", "path")
     direct: list[str] = []
-    run, arun = pgwire.run, pgwire.arun
-
-    def counted(conn, statement, encoded, **options):
-        direct.append(statement.sql)
-        return run(conn, statement, encoded, **options)
-
-    async def acounted(conn, statement, encoded, **options):
-        direct.append(statement.sql)
-        return await arun(conn, statement, encoded, **options)
-
-    monkeypatch.setattr(pgwire, "run", counted)
-    monkeypatch.setattr(pgwire, "arun", acounted)
+    watch_pgwire(monkeypatch, lambda conn, statement, options: direct.append(statement.sql))
     root = config_for("pgwire-reads", None, ns="")
 
     def reads():
