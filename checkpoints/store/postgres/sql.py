@@ -555,8 +555,6 @@ psycopg.adapters.register_dumper(Int4Array, Int4ArrayDumper)
 _PARAMETER = re.compile(r"%\((\w+)\)s")
 # What this module prepared on a connection, kept on the connection itself.
 _PREPARED = "_checkpoints_prepared"
-# The Transformer a connection's reads load their rows with (`_all_rows`).
-_LOADER = "_checkpoints_loader"
 _FAILED = (ExecStatus.FATAL_ERROR, ExecStatus.BAD_RESPONSE)
 _IDLE = TransactionStatus.IDLE
 
@@ -567,8 +565,8 @@ class Statement:
 
     A write's answer is its first row, in text: ``columns`` turn its values into Python
     ones. A read (``rows``) asks for every row in binary and loads them with psycopg's own
-    loaders, through a `Transformer` the connection keeps: the rows a cursor's ``fetchall``
-    would give, without the cursor.
+    loaders, those the connection has when the rows arrive: the rows a cursor's
+    ``fetchall`` would give, without the cursor.
     """
 
     __slots__ = ("sql", "query", "names", "name", "columns", "rows", "result_format")
@@ -667,6 +665,11 @@ def _prepare_or_send(conn, statement: Statement, values, formats, prepare: bool)
         _send_prepared(conn, statement, values, formats)
         return False
     pgconn.send_prepare(statement.name, statement.query)
+    # Marked before the answer: a call interrupted while it waits (a cancelled task, a
+    # timeout) may leave the server holding the statement, and preparing it again would
+    # be refused as a pooler's clash is, ending prepared statements for the process. One
+    # marked but not held is prepared again when the server says so (`_session_dropped`).
+    _prepared(conn, statement)
     return True
 
 
@@ -678,6 +681,15 @@ def _send_prepared(conn, statement: Statement, values, formats) -> None:
 
 def _prepared(conn, statement: Statement) -> None:
     conn.__dict__.setdefault(_PREPARED, set()).add(statement.name)
+
+
+def _prepare_answered(conn, results: list, statement: Statement) -> None:
+    """The prepare's answer: a refusal means the server holds no such statement for us."""
+    try:
+        _check(conn, results)
+    except psycopg.Error:
+        conn.__dict__.get(_PREPARED, set()).discard(statement.name)
+        raise
 
 
 def _check(conn, results: list) -> None:
@@ -703,18 +715,13 @@ def _answer(conn, statement: Statement, results: list):
 
 
 def _all_rows(conn, result) -> list[tuple]:
-    """Every row of ``result``, as a cursor's ``fetchall`` loads them."""
-    tx = conn.__dict__.get(_LOADER)
-    if tx is None:
-        # Its loaders are the connection's (psycopg's C ones where installed); set_pgresult
-        # picks them per column of each result, as a cursor's does.
-        tx = conn.__dict__[_LOADER] = Transformer(conn)
+    """Every row of ``result``, as a cursor's ``fetchall`` loads them: a transformer of the
+    connection's loaders as they are now (one registered since the last read included),
+    each column's picked by ``set_pgresult`` as a cursor's is. Made per read (3-5 us) and
+    dropped with the result, so an idle connection holds neither."""
+    tx = Transformer(conn)
     tx.set_pgresult(result, format=Format.BINARY)
-    try:
-        return tx.load_rows(0, result.ntuples, tuple)
-    finally:
-        # An idle connection keeps no result (a large document's would stay in memory).
-        tx.set_pgresult(None)
+    return tx.load_rows(0, result.ntuples, tuple)
 
 
 def run(conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool):
@@ -723,8 +730,7 @@ def run(conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool
     values, formats = encoded
     with conn.lock:
         if _prepare_or_send(conn, statement, values, formats, prepare):
-            _check(conn, conn.wait(generators.execute(conn.pgconn)))
-            _prepared(conn, statement)
+            _prepare_answered(conn, conn.wait(generators.execute(conn.pgconn)), statement)
             _send_prepared(conn, statement, values, formats)
         return _answer(conn, statement, conn.wait(generators.execute(conn.pgconn)))
 
@@ -734,8 +740,7 @@ async def arun(conn, statement: Statement, encoded: tuple[list, list], *, prepar
     values, formats = encoded
     async with conn.lock:
         if _prepare_or_send(conn, statement, values, formats, prepare):
-            _check(conn, await conn.wait(generators.execute(conn.pgconn)))
-            _prepared(conn, statement)
+            _prepare_answered(conn, await conn.wait(generators.execute(conn.pgconn)), statement)
             _send_prepared(conn, statement, values, formats)
         return _answer(conn, statement, await conn.wait(generators.execute(conn.pgconn)))
 

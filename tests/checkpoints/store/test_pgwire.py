@@ -15,7 +15,7 @@ from django.db import connections, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 from checkpoints.store.postgres import sql as pgwire
 from checkpoints.store.postgres.pool import _conninfo
@@ -324,10 +324,49 @@ def test_a_reads_rows_are_the_cursors_fetchall(conn, s, b, j, n, prepare):
     direct = pgwire.run(conn, ROWS, pgwire.encode(ROWS, params), prepare=prepare)
     with conn.cursor() as cur:
         cur.execute(ROWS.sql, params, prepare=prepare, binary=True)
-        assert direct == cur.fetchall()
+        fetched = cur.fetchall()
+    assert direct == fetched
+    assert [tuple(map(type, row)) for row in direct] == [tuple(map(type, r)) for r in fetched]
     assert len(direct) == n
-    # The connection keeps one transformer for its reads, holding no result between them.
-    assert conn._checkpoints_loader.pgresult is None
+    assert pgwire.usable(conn)
+
+
+def test_a_read_loads_with_the_loaders_the_connection_has_now(conn):
+    """A loader registered after a first read is the next read's, as it is a cursor's."""
+    params = dict(s="x", b=b"", j=Jsonb({"k": 1}), t=datetime.now(UTC), n=1)
+    encoded = pgwire.encode(ROWS, params)
+    assert pgwire.run(conn, ROWS, encoded, prepare=True)[0][3] == {"k": 1}
+    set_json_loads(lambda data: ("loaded", bytes(data)), conn)
+    again = pgwire.run(conn, ROWS, encoded, prepare=True)
+    with conn.cursor() as cur:
+        assert again == cur.execute(ROWS.sql, params, binary=True).fetchall()
+    assert again[0][3] == ("loaded", b'{"k": 1}')
+
+
+def test_a_call_interrupted_while_its_statement_is_prepared_prepares_it_once(conn):
+    """The server may hold a statement whose prepare's answer the caller never read (a
+    cancelled task, a timeout): the next call runs it, where preparing it again would be
+    refused as a pooler's clash is."""
+    statement = pgwire.Statement("SELECT g + 1 FROM generate_series(1, %(n)s::int) g", rows=True)
+    encoded = pgwire.encode(statement, {"n": 2})
+    wait = conn.wait
+
+    def interrupted(gen, *args, **kwargs):
+        wait(gen, *args, **kwargs)  # the prepare is answered, and then the caller is gone
+        conn.wait = wait
+        raise KeyboardInterrupt
+
+    conn.wait = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        pgwire.run(conn, statement, encoded, prepare=True)
+    assert pgwire.run(conn, statement, encoded, prepare=True) == [(2,), (3,)]
+    names = [row[0] for row in conn.execute("SELECT name FROM pg_prepared_statements")]
+    assert names == [statement.name.decode()]
+    # A prepare the server refuses is not taken for held: the next call prepares it.
+    bad = pgwire.Statement("SELECT %(n)s::int / 0 FROM no_such_table", rows=True)
+    for _ in range(2):
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            pgwire.run(conn, bad, pgwire.encode(bad, {"n": 1}), prepare=True)
     assert pgwire.usable(conn)
 
 
