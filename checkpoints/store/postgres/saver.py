@@ -287,7 +287,7 @@ class PostgresStore(OrmSaver):
         caller's transaction, or for a parameter `sql.encode` does not encode.
         """
         statement = _statement(sql)
-        with statement_connection(self.using, pooled=self.pooled) as (conn, _):
+        with statement_connection(self.using, pooled=self.pooled) as (conn, kept):
             encoded = pgsql.encode(statement, params) if pgsql.usable(conn) else None
             if encoded is None:
                 with psycopg.Cursor(conn) as cur:
@@ -295,7 +295,9 @@ class PostgresStore(OrmSaver):
                     return _answer(cur, statement)
             prepare = prepared_statements_allowed(self.using, self.prepare_mode, conn)
             return self._retried(
-                conn, prepare, lambda prepare: pgsql.run(conn, statement, encoded, prepare=prepare)
+                conn,
+                prepare,
+                lambda prepare: pgsql.run(conn, statement, encoded, prepare=prepare, kept=kept),
             )
 
     def _retried(self, conn, prepare: bool, send):
@@ -333,7 +335,10 @@ class PostgresStore(OrmSaver):
                     return (await cur.fetchone()) if statement.columns else None
             prepare = await aprepared_statements_allowed(self.using, self.prepare_mode, conn)
             return await self._aretried(
-                conn, prepare, lambda again: pgsql.arun(conn, statement, encoded, prepare=again)
+                conn,
+                prepare,
+                # The async pool's connections are the store's alone.
+                lambda again: pgsql.arun(conn, statement, encoded, prepare=again, kept=True),
             )
 
     async def _aretried(self, conn, prepare: bool, send):

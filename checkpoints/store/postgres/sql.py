@@ -555,6 +555,8 @@ psycopg.adapters.register_dumper(Int4Array, Int4ArrayDumper)
 _PARAMETER = re.compile(r"%\((\w+)\)s")
 # What this module prepared on a connection, kept on the connection itself.
 _PREPARED = "_checkpoints_prepared"
+# The transformer a connection only the store uses loads its reads' rows with (`_all_rows`).
+_LOADER = "_checkpoints_loader"
 _FAILED = (ExecStatus.FATAL_ERROR, ExecStatus.BAD_RESPONSE)
 _IDLE = TransactionStatus.IDLE
 
@@ -565,8 +567,7 @@ class Statement:
 
     A write's answer is its first row, in text: ``columns`` turn its values into Python
     ones. A read (``rows``) asks for every row in binary and loads them with psycopg's own
-    loaders, those the connection has when the rows arrive: the rows a cursor's
-    ``fetchall`` would give, without the cursor.
+    loaders: the rows a cursor's ``fetchall`` would give, without the cursor (`_all_rows`).
     """
 
     __slots__ = ("sql", "query", "names", "name", "columns", "rows", "result_format")
@@ -698,11 +699,11 @@ def _check(conn, results: list) -> None:
             raise errors.error_from_result(result, encoding=conn.info.encoding)
 
 
-def _answer(conn, statement: Statement, results: list):
+def _answer(conn, statement: Statement, results: list, kept: bool):
     """A read's rows; a write's first row (or None)."""
     _check(conn, results)
     if statement.rows:
-        return _all_rows(conn, results[-1])
+        return _all_rows(conn, results[-1], kept)
     if not statement.columns:
         return None
     result = results[-1]
@@ -714,35 +715,52 @@ def _answer(conn, statement: Statement, results: list):
     )
 
 
-def _all_rows(conn, result) -> list[tuple]:
-    """Every row of ``result``, as a cursor's ``fetchall`` loads them: a transformer of the
-    connection's loaders as they are now (one registered since the last read included),
-    each column's picked by ``set_pgresult`` as a cursor's is. Made per read (3-5 us) and
-    dropped with the result, so an idle connection holds neither."""
-    tx = Transformer(conn)
+def _all_rows(conn, result, kept: bool) -> list[tuple]:
+    """Every row of ``result``, as a cursor's ``fetchall`` loads them, through a transformer
+    of the connection's loaders (each column's picked by ``set_pgresult``, as a cursor's).
+
+    ``kept``: a connection only the store uses (its pool's) keeps its transformer, and with
+    it the loaders made at its first read, as the cursor it kept per statement did: a
+    transformer made per read cost a legacy get latest 6 % (`bench.legacy`, bench/README).
+    Any other connection (Django's, which a project may register loaders on) gets one per
+    read, with the loaders it has then."""
+    tx = conn.__dict__.get(_LOADER) if kept else None
+    if tx is None:
+        tx = Transformer(conn)
+        if kept:
+            conn.__dict__[_LOADER] = tx
     tx.set_pgresult(result, format=Format.BINARY)
-    return tx.load_rows(0, result.ntuples, tuple)
+    try:
+        return tx.load_rows(0, result.ntuples, tuple)
+    finally:
+        # An idle connection holds no result (a large document's would stay in memory).
+        tx.set_pgresult(None)
 
 
-def run(conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool):
+def run(
+    conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool, kept: bool = False
+):
     """Run ``statement`` with `encode`'s values on ``conn``: a read's rows, a write's first
-    row (or None)."""
+    row (or None). ``kept``: ``conn`` is one only the store uses (`_all_rows`)."""
     values, formats = encoded
     with conn.lock:
         if _prepare_or_send(conn, statement, values, formats, prepare):
             _prepare_answered(conn, conn.wait(generators.execute(conn.pgconn)), statement)
             _send_prepared(conn, statement, values, formats)
-        return _answer(conn, statement, conn.wait(generators.execute(conn.pgconn)))
+        return _answer(conn, statement, conn.wait(generators.execute(conn.pgconn)), kept)
 
 
-async def arun(conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool):
+async def arun(
+    conn, statement: Statement, encoded: tuple[list, list], *, prepare: bool, kept: bool = False
+):
     """`run` on an AsyncConnection."""
     values, formats = encoded
     async with conn.lock:
         if _prepare_or_send(conn, statement, values, formats, prepare):
             _prepare_answered(conn, await conn.wait(generators.execute(conn.pgconn)), statement)
             _send_prepared(conn, statement, values, formats)
-        return _answer(conn, statement, await conn.wait(generators.execute(conn.pgconn)))
+        results = await conn.wait(generators.execute(conn.pgconn))
+        return _answer(conn, statement, results, kept)
 
 
 def forget_prepared(conn) -> None:

@@ -142,9 +142,10 @@ def test_the_pools_hand_out_the_connection_used_last(pg):
 
 
 def test_a_pooled_connection_reads_without_a_cursor_and_holds_no_result_between(pg):
-    """Reads, the put and the writes take no cursor (`postgres.sql`); the statements still
-    sent on a cursor keep one each; and an idle connection holds nothing a statement
-    returned: a read of a large value leaves no copy of it behind in the pool."""
+    """Reads, the put and the writes take no cursor (`postgres.sql`): a read's rows are
+    loaded by one transformer the connection keeps; the statements still sent on a cursor
+    keep one each; and an idle connection holds nothing a statement returned: a read of a
+    large value leaves no copy of it behind in the pool."""
     from checkpoints.store.postgres.pool import _async_pool_for, _pool_for
     from checkpoints.store.postgres.sql import GET_BY_ID, PUT_BATCH
 
@@ -157,23 +158,28 @@ def test_a_pooled_connection_reads_without_a_cursor_and_holds_no_result_between(
     pg.put_many([(head, empty_checkpoint(), {}, {})], [])
 
     def results_held(conn) -> list:
-        return [
+        held = [
             c.pgresult
             for c in conn.__dict__.get("_checkpoints_cursors", {}).values()
             if c.pgresult is not None
         ]
+        loader = conn.__dict__.get("_checkpoints_loader")
+        return held + ([loader.pgresult] if loader is not None and loader.pgresult else [])
 
     pool = _pool_for(pg.using)
     with pool.connection() as conn:
         kept = dict(conn._checkpoints_cursors)
+        loader = conn._checkpoints_loader
         assert list(kept) == [PUT_BATCH]
         assert results_held(conn) == []
-    # Again: the same cursor, and still no result held once each call has returned.
+    # Again: the same cursor and transformer, and still no result held once each call
+    # has returned.
     pg.put_writes(head, [("doc", "y")], "task-2")
     assert pg.get_tuple(head).checkpoint["channel_values"]["doc"] == big
     pg.put_many([(head, empty_checkpoint(), {}, {})], [])
     with pool.connection() as conn:
         assert all(conn._checkpoints_cursors[sql] is cur for sql, cur in kept.items())
+        assert conn._checkpoints_loader is loader
         assert results_held(conn) == []
 
     async def on_async_pool() -> list:
@@ -181,10 +187,14 @@ def test_a_pooled_connection_reads_without_a_cursor_and_holds_no_result_between(
         assert tup.checkpoint["channel_values"]["doc"] == big
         apool = await _async_pool_for(pg.using)
         async with apool.connection() as conn:
-            return [conn.__dict__.get("_checkpoints_cursors", {}), results_held(conn)]
+            return [
+                conn.__dict__.get("_checkpoints_cursors", {}),
+                conn.__dict__.get("_checkpoints_loader"),
+                results_held(conn),
+            ]
 
-    cursors, held = asyncio.run(on_async_pool())
-    assert GET_BY_ID not in cursors and held == []
+    cursors, loader, held = asyncio.run(on_async_pool())
+    assert GET_BY_ID not in cursors and loader is not None and held == []
 
 
 def test_async_callers_past_the_pool_size_wait_at_its_gate_not_in_the_pool(pg, monkeypatch):

@@ -6,6 +6,7 @@ psycopg's own exception, and whatever it does not encode goes to the cursor inst
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -331,16 +332,25 @@ def test_a_reads_rows_are_the_cursors_fetchall(conn, s, b, j, n, prepare):
     assert pgwire.usable(conn)
 
 
-def test_a_read_loads_with_the_loaders_the_connection_has_now(conn):
-    """A loader registered after a first read is the next read's, as it is a cursor's."""
+@pytest.mark.parametrize("kept", [False, True])
+def test_which_loaders_a_read_loads_with(conn, kept):
+    """On a connection others use too (Django's), a loader registered after a read is the
+    next read's, as it is a fresh cursor's. A connection only the store uses (``kept``, its
+    pool's) keeps the transformer of its first read, and with it that read's loaders, as
+    the cursor it kept per statement did, and holds no result between reads."""
     params = dict(s="x", b=b"", j=Jsonb({"k": 1}), t=datetime.now(UTC), n=1)
     encoded = pgwire.encode(ROWS, params)
-    assert pgwire.run(conn, ROWS, encoded, prepare=True)[0][3] == {"k": 1}
+    assert pgwire.run(conn, ROWS, encoded, prepare=True, kept=kept)[0][3] == {"k": 1}
     set_json_loads(lambda data: ("loaded", bytes(data)), conn)
-    again = pgwire.run(conn, ROWS, encoded, prepare=True)
-    with conn.cursor() as cur:
-        assert again == cur.execute(ROWS.sql, params, binary=True).fetchall()
-    assert again[0][3] == ("loaded", b'{"k": 1}')
+    again = pgwire.run(conn, ROWS, encoded, prepare=True, kept=kept)
+    if kept:
+        assert again[0][3] == {"k": 1}
+        assert conn._checkpoints_loader.pgresult is None
+    else:
+        with conn.cursor() as cur:
+            assert again == cur.execute(ROWS.sql, params, binary=True).fetchall()
+        assert again[0][3] == ("loaded", b'{"k": 1}')
+        assert "_checkpoints_loader" not in conn.__dict__
 
 
 def test_a_call_interrupted_while_its_statement_is_prepared_prepares_it_once(conn):
@@ -426,3 +436,24 @@ def test_the_store_reads_through_it_and_falls_back_to_the_cursor_alike(request, 
     assert len(direct) == 6
     assert through[0].pending_writes == [("task", "c", b"\x00")]
     assert through[0].metadata == {"a": 1}
+
+
+def test_unpooled_reads_on_djangos_connection_keep_no_transformer(settings):
+    """With PG_POOL off the saver reads on Django's connection, which a project may register
+    loaders on: each read takes the loaders it has then, and nothing is left on it."""
+    from checkpoints.store.orm.ledger import forget_format_checks
+    from checkpoints.store.registry import get_saver
+
+    forget_format_checks()
+    settings.CHECKPOINTS = {**settings.CHECKPOINTS, "PG_POOL": False}
+    saver = get_saver("postgres", using="pg")
+    assert not saver.pooled
+    head = saver.put(config_for("unpooled-read", None, ns=""), empty_checkpoint(), {"a": 1}, {})
+    assert saver.get_tuple(head).metadata == {"a": 1}
+    raw = connections["pg"].connection
+    assert "_checkpoints_loader" not in raw.__dict__
+    set_json_loads(lambda data: {"loaded": True}, raw)
+    try:
+        assert saver.get_tuple(head).metadata == {"loaded": True}
+    finally:
+        set_json_loads(json.loads, raw)
