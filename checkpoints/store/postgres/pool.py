@@ -102,15 +102,15 @@ def kept_cursor(conn, cursor_class, sql: str):
 
     A new cursor per statement made a new adapters map and transformer and looked every
     parameter's dumper up again; psycopg keeps a cursor's transformer while it runs the
-    same query object again, so a cursor per statement text (puts and writes alternate on
-    a connection) keeps them: 48 -> 34 us of CPU a statement (17 parameters, two
-    statements alternating). A pooled connection serves one caller at a time, so its
-    cursors do too.
+    same query object again, so a cursor per statement text keeps them: 48 -> 34 us of CPU
+    a statement (17 parameters, two statements alternating). A pooled connection serves one
+    caller at a time, so its cursors do too. (The put, the writes and the reads have since
+    left the cursor for libpq, `sql.run`; a batch and the sweep's deletes still take one.)
     """
     kept = conn.__dict__.get("_checkpoints_cursors")
     if kept is None or len(kept) >= _KEPT_CURSORS:
-        # The store's statements are a handful; list pages with many filter shapes could
-        # grow it, so it starts over past a bound.
+        # The statements sent this way are a handful; the bound only guards against a
+        # caller passing many texts, past it the map starts over.
         kept = conn._checkpoints_cursors = {}
     cur = kept.get(sql)
     if cur is None or cur.closed:
