@@ -474,6 +474,11 @@ class _Run:
         refused_by_target = _target_refusals()
         for item in self.read_checked(thread_ids):
             if isinstance(item, ThreadRecord) and staging_id_of(target, item.thread_id) is None:
+                # The GIL offered between the thread's two halves of work (read and checked,
+                # then prepared) and after it: an answer the import's thread is waiting on
+                # is taken up within ~0.5 ms, not at the interpreter's 5 ms switch interval.
+                # One job 2-19 % faster in six paired rounds (bench/README).
+                time.sleep(0)
                 before = counter[0]
                 try:
                     batch = target.prepare_many(*thread_puts(item, item.thread_id))
@@ -482,6 +487,7 @@ class _Run:
                 else:
                     item.prepared = PreparedThread(batch, counter[0] - before)
             yield item
+            time.sleep(0)
 
     def checked(self, read: Iterable) -> Iterator[ThreadRecord | TransferFormatError]:
         """Each thread with the metadata it lifts (``thread_metadata``), or its refusal when
