@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
@@ -125,7 +126,7 @@ class OrmReading:
                 if blobs and type(blobs[0][0]) is not str:
                     # PostgreSQL's arrays hand names back as bytea: decoded once, here.
                     blobs = [(_text(c), _text(t), d) for c, t, d in blobs]
-                blobs, unread = set_aside(blobs, _first)
+                blobs, unread = set_aside(blobs, itemgetter(0))
                 values = checkpoint["channel_values"] = unread
                 # A checkpoint from before format v4: its parent's sends, which the row
                 # carried, read in the same go as its blobs (`needs_parent_sends` asked
@@ -273,7 +274,3 @@ def _text(value: Any) -> str:
     if isinstance(value, memoryview):
         value = bytes(value)
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _first(item: tuple) -> Any:
-    return item[0]

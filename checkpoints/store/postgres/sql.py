@@ -23,7 +23,7 @@ failure raises psycopg's own exception for it. A connection in a transaction, or
 speaking UTF-8, or a parameter of a type not encoded here, takes the cursor instead
 (`encode` says so). The reads (get_tuple, a page of list) go the same way and ask for
 their rows in binary, loaded by psycopg's own loaders (`Statement`'s ``rows``): a legacy
-get latest 1.49-1.54x -> 1.54-1.61x PostgresSaver's (`bench.legacy`, bench/README).
+get latest 1.48-1.54x -> 1.58-1.63x PostgresSaver's (`bench.legacy`, bench/README).
 
 The arrays (`TextArray`, `ByteaArray`, `Int4Array`) go in binary without psycopg's
 generic list adapter, on this path and the cursor's alike. psycopg adapts a plain list by
